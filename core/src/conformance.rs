@@ -1,0 +1,320 @@
+//! The conformance suite every backend runs against itself.
+//!
+//! A backend's tests implement [`Harness`] (start `n` ranks however the backend does: threads,
+//! processes, simulated nodes) and call [`run_suite`]. Each check is a [`Program`] run on 2, 3
+//! and 4 ranks; a violated expectation is an error naming the check, the rank and what differed.
+
+use crate::error::{Error, Result};
+use crate::transport::{Endpoint, OpKind, Program, Rank, Src, TagSel};
+
+/// Starts `n` ranks of a backend and runs a program on each.
+pub trait Harness {
+    /// Run `p` on ranks `0..n`; every rank's output in rank order, or the first error.
+    fn run<P: Program>(&self, n: u32, p: &P) -> Result<Vec<P::Output>>;
+}
+
+/// The names of the checks, in the order [`run_suite`] runs them.
+pub const CHECKS: &[&str] = &[
+    "ordering",
+    "sizes",
+    "tags_and_wildcards",
+    "many_in_flight",
+    "truncation",
+    "control_plane",
+    "invalid_arguments",
+];
+
+/// Run every check on 2, 3 and 4 ranks (and the sizes check up to `max_size` bytes).
+pub fn run_suite<H: Harness>(h: &H, max_size: usize) -> Result<()> {
+    for n in 2..=4 {
+        for name in CHECKS {
+            run_check(h, name, n, max_size)
+                .map_err(|e| e.in_phase(format!("conformance check `{name}` on {n} ranks")))?;
+        }
+    }
+    Ok(())
+}
+
+/// Run one named check on `n` ranks.
+pub fn run_check<H: Harness>(h: &H, name: &str, n: u32, max_size: usize) -> Result<()> {
+    match name {
+        "ordering" => h.run(n, &Ordering).map(drop),
+        "sizes" => h.run(n, &Sizes { max: max_size }).map(drop),
+        "tags_and_wildcards" => h.run(n, &TagsAndWildcards).map(drop),
+        "many_in_flight" => h.run(n, &ManyInFlight).map(drop),
+        "truncation" => h.run(n, &Truncation).map(drop),
+        "control_plane" => h.run(n, &ControlPlane).map(drop),
+        "invalid_arguments" => h.run(n, &InvalidArguments).map(drop),
+        other => Err(Error::Invalid(format!("no conformance check named `{other}`"))),
+    }
+}
+
+fn fail(check: &str, rank: Rank, what: String) -> Error {
+    Error::Backend {
+        backend: "conformance",
+        message: format!("{check}: rank {rank}: {what}"),
+    }
+}
+
+fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) as u8 ^ (i >> 8) as u8)
+        .collect()
+}
+
+/// Messages from one sender arrive in the order sent, with specific and wildcard receives.
+#[derive(Debug)]
+pub struct Ordering;
+
+impl Program for Ordering {
+    type Output = ();
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        const N: u32 = 200;
+        let me = ep.rank();
+        if me == 0 {
+            for r in 1..ep.size() {
+                for i in 0..N {
+                    ep.send(r, 11, i.to_le_bytes().to_vec())?;
+                }
+            }
+        } else {
+            let mut buf = vec![0u8; 4];
+            for i in 0..N {
+                // Alternate specific and wildcard receives: order must hold for both.
+                let src = if i % 2 == 0 { Src::Rank(0) } else { Src::Any };
+                let c = ep.recv(src, TagSel::Any, buf)?;
+                let got = u32::from_le_bytes([c.buf[0], c.buf[1], c.buf[2], c.buf[3]]);
+                if got != i || c.peer != 0 || c.tag != 11 || c.len != 4 {
+                    return Err(fail(
+                        "ordering",
+                        me,
+                        format!(
+                            "expected message {i} from 0 tag 11, got {got} from {} tag {}",
+                            c.peer, c.tag
+                        ),
+                    ));
+                }
+                buf = c.buf;
+            }
+        }
+        ep.barrier()
+    }
+}
+
+/// Zero-length, small, odd and large messages arrive intact.
+#[derive(Debug)]
+pub struct Sizes {
+    /// Largest size to try.
+    pub max: usize,
+}
+
+impl Program for Sizes {
+    type Output = ();
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        let me = ep.rank();
+        let mut sizes = vec![0usize, 1, 7, 8, 63, 64, 65, 4095, 4096, 65_537, 1 << 20];
+        sizes.push(self.max);
+        sizes.push(self.max.saturating_sub(3));
+        sizes.retain(|&s| s <= self.max);
+        for &s in &sizes {
+            for peer in 1..ep.size() {
+                if me == 0 {
+                    let data = pattern(s, peer + s as u32);
+                    ep.send(peer, 3, data)?;
+                    let c = ep.recv(Src::Rank(peer), TagSel::Tag(4), vec![0; s + 16])?;
+                    if c.len != s || c.buf[..s] != pattern(s, peer * 7 + s as u32)[..] {
+                        return Err(fail("sizes", me, format!("echo of {s} bytes from {peer} differs")));
+                    }
+                } else if me == peer {
+                    let c = ep.recv(Src::Rank(0), TagSel::Tag(3), vec![0; s])?;
+                    if c.len != s || c.buf[..] != pattern(s, peer + s as u32)[..] {
+                        return Err(fail("sizes", me, format!("{s}-byte message differs")));
+                    }
+                    ep.send(0, 4, pattern(s, peer * 7 + s as u32))?;
+                }
+            }
+        }
+        ep.barrier()
+    }
+}
+
+/// Receives select by tag (out of order, via the unexpected queue) and by wildcard source.
+#[derive(Debug)]
+pub struct TagsAndWildcards;
+
+impl Program for TagsAndWildcards {
+    type Output = ();
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        let me = ep.rank();
+        let n = ep.size();
+        if me == 1 {
+            for tag in [3u32, 2, 1] {
+                ep.send(0, tag, vec![tag as u8; tag as usize])?;
+            }
+        }
+        if me == 0 {
+            for tag in [1u32, 2, 3] {
+                let c = ep.recv(Src::Rank(1), TagSel::Tag(tag), vec![0; 8])?;
+                if c.tag != tag || c.len != tag as usize || c.buf[0] != tag as u8 {
+                    return Err(fail("tags", me, format!("receive of tag {tag} got tag {} len {}", c.tag, c.len)));
+                }
+            }
+        }
+        ep.barrier()?;
+        // Every other rank sends one message with its rank as tag; rank 0 takes them with
+        // wildcard source and tag and must see each sender exactly once.
+        if me != 0 {
+            ep.send(0, 100 + me, me.to_le_bytes().to_vec())?;
+        } else {
+            let mut seen = vec![false; n as usize];
+            let mut buf = vec![0; 4];
+            for _ in 1..n {
+                let c = ep.recv(Src::Any, TagSel::Any, buf)?;
+                let from = u32::from_le_bytes([c.buf[0], c.buf[1], c.buf[2], c.buf[3]]);
+                if from != c.peer || c.tag != 100 + from || seen[from as usize] {
+                    return Err(fail("wildcards", me, format!("bad wildcard match: peer {} tag {} payload {from}", c.peer, c.tag)));
+                }
+                seen[from as usize] = true;
+                buf = c.buf;
+            }
+        }
+        ep.barrier()
+    }
+}
+
+/// Many receives and sends outstanding at once between every pair.
+#[derive(Debug)]
+pub struct ManyInFlight;
+
+impl Program for ManyInFlight {
+    type Output = ();
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        const K: u32 = 64;
+        let me = ep.rank();
+        let n = ep.size();
+        let mut reqs = Vec::new();
+        for peer in (0..n).filter(|&p| p != me) {
+            for i in 0..K {
+                reqs.push(ep.irecv(Src::Rank(peer), TagSel::Tag(i), vec![0; 1024])?);
+            }
+        }
+        for peer in (0..n).filter(|&p| p != me) {
+            for i in 0..K {
+                reqs.push(ep.isend(peer, i, pattern(1000 + i as usize, me * 1000 + i))?);
+            }
+        }
+        let mut out = Vec::new();
+        ep.wait_all(&reqs, &mut out)?;
+        for c in &out {
+            if c.kind == OpKind::Recv {
+                let want = pattern(1000 + c.tag as usize, c.peer * 1000 + c.tag);
+                if c.len != want.len() || c.buf[..c.len] != want[..] {
+                    return Err(fail("many_in_flight", me, format!("message tag {} from {} differs", c.tag, c.peer)));
+                }
+            }
+        }
+        if out.len() != reqs.len() {
+            return Err(fail("many_in_flight", me, "missing completions".into()));
+        }
+        ep.barrier()
+    }
+}
+
+/// A message longer than its receive buffer is an error, and the endpoint stays usable.
+#[derive(Debug)]
+pub struct Truncation;
+
+impl Program for Truncation {
+    type Output = ();
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        let me = ep.rank();
+        if me == 1 {
+            ep.send(0, 9, vec![1; 16])?;
+            ep.send(0, 9, vec![2; 4])?;
+        } else if me == 0 {
+            match ep.recv(Src::Rank(1), TagSel::Tag(9), vec![0; 8]) {
+                Err(e) if matches!(e.root(), Error::Truncated { len: 16, cap: 8, .. }) => {}
+                Err(e) => return Err(fail("truncation", me, format!("wrong error {e}"))),
+                Ok(c) => return Err(fail("truncation", me, format!("no error, len {}", c.len))),
+            }
+            let c = ep.recv(Src::Rank(1), TagSel::Tag(9), vec![0; 8])?;
+            if c.len != 4 || c.buf[0] != 2 {
+                return Err(fail("truncation", me, "next message lost after truncation".into()));
+            }
+        }
+        ep.barrier()
+    }
+}
+
+/// Barrier, broadcast and gather from every root.
+#[derive(Debug)]
+pub struct ControlPlane;
+
+impl Program for ControlPlane {
+    type Output = ();
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        let me = ep.rank();
+        let n = ep.size();
+        for _ in 0..50 {
+            ep.barrier()?;
+        }
+        // The barrier really waits: rank 0 computes before entering, the others must wait.
+        let iters = 2_000_000;
+        ep.barrier()?;
+        let t0 = ep.now_ns();
+        if me == 0 {
+            ep.compute(iters);
+        }
+        let t1 = ep.now_ns();
+        ep.barrier()?;
+        let t2 = ep.now_ns();
+        let mut spent = (t1 - t0).to_le_bytes().to_vec();
+        ep.broadcast(0, &mut spent)?;
+        let busy = u64::from_le_bytes(spent[..8].try_into().unwrap_or([0; 8]));
+        if me != 0 && t2 - t0 < busy / 2 {
+            return Err(fail("barrier", me, format!("left after {} ns while rank 0 computed {busy} ns", t2 - t0)));
+        }
+        for root in 0..n {
+            let mut data = if me == root { pattern(1000 + root as usize, root) } else { vec![7; 3] };
+            ep.broadcast(root, &mut data)?;
+            if data != pattern(1000 + root as usize, root) {
+                return Err(fail("broadcast", me, format!("from root {root} differs")));
+            }
+            let g = ep.gather(root, &pattern(me as usize * 10, me))?;
+            match (me == root, g) {
+                (true, Some(all)) => {
+                    for (r, d) in all.iter().enumerate() {
+                        if *d != pattern(r * 10, r as u32) {
+                            return Err(fail("gather", me, format!("part of rank {r} differs")));
+                        }
+                    }
+                }
+                (false, None) => {}
+                _ => return Err(fail("gather", me, "result on the wrong rank".into())),
+            }
+        }
+        for first in 0..n {
+            ep.barrier_first(first)?;
+        }
+        ep.barrier()
+    }
+}
+
+/// Bad ranks are errors, not panics.
+#[derive(Debug)]
+pub struct InvalidArguments;
+
+impl Program for InvalidArguments {
+    type Output = ();
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        let me = ep.rank();
+        let n = ep.size();
+        if ep.isend(n + 5, 0, vec![0; 4]).is_ok() {
+            return Err(fail("invalid", me, "send to a rank out of range was accepted".into()));
+        }
+        if ep.irecv(Src::Rank(n), TagSel::Any, vec![0; 4]).is_ok() {
+            return Err(fail("invalid", me, "receive from a rank out of range was accepted".into()));
+        }
+        ep.barrier()
+    }
+}

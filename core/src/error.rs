@@ -1,0 +1,123 @@
+//! The one error type of the core and of every backend.
+
+use crate::transport::Rank;
+use std::time::Duration;
+
+/// Result with the commbench [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can end a run. Libraries return these; only the CLI decides exit codes.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A wait did not complete in time: the peer is slow, silent or gone.
+    #[error("rank {rank}: timed out after {:.1} s waiting for {what}", timeout.as_secs_f64())]
+    Timeout {
+        /// The rank that was waiting.
+        rank: Rank,
+        /// What it waited for (names the peer where one is known).
+        what: String,
+        /// The limit that ran out.
+        timeout: Duration,
+    },
+    /// A peer closed its connection, exited or was killed.
+    #[error("rank {peer} is gone ({detail})")]
+    PeerLost {
+        /// The rank that disappeared.
+        peer: Rank,
+        /// How it was noticed.
+        detail: String,
+    },
+    /// A message was longer than the receive buffer posted for it (MPI_ERR_TRUNCATE).
+    #[error("message truncated: {len} bytes from rank {source_rank} (tag {tag}) for a {cap}-byte receive buffer")]
+    Truncated {
+        /// Bytes sent.
+        len: usize,
+        /// Bytes the receive could hold.
+        cap: usize,
+        /// Sender.
+        source_rank: Rank,
+        /// Tag of the message.
+        tag: u32,
+    },
+    /// An argument that a caller could have checked: bad rank, bad tag, unknown request.
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    /// A configuration that cannot work (bad sim file, impossible sizes for this backend, ...).
+    #[error("bad configuration: {0}")]
+    Config(String),
+    /// An operating-system call failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The protocol was violated by the other side (bad magic, version, token, frame).
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// Every simulated node is blocked (simulator only).
+    #[error("deadlock: {0}")]
+    Deadlock(String),
+    /// A backend-specific failure that fits nowhere else.
+    #[error("{backend}: {message}")]
+    Backend {
+        /// Backend name.
+        backend: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// Another error, with the phase of the run in which it happened.
+    #[error("{phase}: {source}")]
+    InPhase {
+        /// Phase of the run ("pingpong 8 B, trial 12", "barrier", "connect", ...).
+        phase: String,
+        /// The underlying error.
+        #[source]
+        source: Box<Error>,
+    },
+}
+
+impl Error {
+    /// Build an [`Error::Io`] from an OS error and a description of the action.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// Wrap this error with the phase in which it happened.
+    pub fn in_phase(self, phase: impl Into<String>) -> Self {
+        Error::InPhase {
+            phase: phase.into(),
+            source: Box::new(self),
+        }
+    }
+
+    /// The innermost error, below every [`Error::InPhase`] wrapper.
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::InPhase { source, .. } => source.root(),
+            e => e,
+        }
+    }
+}
+
+/// Attach a phase to the error of a result (`ep.wait(r).phase("handshake")?`).
+pub trait ResultExt<T> {
+    /// Wrap an error with the phase of the run it happened in.
+    fn phase(self, phase: &str) -> Result<T>;
+    /// Like [`ResultExt::phase`] with a phase built only on error.
+    fn phase_with(self, f: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> ResultExt<T> for Result<T> {
+    fn phase(self, phase: &str) -> Result<T> {
+        self.map_err(|e| e.in_phase(phase))
+    }
+    fn phase_with(self, f: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| e.in_phase(f()))
+    }
+}

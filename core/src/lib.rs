@@ -1,0 +1,19 @@
+//! # commbench-core
+//!
+//! The transport-independent half of commbench: the [`transport`] traits every backend
+//! implements, the tag-[`matching`] engine raw transports share, the measurement method of
+//! seed 000 ([`timer`], [`method`]), [`stats`], size [`spec`]s, and the result document.
+//!
+//! Backends depend on this crate; this crate never depends on a backend.
+
+pub mod clock;
+pub mod conformance;
+pub mod error;
+pub mod launch;
+pub mod matching;
+pub mod spec;
+pub mod stats;
+pub mod transport;
+
+pub use error::{Error, Result, ResultExt};
+pub use transport::{Completion, Endpoint, OpKind, Program, Rank, ReqId, Src, Tag, TagSel};

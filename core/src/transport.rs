@@ -1,0 +1,334 @@
+//! The transport abstraction (design §3).
+//!
+//! An [`Endpoint`] is one rank's data plane: non-blocking posted sends and receives with tags,
+//! wildcard source and tag on receives, and completions found by [`Endpoint::test`] or
+//! [`Endpoint::wait`]. Buffers are owned `Vec<u8>`s moved into the endpoint when an operation is
+//! posted and handed back in its [`Completion`], so a pattern reuses the same buffers and nothing
+//! in a timed loop allocates, and no backend needs `unsafe` to keep a borrowed buffer alive.
+//!
+//! A control plane (barrier, broadcast, gather) is built on reserved tags above [`TAG_UB`], which
+//! wildcard receives never match; backends with a native one (MPI) override it. It never runs
+//! inside a timed region.
+//!
+//! A [`Program`] is what every rank runs; a backend's launcher runs it on each rank it hosts
+//! (a process, a thread, or a simulated node's coroutine) and hands back each rank's output.
+
+use crate::clock;
+use crate::error::{Error, Result};
+use std::time::{Duration, Instant};
+
+/// A rank: 0..size.
+pub type Rank = u32;
+/// A message tag. User tags are below [`TAG_UB`].
+pub type Tag = u32;
+
+/// User tags are `0..TAG_UB`; tags from `TAG_UB` up belong to the control plane.
+pub const TAG_UB: Tag = 1 << 30;
+/// Control-plane tag of the barrier.
+pub const TAG_BARRIER: Tag = TAG_UB + 1;
+/// Control-plane tag of broadcast.
+pub const TAG_BCAST: Tag = TAG_UB + 2;
+/// Control-plane tag of gather.
+pub const TAG_GATHER: Tag = TAG_UB + 3;
+/// Control-plane tag of the asymmetric barrier (seed 004).
+pub const TAG_ABARRIER: Tag = TAG_UB + 4;
+
+/// The source a receive accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Src {
+    /// Any rank (MPI_ANY_SOURCE).
+    Any,
+    /// This rank only.
+    Rank(Rank),
+}
+
+impl Src {
+    /// Whether a message from `r` is accepted.
+    #[inline]
+    pub fn accepts(self, r: Rank) -> bool {
+        match self {
+            Src::Any => true,
+            Src::Rank(x) => x == r,
+        }
+    }
+}
+
+/// The tags a receive accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TagSel {
+    /// Any user tag (MPI_ANY_TAG); never a control-plane tag.
+    Any,
+    /// This tag only.
+    Tag(Tag),
+}
+
+impl TagSel {
+    /// Whether a message with tag `t` is accepted.
+    #[inline]
+    pub fn accepts(self, t: Tag) -> bool {
+        match self {
+            TagSel::Any => t < TAG_UB,
+            TagSel::Tag(x) => x == t,
+        }
+    }
+}
+
+/// Handle of a posted operation, valid until its completion has been returned once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReqId(pub u64);
+
+/// Whether a completion is of a send or a receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    /// A send: the buffer may be reused.
+    Send,
+    /// A receive: `len` bytes of `buf` hold the message.
+    Recv,
+}
+
+/// A finished operation. The buffer comes back to the caller.
+#[derive(Debug)]
+pub struct Completion {
+    /// Send or receive.
+    pub kind: OpKind,
+    /// The buffer that was posted.
+    pub buf: Vec<u8>,
+    /// For a receive, the sender; for a send, the destination.
+    pub peer: Rank,
+    /// Tag of the message.
+    pub tag: Tag,
+    /// Bytes transferred.
+    pub len: usize,
+}
+
+/// What a backend records about itself in the result document (mode, library version, ...).
+pub type BackendInfo = serde_json::Map<String, serde_json::Value>;
+
+/// One rank's endpoint: the data plane, its clock, its CPU, and a control plane.
+///
+/// Required methods are the non-blocking data plane; everything else has a default built on
+/// it that backends may override with something faster or native.
+pub trait Endpoint {
+    /// This rank.
+    fn rank(&self) -> Rank;
+    /// Number of ranks in the run.
+    fn size(&self) -> u32;
+    /// Backend name (`tcp`, `shm`, `sim`, `mpi`, ...).
+    fn backend(&self) -> &'static str;
+    /// How long a wait may last before it is an error.
+    fn timeout(&self) -> Duration;
+
+    /// Post a send of all of `buf` to `dest` with `tag`.
+    fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId>;
+    /// Post a receive of at most `buf.len()` bytes. A longer message is [`Error::Truncated`].
+    fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId>;
+    /// Make progress and return the completion of `req` if it has finished. A request's
+    /// completion is returned once; testing it again is [`Error::Invalid`].
+    fn test(&mut self, req: ReqId) -> Result<Option<Completion>>;
+
+    /// Wait for `req` to finish, at most [`Endpoint::timeout`].
+    fn wait(&mut self, req: ReqId) -> Result<Completion> {
+        if let Some(c) = self.test(req)? {
+            return Ok(c);
+        }
+        let start = Instant::now();
+        let limit = self.timeout();
+        let mut spins: u32 = 0;
+        loop {
+            if let Some(c) = self.test(req)? {
+                return Ok(c);
+            }
+            spins = spins.wrapping_add(1);
+            if spins % 1024 == 0 && start.elapsed() > limit {
+                return Err(Error::Timeout {
+                    rank: self.rank(),
+                    what: format!("request {}", req.0),
+                    timeout: limit,
+                });
+            }
+        }
+    }
+
+    /// Wait for every request in `reqs`, appending completions to `out` in the order of `reqs`.
+    fn wait_all(&mut self, reqs: &[ReqId], out: &mut Vec<Completion>) -> Result<()> {
+        for &r in reqs {
+            let c = self.wait(r)?;
+            out.push(c);
+        }
+        Ok(())
+    }
+
+    /// Blocking send; returns the buffer. Backends may override with a faster direct path.
+    fn send(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<Vec<u8>> {
+        let r = self.isend(dest, tag, buf)?;
+        Ok(self.wait(r)?.buf)
+    }
+
+    /// Blocking receive; returns the completion (with the buffer, sender, tag and length).
+    fn recv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<Completion> {
+        let r = self.irecv(src, tag, buf)?;
+        self.wait(r)
+    }
+
+    /// Read this rank's clock in nanoseconds. Real backends: `CLOCK_MONOTONIC`.
+    #[inline]
+    fn now_ns(&mut self) -> u64 {
+        clock::monotonic_ns()
+    }
+
+    /// Name of the clock [`Endpoint::now_ns`] reads, for the result document.
+    fn clock_name(&self) -> String {
+        "CLOCK_MONOTONIC".to_string()
+    }
+
+    /// Busy computation of `iters` iterations of [`clock::spin`] (seed 001's Q). The simulator
+    /// turns it into virtual CPU time that its message handlers preempt.
+    fn compute(&mut self, iters: u64) {
+        clock::spin(iters);
+    }
+
+    /// What the backend records about itself (mode, versions, wait policy, ...).
+    fn info(&self) -> BackendInfo {
+        BackendInfo::new()
+    }
+
+    /// Block until every rank has entered the barrier.
+    fn barrier(&mut self) -> Result<()> {
+        control::barrier(self)
+    }
+
+    /// Asymmetric barrier of seed 004: every rank enters; rank `first` is released first and
+    /// the others only after `first` has told them it left.
+    fn barrier_first(&mut self, first: Rank) -> Result<()> {
+        control::barrier_first(self, first)
+    }
+
+    /// `root`'s `data` replaces `data` on every rank.
+    fn broadcast(&mut self, root: Rank, data: &mut Vec<u8>) -> Result<()> {
+        control::broadcast(self, root, data)
+    }
+
+    /// Every rank's `data`, in rank order, on `root` (`None` elsewhere).
+    fn gather(&mut self, root: Rank, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+        control::gather(self, root, data)
+    }
+}
+
+/// What every rank of a run executes. Generic over the endpoint so that the timed loops are
+/// monomorphised per backend: no dynamic dispatch in the timed path.
+pub trait Program: Sync {
+    /// What one rank hands back to its launcher.
+    type Output: Send;
+    /// Run on one rank.
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<Self::Output>;
+}
+
+/// Control-plane algorithms on top of the data plane, with reserved tags. Linear: the control
+/// plane runs between timed regions, never inside one, and rank counts are small.
+pub mod control {
+    use super::*;
+
+    fn check_root<E: Endpoint + ?Sized>(ep: &E, root: Rank) -> Result<()> {
+        if root >= ep.size() {
+            return Err(Error::Invalid(format!(
+                "root rank {root} out of range for {} ranks",
+                ep.size()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Linear barrier: everyone reports to rank 0, which then releases everyone.
+    pub fn barrier<E: Endpoint + ?Sized>(ep: &mut E) -> Result<()> {
+        barrier_first(ep, 0)
+    }
+
+    /// Barrier that releases `first` before the others (seed 004's asymmetric barrier; with
+    /// `first == 0` it is an ordinary barrier). Every rank but `first` reports to `first`;
+    /// `first` leaves once all have arrived and then releases the rest.
+    pub fn barrier_first<E: Endpoint + ?Sized>(ep: &mut E, first: Rank) -> Result<()> {
+        check_root(ep, first)?;
+        let n = ep.size();
+        let me = ep.rank();
+        let tag = if first == 0 { TAG_BARRIER } else { TAG_ABARRIER };
+        if me == first {
+            let mut buf = Vec::new();
+            for r in (0..n).filter(|&r| r != first) {
+                buf = ep.recv(Src::Rank(r), TagSel::Tag(tag), buf)?.buf;
+            }
+            for r in (0..n).filter(|&r| r != first) {
+                buf = ep.send(r, tag, buf)?;
+            }
+        } else {
+            let b = ep.send(first, tag, Vec::new())?;
+            ep.recv(Src::Rank(first), TagSel::Tag(tag), b)?;
+        }
+        Ok(())
+    }
+
+    /// Broadcast from `root`: the length first, then the bytes.
+    pub fn broadcast<E: Endpoint + ?Sized>(
+        ep: &mut E,
+        root: Rank,
+        data: &mut Vec<u8>,
+    ) -> Result<()> {
+        check_root(ep, root)?;
+        let n = ep.size();
+        if ep.rank() == root {
+            for r in (0..n).filter(|&r| r != root) {
+                ep.send(r, TAG_BCAST, (data.len() as u64).to_le_bytes().to_vec())?;
+                let b = ep.send(r, TAG_BCAST, std::mem::take(data))?;
+                *data = b;
+            }
+        } else {
+            let c = ep.recv(Src::Rank(root), TagSel::Tag(TAG_BCAST), vec![0; 8])?;
+            let len = decode_len(&c.buf[..c.len])?;
+            let c = ep.recv(Src::Rank(root), TagSel::Tag(TAG_BCAST), vec![0; len])?;
+            let mut b = c.buf;
+            b.truncate(c.len);
+            *data = b;
+        }
+        Ok(())
+    }
+
+    /// Gather to `root`: the length first, then the bytes.
+    pub fn gather<E: Endpoint + ?Sized>(
+        ep: &mut E,
+        root: Rank,
+        data: &[u8],
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        check_root(ep, root)?;
+        let n = ep.size();
+        if ep.rank() == root {
+            let mut all = Vec::with_capacity(n as usize);
+            for r in 0..n {
+                if r == root {
+                    all.push(data.to_vec());
+                    continue;
+                }
+                let c = ep.recv(Src::Rank(r), TagSel::Tag(TAG_GATHER), vec![0; 8])?;
+                let len = decode_len(&c.buf[..c.len])?;
+                let c = ep.recv(Src::Rank(r), TagSel::Tag(TAG_GATHER), vec![0; len])?;
+                let mut b = c.buf;
+                b.truncate(c.len);
+                all.push(b);
+            }
+            Ok(Some(all))
+        } else {
+            ep.send(root, TAG_GATHER, (data.len() as u64).to_le_bytes().to_vec())?;
+            ep.send(root, TAG_GATHER, data.to_vec())?;
+            Ok(None)
+        }
+    }
+
+    fn decode_len(b: &[u8]) -> Result<usize> {
+        let arr: [u8; 8] = b
+            .try_into()
+            .map_err(|_| Error::Protocol(format!("control length of {} bytes", b.len())))?;
+        let len = u64::from_le_bytes(arr);
+        usize::try_from(len)
+            .ok()
+            .filter(|&l| l <= 1 << 40)
+            .ok_or_else(|| Error::Protocol(format!("control message of {len} bytes")))
+    }
+}

@@ -70,24 +70,57 @@ impl RankEnv {
     /// Work out this rank's identity. `manual` is `--rank/--size` from the command line, which
     /// wins; then commbench's own variables; then Open MPI, PMI and Slurm. With none of them the
     /// process is the local launcher: rank 0 of `default_size`.
-    pub fn detect(manual: Option<(Rank, u32)>, rendezvous: Option<&str>, default_size: u32) -> Result<Self> {
-        let rendezvous = rendezvous.map(str::to_string).or_else(|| var(ENV_RENDEZVOUS));
+    pub fn detect(
+        manual: Option<(Rank, u32)>,
+        rendezvous: Option<&str>,
+        default_size: u32,
+    ) -> Result<Self> {
+        let rendezvous = rendezvous
+            .map(str::to_string)
+            .or_else(|| var(ENV_RENDEZVOUS));
         let token = var(ENV_TOKEN);
         let (rank, size, launcher, job) = if let Some((r, s)) = manual {
             (r, s, Launcher::Manual, var(ENV_JOB))
         } else if let (Some(r), Some(s)) = (var(ENV_RANK), var(ENV_SIZE)) {
-            (parse_num(ENV_RANK, &r)?, parse_num(ENV_SIZE, &s)?, Launcher::LocalChild, var(ENV_JOB))
-        } else if let (Some(r), Some(s)) = (var("OMPI_COMM_WORLD_RANK"), var("OMPI_COMM_WORLD_SIZE")) {
-            let job = var(ENV_JOB).or_else(|| var("OMPI_MCA_ess_base_jobid")).or_else(|| var("PMIX_NAMESPACE"));
-            (parse_num("OMPI_COMM_WORLD_RANK", &r)?, parse_num("OMPI_COMM_WORLD_SIZE", &s)?, Launcher::OpenMpi, job)
+            (
+                parse_num(ENV_RANK, &r)?,
+                parse_num(ENV_SIZE, &s)?,
+                Launcher::LocalChild,
+                var(ENV_JOB),
+            )
+        } else if let (Some(r), Some(s)) =
+            (var("OMPI_COMM_WORLD_RANK"), var("OMPI_COMM_WORLD_SIZE"))
+        {
+            let job = var(ENV_JOB)
+                .or_else(|| var("OMPI_MCA_ess_base_jobid"))
+                .or_else(|| var("PMIX_NAMESPACE"));
+            (
+                parse_num("OMPI_COMM_WORLD_RANK", &r)?,
+                parse_num("OMPI_COMM_WORLD_SIZE", &s)?,
+                Launcher::OpenMpi,
+                job,
+            )
         } else if let (Some(r), Some(s)) = (var("PMI_RANK"), var("PMI_SIZE")) {
-            let job = var(ENV_JOB).or_else(|| var("PMI_JOBID")).or_else(|| var("PMI_KVSNAME"));
-            (parse_num("PMI_RANK", &r)?, parse_num("PMI_SIZE", &s)?, Launcher::Pmi, job)
+            let job = var(ENV_JOB)
+                .or_else(|| var("PMI_JOBID"))
+                .or_else(|| var("PMI_KVSNAME"));
+            (
+                parse_num("PMI_RANK", &r)?,
+                parse_num("PMI_SIZE", &s)?,
+                Launcher::Pmi,
+                job,
+            )
         } else if let (Some(r), Some(s)) = (var("SLURM_PROCID"), var("SLURM_NTASKS")) {
             let job = var(ENV_JOB).or_else(|| {
-                var("SLURM_JOB_ID").map(|j| format!("{j}.{}", var("SLURM_STEP_ID").unwrap_or_default()))
+                var("SLURM_JOB_ID")
+                    .map(|j| format!("{j}.{}", var("SLURM_STEP_ID").unwrap_or_default()))
             });
-            (parse_num("SLURM_PROCID", &r)?, parse_num("SLURM_NTASKS", &s)?, Launcher::Slurm, job)
+            (
+                parse_num("SLURM_PROCID", &r)?,
+                parse_num("SLURM_NTASKS", &s)?,
+                Launcher::Slurm,
+                job,
+            )
         } else {
             (0, default_size, Launcher::Local, None)
         };
@@ -95,9 +128,18 @@ impl RankEnv {
             return Err(Error::Config("the run has 0 ranks".into()));
         }
         if rank >= size {
-            return Err(Error::Config(format!("rank {rank} is out of range for {size} ranks")));
+            return Err(Error::Config(format!(
+                "rank {rank} is out of range for {size} ranks"
+            )));
         }
-        Ok(RankEnv { rank, size, rendezvous, token, job, launcher })
+        Ok(RankEnv {
+            rank,
+            size,
+            rendezvous,
+            token,
+            job,
+            launcher,
+        })
     }
 
     /// Whether this process must start the other ranks itself.

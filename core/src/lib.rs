@@ -6,13 +6,19 @@
 //!
 //! Backends depend on this crate; this crate never depends on a backend.
 
+pub mod bootstrap;
 pub mod clock;
 pub mod conformance;
 pub mod error;
 pub mod launch;
 pub mod matching;
+pub mod method;
+pub mod pattern;
+pub mod report;
+pub mod result;
 pub mod spec;
 pub mod stats;
+pub mod timer;
 pub mod transport;
 
 pub use error::{Error, Result, ResultExt};

@@ -1,0 +1,1242 @@
+//! Statistics over timing samples (plain `f64`, any unit).
+//!
+//! The statistics follow seed 000 (Luecke et al. 2009, "Measuring MPI latency and
+//! communication rates for small messages"):
+//!
+//! * §3.4 lists what is reported for every run: minimum, median, average and maximum,
+//!   variance, standard deviation, coefficient of variation, standard error, relative
+//!   standard error, and the distribution of the data ([`summarize`], [`Summary`]).
+//! * §3.4 also repeats the analysis on data filtered to the trials no larger than
+//!   `cut_coef` times the median ([`cut_filter_len`]).
+//! * Appendix A prints the distribution as fixed-width bins ([`histogram`]) and
+//!   Appendix B as every distinct time with its frequency ([`distinct_frequencies`]).
+//! * Appendix C is a complete summary output; its numbers are used in the tests.
+//!
+//! Beyond the seed, [`Summary`] carries tail percentiles and 95 % confidence intervals of
+//! the median and the mean, [`fit_line`] is the least-squares `fit` of seed 001
+//! Appendix B, and [`bootstrap_median_ratio_ci`] / [`mann_whitney_p`] compare two runs.
+//!
+//! Nothing here panics: empty or degenerate input gives `None`, and NaN samples (which the
+//! caller is expected to keep out) only make results NaN or meaningless, never a panic.
+
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+
+/// Largest number of bins [`histogram`] accepts (2^24); more gives `None`.
+pub const MAX_HISTOGRAM_BINS: usize = 1 << 24;
+
+/// Largest number of resamples [`bootstrap_median_ratio_ci`] accepts (2^24); more gives
+/// `None`.
+pub const MAX_BOOTSTRAP_ITERS: usize = 1 << 24;
+
+/// Largest sample count for which [`median_ci_ranks`] uses the exact binomial
+/// distribution; above it the normal approximation is used.
+pub const EXACT_MEDIAN_CI_MAX_N: u64 = 1000;
+
+/// Two-sided 95 % standard normal quantile, `z_{0.975}`.
+const Z_975: f64 = 1.959_963_984_540_054;
+
+/// Sort ascending with the IEEE 754 total order ([`f64::total_cmp`]).
+///
+/// Keeping NaN out of the data is the caller's job; if present, positive NaNs end up last
+/// and negative NaNs first.
+pub fn sort_samples(v: &mut [f64]) {
+    v.sort_unstable_by(f64::total_cmp);
+}
+
+/// Linear interpolation `a + f (b - a)` for `a <= b` and `f` in `[0, 1)`, kept inside
+/// `[a, b]` and safe when `b - a` overflows.
+fn lerp(a: f64, b: f64, f: f64) -> f64 {
+    if f == 0.0 {
+        return a;
+    }
+    let d = b - a;
+    let r = if d.is_finite() {
+        a + f * d
+    } else {
+        a * (1.0 - f) + b * f
+    };
+    if r < a {
+        a
+    } else if r > b {
+        b
+    } else {
+        r
+    }
+}
+
+/// Quantile of SORTED data for probability `p` in `[0, 1]`.
+///
+/// Hyndman–Fan type 7 (linear interpolation between closest ranks, the default of numpy
+/// and R): with `h = (n - 1) p`, the result is `x[⌊h⌋] + (h - ⌊h⌋) (x[⌊h⌋+1] - x[⌊h⌋])`
+/// (0-based). `None` on empty data or `p` outside `[0, 1]` (NaN included).
+pub fn quantile(sorted: &[f64], p: f64) -> Option<f64> {
+    if sorted.is_empty() || !(0.0..=1.0).contains(&p) {
+        return None;
+    }
+    let last = sorted.len() - 1;
+    let h = last as f64 * p;
+    let lo = (h.floor() as usize).min(last);
+    let hi = (lo + 1).min(last);
+    let frac = h - lo as f64;
+    Some(lerp(sorted[lo], sorted[hi], frac))
+}
+
+/// Median of SORTED data: the middle value for odd `n`, the mean of the two middle values
+/// for even `n` (seed 000 §3.4). `None` on empty data.
+pub fn median(sorted: &[f64]) -> Option<f64> {
+    let n = sorted.len();
+    if n == 0 {
+        return None;
+    }
+    if n % 2 == 1 {
+        Some(sorted[n / 2])
+    } else {
+        Some(lerp(sorted[n / 2 - 1], sorted[n / 2], 0.5))
+    }
+}
+
+/// A closed interval `[lo, hi]`, used for confidence intervals.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Lower end.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub lo: f64,
+    /// Upper end.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub hi: f64,
+}
+
+impl Interval {
+    /// Whether `x` lies in `[lo, hi]`.
+    pub fn contains(&self, x: f64) -> bool {
+        self.lo <= x && x <= self.hi
+    }
+}
+
+/// The seed 000 §3.4 statistics of one sample set, plus percentiles and 95 % confidence
+/// intervals.
+///
+/// Ratios (`cv`, `rel_std_err`) are FRACTIONS, not percent. Seed 000 Appendix C prints the
+/// coefficient of variation in percent: its `0.2892E+02` for standard deviation 0.3825 and
+/// average 1.3227 is 28.92 %, i.e. `cv == 0.2892` here; its relative standard error
+/// `0.9985E-04` is already a fraction and equals `rel_std_err`. When the mean is zero the
+/// ratios are infinite or NaN (which `serde_json` writes as `null`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Number of samples.
+    pub n: u64,
+    /// Smallest sample.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub min: f64,
+    /// Median ([`median`]).
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub median: f64,
+    /// Arithmetic mean ("average time" in seed 000), computed with compensated two-pass
+    /// summation.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub mean: f64,
+    /// Largest sample.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub max: f64,
+    /// Sample variance with divisor `n - 1` (0 when `n == 1`).
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub variance: f64,
+    /// Sample standard deviation, `sqrt(variance)`.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub std_dev: f64,
+    /// Coefficient of variation `std_dev / mean` as a fraction (seed 000 prints percent).
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub cv: f64,
+    /// Standard error of the mean, `std_dev / sqrt(n)`.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub std_err: f64,
+    /// Relative standard error `std_err / mean` as a fraction (seed 000 §3.4).
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub rel_std_err: f64,
+    /// 50th percentile (type-7 [`quantile`]; equals the median).
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub p50: f64,
+    /// 90th percentile.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub p90: f64,
+    /// 99th percentile.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub p99: f64,
+    /// 99.9th percentile.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub p999: f64,
+    /// 99.99th percentile.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub p9999: f64,
+    /// Distribution-free 95 % confidence interval of the median from order statistics
+    /// (see [`median_ci_ranks`]); `(min, max)` when `n <= 5`, where no pair of order
+    /// statistics reaches 95 % coverage.
+    pub ci95_median: Interval,
+    /// 95 % confidence interval of the mean, `mean ± t_{0.975, n-1} std_err`
+    /// (see [`t_975`]); the degenerate `(min, max)` = `(x, x)` when `n == 1`.
+    pub ci95_mean: Interval,
+}
+
+/// Neumaier (improved Kahan–Babuška) compensated sum.
+#[derive(Debug, Default, Clone, Copy)]
+struct CompensatedSum {
+    sum: f64,
+    comp: f64,
+}
+
+impl CompensatedSum {
+    fn add(&mut self, x: f64) {
+        let t = self.sum + x;
+        if self.sum.abs() >= x.abs() {
+            self.comp += (self.sum - t) + x;
+        } else {
+            self.comp += (x - t) + self.sum;
+        }
+        self.sum = t;
+    }
+
+    fn value(&self) -> f64 {
+        self.sum + self.comp
+    }
+}
+
+/// Mean and sample variance (divisor `n - 1`, 0 for `n == 1`) by the corrected two-pass
+/// algorithm with compensated sums, accurate on 2^25 samples. `None` on empty data.
+pub fn mean_variance(samples: &[f64]) -> Option<(f64, f64)> {
+    if samples.is_empty() {
+        return None;
+    }
+    let n = samples.len() as f64;
+    let mut s = CompensatedSum::default();
+    for &x in samples {
+        s.add(x);
+    }
+    let mean = s.value() / n;
+    if samples.len() == 1 {
+        return Some((mean, 0.0));
+    }
+    let mut sq = CompensatedSum::default();
+    let mut lin = CompensatedSum::default();
+    for &x in samples {
+        let d = x - mean;
+        sq.add(d * d);
+        lin.add(d);
+    }
+    let l = lin.value();
+    let var = ((sq.value() - l * l / n) / (n - 1.0)).max(0.0);
+    Some((mean, var))
+}
+
+/// The ratios seed 000 §3.4 derives from mean and standard deviation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// Coefficient of variation `std_dev / mean`, a fraction.
+    pub cv: f64,
+    /// Standard error `std_dev / sqrt(n)`.
+    pub std_err: f64,
+    /// Relative standard error `std_err / mean`, a fraction.
+    pub rel_std_err: f64,
+}
+
+/// Coefficient of variation, standard error and relative standard error from `n`, the
+/// mean and the standard deviation (seed 000 §3.4, Appendix C). `None` when `n == 0`.
+pub fn spread(n: u64, mean: f64, std_dev: f64) -> Option<Spread> {
+    if n == 0 {
+        return None;
+    }
+    let std_err = std_dev / (n as f64).sqrt();
+    Some(Spread {
+        cv: std_dev / mean,
+        std_err,
+        rel_std_err: std_err / mean,
+    })
+}
+
+/// Student t quantile `t_{0.975, df}` (two-sided 95 %).
+///
+/// Exact table values (9 digits) for `df` 1..=30; above, the Cornish–Fisher expansion in
+/// `1/df` around the normal quantile 1.95996, which is within 1e-5 of the exact value for
+/// `df > 30` and tends to 1.96 for large `df`. `None` for `df == 0`.
+pub fn t_975(df: u64) -> Option<f64> {
+    const TABLE: [f64; 30] = [
+        12.706_204_736,
+        4.302_652_730,
+        3.182_446_305,
+        2.776_445_105,
+        2.570_581_836,
+        2.446_911_851,
+        2.364_624_252,
+        2.306_004_135,
+        2.262_157_163,
+        2.228_138_852,
+        2.200_985_160,
+        2.178_812_830,
+        2.160_368_656,
+        2.144_786_688,
+        2.131_449_546,
+        2.119_905_299,
+        2.109_815_578,
+        2.100_922_040,
+        2.093_024_054,
+        2.085_963_447,
+        2.079_613_845,
+        2.073_873_068,
+        2.068_657_610,
+        2.063_898_562,
+        2.059_538_553,
+        2.055_529_439,
+        2.051_830_516,
+        2.048_407_142,
+        2.045_229_642,
+        2.042_272_456,
+    ];
+    match df {
+        0 => None,
+        1..=30 => TABLE.get(df as usize - 1).copied(),
+        _ => {
+            let z = Z_975;
+            let v = df as f64;
+            let z2 = z * z;
+            let g1 = (z2 + 1.0) * z / 4.0;
+            let g2 = ((5.0 * z2 + 16.0) * z2 + 3.0) * z / 96.0;
+            let g3 = (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) * z / 384.0;
+            let g4 =
+                ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0;
+            Some(z + g1 / v + g2 / (v * v) + g3 / (v * v * v) + g4 / (v * v * v * v))
+        }
+    }
+}
+
+/// Largest `j >= 0` with `P(B <= j - 1) <= alpha_half` for `B ~ Binomial(n, 1/2)`, from
+/// the exact probabilities `P(B = i)` built up iteratively. Only for
+/// `n <= EXACT_MEDIAN_CI_MAX_N`, where `2^-n` is still a normal `f64`.
+fn binomial_half_lower_rank(n: u64, alpha_half: f64) -> u64 {
+    let mut pmf = 0.5_f64.powi(i32::try_from(n).unwrap_or(i32::MAX));
+    let mut cdf = 0.0;
+    let mut j = 0;
+    while j < n {
+        cdf += pmf;
+        if cdf > alpha_half {
+            break;
+        }
+        j += 1;
+        pmf *= (n - (j - 1)) as f64 / j as f64;
+    }
+    j
+}
+
+/// 0-based indices `(lo, hi)` into SORTED data of `n` samples such that
+/// `[x[lo], x[hi]]` is a distribution-free confidence interval of the median with
+/// coverage at least 95 %.
+///
+/// The number `B` of samples below the true median is Binomial(n, 1/2), so the interval
+/// between the `j`-th and `(n + 1 - j)`-th order statistics (1-based) covers the median
+/// with probability `1 - 2 P(B <= j - 1)`. For `n <= 1000` the largest `j` with
+/// `P(B <= j - 1) <= 0.025` is found from the exact binomial distribution; above, from the
+/// normal approximation with continuity correction,
+/// `j = ⌊n/2 + 1/2 - 1.96 sqrt(n)/2⌋`. When `n <= 5` even `(min, max)` covers less than
+/// 95 % (`1 - 2^(1-n)`); `(0, n - 1)` is returned anyway and the caller should treat the
+/// interval as indicative only. `None` when `n == 0`.
+pub fn median_ci_ranks(n: u64) -> Option<(u64, u64)> {
+    if n == 0 {
+        return None;
+    }
+    let j = if n <= EXACT_MEDIAN_CI_MAX_N {
+        binomial_half_lower_rank(n, 0.025)
+    } else {
+        let nf = n as f64;
+        let x = (nf / 2.0 + 0.5 - Z_975 * nf.sqrt() / 2.0).floor();
+        if x < 0.0 {
+            0
+        } else {
+            x as u64
+        }
+    };
+    let j = j.clamp(1, n.div_ceil(2));
+    Some((j - 1, n - j))
+}
+
+/// Summary of SORTED samples (seed 000 §3.4); `None` when empty.
+///
+/// Mean and variance use the corrected two-pass algorithm with compensated sums
+/// ([`mean_variance`]), so the result stays accurate on 2^25 samples.
+pub fn summarize(sorted: &[f64]) -> Option<Summary> {
+    let n = sorted.len();
+    let (&min, &max) = (sorted.first()?, sorted.last()?);
+    let med = median(sorted)?;
+    let (mean, variance) = mean_variance(sorted)?;
+    let std_dev = variance.sqrt();
+    let n64 = n as u64;
+    let sp = spread(n64, mean, std_dev)?;
+    let q = |p: f64| quantile(sorted, p).unwrap_or(f64::NAN);
+    let (lo, hi) = median_ci_ranks(n64)?;
+    let ci95_median = Interval {
+        lo: sorted.get(lo as usize).copied().unwrap_or(min),
+        hi: sorted.get(hi as usize).copied().unwrap_or(max),
+    };
+    let ci95_mean = match t_975(n64 - 1) {
+        Some(t) => Interval {
+            lo: mean - t * sp.std_err,
+            hi: mean + t * sp.std_err,
+        },
+        None => Interval { lo: min, hi: max },
+    };
+    Some(Summary {
+        n: n64,
+        min,
+        median: med,
+        mean,
+        max,
+        variance,
+        std_dev,
+        cv: sp.cv,
+        std_err: sp.std_err,
+        rel_std_err: sp.rel_std_err,
+        p50: q(0.5),
+        p90: q(0.9),
+        p99: q(0.99),
+        p999: q(0.999),
+        p9999: q(0.9999),
+        ci95_median,
+        ci95_mean,
+    })
+}
+
+/// Seed 000 §3.4 filter: how many leading elements of SORTED data are `<= cut_coef *
+/// median`.
+///
+/// The seed removes "all timing trials that are larger than 2 times the median" (its
+/// `cut_coef` is 2.0); because the data is sorted, the kept trials are the prefix
+/// `&sorted[..cut_filter_len(sorted, cut_coef)]` and no copy is needed. Appendix C keeps
+/// 8387483 of 8388608 trials this way. Returns 0 for empty data or a NaN `cut_coef`.
+/// Meant for positive times: with a negative median the threshold lies below it.
+pub fn cut_filter_len(sorted: &[f64], cut_coef: f64) -> usize {
+    let Some(med) = median(sorted) else {
+        return 0;
+    };
+    let threshold = cut_coef * med;
+    sorted.partition_point(|&x| x <= threshold)
+}
+
+/// Seed 000 Appendix A binned distribution.
+///
+/// `counts[k]` counts samples in `[k * bin_width, (k + 1) * bin_width)`, `overflow` those
+/// `>= counts.len() * bin_width`, `underflow` the negative ones.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Histogram {
+    /// Width of every bin; bin `k` starts at `k * bin_width`.
+    pub bin_width: f64,
+    /// Count per bin.
+    pub counts: Vec<u64>,
+    /// Samples at or above the end of the last bin (infinities included).
+    pub overflow: u64,
+    /// Negative samples.
+    pub underflow: u64,
+}
+
+/// Bin `samples` (any order) into `nbins` bins of width `bin_width` starting at 0, as in
+/// seed 000 Appendix A (`0.80 <= times < 1.00 with count = 5118946`).
+///
+/// Bin edges are the floating-point products `k as f64 * bin_width`, the same numbers a
+/// report prints, and every sample lands in the bin whose computed edges enclose it. NaN
+/// samples are counted nowhere. `None` for `bin_width` not finite or `<= 0`, `nbins == 0`
+/// or `nbins > MAX_HISTOGRAM_BINS`.
+pub fn histogram(samples: &[f64], bin_width: f64, nbins: usize) -> Option<Histogram> {
+    if !bin_width.is_finite() || bin_width <= 0.0 || nbins == 0 || nbins > MAX_HISTOGRAM_BINS {
+        return None;
+    }
+    let mut h = Histogram {
+        bin_width,
+        counts: vec![0; nbins],
+        overflow: 0,
+        underflow: 0,
+    };
+    let end = nbins as f64 * bin_width;
+    let edge = |k: usize| k as f64 * bin_width;
+    for &x in samples {
+        if x.is_nan() {
+            continue;
+        }
+        if x < 0.0 {
+            h.underflow += 1;
+        } else if x >= end {
+            h.overflow += 1;
+        } else {
+            let mut k = ((x / bin_width).floor() as usize).min(nbins - 1);
+            while k > 0 && edge(k) > x {
+                k -= 1;
+            }
+            while k + 1 < nbins && edge(k + 1) <= x {
+                k += 1;
+            }
+            if let Some(c) = h.counts.get_mut(k) {
+                *c += 1;
+            }
+        }
+    }
+    Some(h)
+}
+
+/// Seed 000 Appendix B "time = 1.431 with frequency = 3480329": every distinct value of
+/// SORTED data with its count, ascending.
+///
+/// Returns at most `max_distinct` entries (the smallest values) and the number of
+/// further distinct values left out (0 when nothing was left out). Values are distinct
+/// under [`f64::total_cmp`], so `-0.0` and `0.0` are separate entries.
+pub fn distinct_frequencies(sorted: &[f64], max_distinct: usize) -> (Vec<(f64, u64)>, usize) {
+    let mut out: Vec<(f64, u64)> = Vec::new();
+    let mut left_out = 0usize;
+    let mut i = 0;
+    while let Some(&v) = sorted.get(i) {
+        let run = sorted
+            .get(i..)
+            .map_or(0, |rest| {
+                rest.iter().take_while(|y| y.total_cmp(&v).is_eq()).count()
+            })
+            .max(1);
+        if out.len() < max_distinct {
+            out.push((v, run as u64));
+        } else {
+            left_out += 1;
+        }
+        i += run;
+    }
+    (out, left_out)
+}
+
+/// Ordinary least-squares line `y = intercept + slope * x` (the `fit` of seed 001
+/// Appendix B, which reports `base + slope n` with "max. error").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LineFit {
+    /// Value at `x = 0` (seed 001's `base`).
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub intercept: f64,
+    /// Change of `y` per unit `x`.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub slope: f64,
+    /// Standard error of the intercept, `s sqrt(1/n + mean(x)^2 / Sxx)`; NaN when `n == 2`
+    /// (no residual degrees of freedom).
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub se_intercept: f64,
+    /// Standard error of the slope, `s / sqrt(Sxx)` with `s^2 = SSE / (n - 2)`; NaN when
+    /// `n == 2`.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub se_slope: f64,
+    /// Coefficient of determination `1 - SSE / SST`; 1 when all `y` are equal.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub r2: f64,
+    /// Largest absolute residual `|intercept + slope x_i - y_i|` (seed 001's "maximum
+    /// error").
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub max_abs_err: f64,
+    /// Number of points.
+    pub n: usize,
+}
+
+/// Least-squares line through `(x[i], y[i])`, computed on centred data for accuracy.
+///
+/// `None` when the lengths differ, `n < 2`, any value is not finite, or all `x` are equal.
+pub fn fit_line(x: &[f64], y: &[f64]) -> Option<LineFit> {
+    let n = x.len();
+    if n != y.len() || n < 2 || x.iter().chain(y).any(|v| !v.is_finite()) {
+        return None;
+    }
+    let (mx, _) = mean_variance(x)?;
+    let (my, _) = mean_variance(y)?;
+    let mut sxx = CompensatedSum::default();
+    let mut sxy = CompensatedSum::default();
+    let mut syy = CompensatedSum::default();
+    for (&xi, &yi) in x.iter().zip(y) {
+        let dx = xi - mx;
+        let dy = yi - my;
+        sxx.add(dx * dx);
+        sxy.add(dx * dy);
+        syy.add(dy * dy);
+    }
+    let sxx = sxx.value();
+    if sxx <= 0.0 || !sxx.is_finite() {
+        return None;
+    }
+    let slope = sxy.value() / sxx;
+    let intercept = my - slope * mx;
+    let mut sse = CompensatedSum::default();
+    let mut max_abs_err = 0.0_f64;
+    for (&xi, &yi) in x.iter().zip(y) {
+        let r = intercept + slope * xi - yi;
+        sse.add(r * r);
+        max_abs_err = max_abs_err.max(r.abs());
+    }
+    let sse = sse.value();
+    let sst = syy.value();
+    let r2 = if sst > 0.0 { 1.0 - sse / sst } else { 1.0 };
+    let (se_slope, se_intercept) = if n > 2 {
+        let s = (sse / (n as f64 - 2.0)).sqrt();
+        (s / sxx.sqrt(), s * (1.0 / n as f64 + mx * mx / sxx).sqrt())
+    } else {
+        (f64::NAN, f64::NAN)
+    };
+    Some(LineFit {
+        intercept,
+        slope,
+        se_intercept,
+        se_slope,
+        r2,
+        max_abs_err,
+        n,
+    })
+}
+
+/// Small deterministic generator: xoshiro256** seeded through splitmix64.
+#[derive(Debug, Clone)]
+struct Xoshiro256 {
+    s: [u64; 4],
+}
+
+impl Xoshiro256 {
+    fn new(seed: u64) -> Self {
+        let mut sm = seed;
+        let mut next = || {
+            sm = sm.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = sm;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        Xoshiro256 {
+            s: [next(), next(), next(), next()],
+        }
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = self.s[1] << 17;
+        self.s[2] ^= self.s[0];
+        self.s[3] ^= self.s[1];
+        self.s[1] ^= self.s[2];
+        self.s[0] ^= self.s[3];
+        self.s[2] ^= t;
+        self.s[3] = self.s[3].rotate_left(45);
+        result
+    }
+
+    /// Uniform index in `0..n` for `n >= 1` (Lemire's unbiased multiply-shift).
+    fn below(&mut self, n: usize) -> usize {
+        let n = n as u64;
+        if n <= 1 {
+            return 0;
+        }
+        let threshold = n.wrapping_neg() % n;
+        loop {
+            let m = u128::from(self.next_u64()) * u128::from(n);
+            if (m as u64) >= threshold {
+                return (m >> 64) as usize;
+            }
+        }
+    }
+
+    /// Uniform in `[0, 1)`.
+    #[cfg(test)]
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
+/// Median of arbitrary-order data in O(n), reordering it.
+fn median_unsorted(v: &mut [f64]) -> Option<f64> {
+    let n = v.len();
+    if n == 0 {
+        return None;
+    }
+    let (left, &mut upper, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
+    if n % 2 == 1 {
+        return Some(upper);
+    }
+    let lower = left.iter().copied().max_by(f64::total_cmp).unwrap_or(upper);
+    Some(lerp(lower, upper, 0.5))
+}
+
+/// Bootstrap percentile confidence interval of `median(a) / median(b)`.
+///
+/// Each of `iters` rounds resamples `a` and `b` with replacement (into one reusable
+/// scratch buffer), takes the ratio of the two medians, and the interval is the type-7
+/// [`quantile`]s `(1 - conf)/2` and `(1 + conf)/2` of those ratios. Deterministic for a
+/// given `seed` (xoshiro256** seeded by splitmix64). `None` if either side is empty,
+/// `iters == 0` or `> MAX_BOOTSTRAP_ITERS`, `conf` is not inside `(0, 1)`, or some
+/// resampled ratio is NaN (a zero median over a zero median, or NaN data). A zero median
+/// of `b` alone gives an infinite end.
+pub fn bootstrap_median_ratio_ci(
+    a: &[f64],
+    b: &[f64],
+    iters: usize,
+    conf: f64,
+    seed: u64,
+) -> Option<Interval> {
+    if a.is_empty()
+        || b.is_empty()
+        || iters == 0
+        || iters > MAX_BOOTSTRAP_ITERS
+        || !(conf > 0.0 && conf < 1.0)
+    {
+        return None;
+    }
+    let mut rng = Xoshiro256::new(seed);
+    let mut scratch: Vec<f64> = Vec::with_capacity(a.len().max(b.len()));
+    let mut ratios: Vec<f64> = Vec::with_capacity(iters);
+    let mut resampled_median = |src: &[f64], rng: &mut Xoshiro256| {
+        scratch.clear();
+        scratch.extend(
+            (0..src.len()).map(|_| src.get(rng.below(src.len())).copied().unwrap_or(f64::NAN)),
+        );
+        median_unsorted(&mut scratch)
+    };
+    for _ in 0..iters {
+        let ma = resampled_median(a, &mut rng)?;
+        let mb = resampled_median(b, &mut rng)?;
+        let r = ma / mb;
+        if r.is_nan() {
+            return None;
+        }
+        ratios.push(r);
+    }
+    sort_samples(&mut ratios);
+    let tail = (1.0 - conf) / 2.0;
+    Some(Interval {
+        lo: quantile(&ratios, tail)?,
+        hi: quantile(&ratios, 1.0 - tail)?,
+    })
+}
+
+/// Complementary error function, `erfc(x)`, with fractional error below 1.2e-7
+/// (Chebyshev fit from Numerical Recipes, `erfcc`).
+fn erfc(x: f64) -> f64 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let poly = -z * z - 1.265_512_23
+        + t * (1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98
+                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+    let r = t * poly.exp();
+    if x >= 0.0 {
+        r
+    } else {
+        2.0 - r
+    }
+}
+
+/// Two-sided p-value of the Mann–Whitney U test (Wilcoxon rank-sum) that `a` and `b`
+/// come from the same distribution.
+///
+/// Normal approximation with tie correction and continuity correction (as
+/// `scipy.stats.mannwhitneyu(..., method="asymptotic")`):
+/// `z = (|U - n1 n2 / 2| - 1/2) / sigma`, `sigma^2 = n1 n2 / 12 ((N + 1) - Σ(t^3 - t) /
+/// (N (N - 1)))`, `p = erfc(z / sqrt 2)`, clamped to `[0, 1]`. When every value is tied,
+/// `p = 1`. `None` if either side is empty.
+pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> Option<f64> {
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let mut all: Vec<(f64, bool)> = a
+        .iter()
+        .map(|&x| (x, true))
+        .chain(b.iter().map(|&x| (x, false)))
+        .collect();
+    all.sort_unstable_by(|p, q| p.0.total_cmp(&q.0));
+    let total = all.len();
+    let mut rank_sum_a = CompensatedSum::default();
+    let mut tie_term = 0.0_f64;
+    let mut i = 0;
+    while let Some(&(v, _)) = all.get(i) {
+        let run = all
+            .get(i..)
+            .map_or(0, |rest| {
+                rest.iter()
+                    .take_while(|p| p.0.total_cmp(&v) == Ordering::Equal)
+                    .count()
+            })
+            .max(1);
+        // Ranks i+1 ..= i+run share their mean.
+        let mid_rank = i as f64 + (run as f64 + 1.0) / 2.0;
+        let in_a = all
+            .get(i..i + run)
+            .map_or(0, |g| g.iter().filter(|p| p.1).count());
+        rank_sum_a.add(mid_rank * in_a as f64);
+        let t = run as f64;
+        tie_term += t * t * t - t;
+        i += run;
+    }
+    let n1 = a.len() as f64;
+    let n2 = b.len() as f64;
+    let nn = total as f64;
+    let u1 = rank_sum_a.value() - n1 * (n1 + 1.0) / 2.0;
+    let mu = n1 * n2 / 2.0;
+    let tie_adj = if total > 1 {
+        tie_term / (nn * (nn - 1.0))
+    } else {
+        0.0
+    };
+    let var = n1 * n2 / 12.0 * ((nn + 1.0) - tie_adj);
+    if var <= 0.0 || !var.is_finite() {
+        return Some(1.0);
+    }
+    let z = ((u1 - mu).abs() - 0.5).max(0.0) / var.sqrt();
+    let p = erfc(z / std::f64::consts::SQRT_2);
+    Some(p.clamp(0.0, 1.0))
+}
+
+/// Deserialise an `f64` written by serde_json, where `null` stands for a non-finite value
+/// (JSON has no NaN): `null` reads back as NaN.
+pub fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    use serde::Deserialize;
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol * b.abs().max(1.0)
+    }
+
+    #[test]
+    fn sort_uses_total_order() {
+        let mut v = [3.0, -1.0, 2.5, 0.0, -0.0];
+        sort_samples(&mut v);
+        assert_eq!(v, [-1.0, -0.0, 0.0, 2.5, 3.0]);
+        assert!(v[1].is_sign_negative());
+    }
+
+    #[test]
+    fn quantile_type7_matches_numpy() {
+        let d = [1.0, 2.0, 3.0, 4.0];
+        // numpy.quantile([1,2,3,4], p) with the default (linear) method.
+        assert!(close(quantile(&d, 0.9).unwrap(), 3.7, 1e-12));
+        assert!(close(quantile(&d, 0.5).unwrap(), 2.5, 1e-12));
+        assert!(close(quantile(&d, 0.25).unwrap(), 1.75, 1e-12));
+        assert!(close(quantile(&d, 0.75).unwrap(), 3.25, 1e-12));
+        assert_eq!(quantile(&d, 0.0), Some(1.0));
+        assert_eq!(quantile(&d, 1.0), Some(4.0));
+        let e = [10.0, 20.0, 30.0, 40.0, 50.0];
+        // numpy.quantile([10,20,30,40,50], 0.99) == 49.6
+        assert!(close(quantile(&e, 0.99).unwrap(), 49.6, 1e-12));
+        assert!(close(quantile(&e, 0.1).unwrap(), 14.0, 1e-12));
+        assert_eq!(quantile(&[7.0], 0.3), Some(7.0));
+    }
+
+    #[test]
+    fn quantile_rejects_bad_input() {
+        assert_eq!(quantile(&[], 0.5), None);
+        assert_eq!(quantile(&[1.0], -0.1), None);
+        assert_eq!(quantile(&[1.0], 1.1), None);
+        assert_eq!(quantile(&[1.0], f64::NAN), None);
+        // Overflowing differences stay finite and ordered.
+        let q = quantile(&[-f64::MAX, f64::MAX], 0.5).unwrap();
+        assert!(q.is_finite());
+    }
+
+    #[test]
+    fn median_odd_even_empty() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[5.0]), Some(5.0));
+        assert_eq!(median(&[1.0, 2.0, 9.0]), Some(2.0));
+        assert_eq!(median(&[1.0, 2.0, 4.0, 9.0]), Some(3.0));
+    }
+
+    #[test]
+    fn summarize_small_by_hand() {
+        let d = [1.0, 2.0, 3.0, 4.0];
+        let s = summarize(&d).unwrap();
+        assert_eq!(s.n, 4);
+        assert_eq!((s.min, s.max), (1.0, 4.0));
+        assert_eq!(s.median, 2.5);
+        assert_eq!(s.mean, 2.5);
+        // Sum of squares 1.25*2 + 0.25*2 = 5, / 3.
+        assert!(close(s.variance, 5.0 / 3.0, 1e-14));
+        assert!(close(s.std_dev, (5.0f64 / 3.0).sqrt(), 1e-14));
+        assert!(close(s.std_err, s.std_dev / 2.0, 1e-14));
+        assert!(close(s.cv, s.std_dev / 2.5, 1e-14));
+        assert!(close(s.rel_std_err, s.std_err / 2.5, 1e-14));
+        assert!(close(s.p90, 3.7, 1e-12));
+        // n = 4 is too small for 95 % coverage: (min, max).
+        assert_eq!(s.ci95_median, Interval { lo: 1.0, hi: 4.0 });
+        // t_{0.975,3} = 3.182446305
+        assert!(close(
+            s.ci95_mean.hi - s.mean,
+            3.182_446_305 * s.std_err,
+            1e-9
+        ));
+        assert_eq!(summarize(&[]), None);
+    }
+
+    #[test]
+    fn summarize_single_sample() {
+        let s = summarize(&[2.0]).unwrap();
+        assert_eq!(s.variance, 0.0);
+        assert_eq!(s.std_err, 0.0);
+        assert_eq!(s.cv, 0.0);
+        assert_eq!(s.ci95_mean, Interval { lo: 2.0, hi: 2.0 });
+        assert_eq!(s.ci95_median, Interval { lo: 2.0, hi: 2.0 });
+        assert_eq!(s.p9999, 2.0);
+    }
+
+    #[test]
+    fn ci_of_mean_against_t_table_n10() {
+        // 1..=10: mean 5.5, variance 55/6, std_err sqrt(55/6)/sqrt(10);
+        // t_{0.975, 9} = 2.262 (t-table).
+        let d: Vec<f64> = (1..=10).map(f64::from).collect();
+        let s = summarize(&d).unwrap();
+        let se = (55.0f64 / 6.0).sqrt() / 10f64.sqrt();
+        assert!(close(s.std_err, se, 1e-14));
+        let half = 2.262 * se;
+        assert!((s.ci95_mean.lo - (5.5 - half)).abs() < 1e-3);
+        assert!((s.ci95_mean.hi - (5.5 + half)).abs() < 1e-3);
+        assert!(close(s.ci95_mean.hi, 7.665_850_59, 1e-8));
+    }
+
+    #[test]
+    fn t_quantile_table_and_expansion() {
+        assert_eq!(t_975(0), None);
+        assert!(close(t_975(1).unwrap(), 12.706, 1e-4));
+        assert!(close(t_975(9).unwrap(), 2.262, 1e-3));
+        // Published values beyond the table: df 40, 60, 120, 1000.
+        for (df, exact) in [
+            (31, 2.039_513_446),
+            (40, 2.021_075_390),
+            (60, 2.000_297_822),
+            (120, 1.979_930_405),
+            (1000, 1.962_339_081),
+        ] {
+            assert!((t_975(df).unwrap() - exact).abs() < 1e-5, "df {df}");
+        }
+        assert!((t_975(u64::MAX).unwrap() - 1.96).abs() < 1e-3);
+        // Monotone decreasing.
+        let mut prev = f64::INFINITY;
+        for df in 1..500 {
+            let t = t_975(df).unwrap();
+            assert!(t < prev, "df {df}");
+            prev = t;
+        }
+    }
+
+    #[test]
+    fn seed_000_appendix_c_consistency() {
+        // Unfiltered: n = 2^23, sd 0.3825, mean 1.3227.
+        let sp = spread(8_388_608, 1.3227, 0.3825).unwrap();
+        assert!((sp.std_err - 0.1321e-3).abs() < 0.00005e-3);
+        assert!((sp.rel_std_err - 0.9985e-4).abs() < 0.0005e-4);
+        assert!((sp.cv - 0.2892).abs() < 0.00005); // printed 0.2892E+02 percent
+        assert!((0.3825f64 * 0.3825 - 0.1463).abs() < 0.00005);
+        // Filtered: n = 8387483, sd 0.3473E-01, mean 1.3219.
+        let sp = spread(8_387_483, 1.3219, 0.3473e-1).unwrap();
+        assert!((sp.std_err - 0.1199e-4).abs() < 0.0005e-4);
+        assert!((sp.rel_std_err - 0.9073e-5).abs() < 0.001e-5);
+        assert!((sp.cv - 0.02628).abs() < 0.00001);
+        assert_eq!(spread(0, 1.0, 1.0), None);
+    }
+
+    #[test]
+    fn mean_variance_accurate_on_2_pow_25() {
+        // Values 1e9 + {0.25, 0.75}: naive one-pass E[x^2] - E[x]^2 loses all digits.
+        let n = 1usize << 25;
+        let d: Vec<f64> = (0..n)
+            .map(|i| 1e9 + if i % 2 == 0 { 0.25 } else { 0.75 })
+            .collect();
+        let (mean, var) = mean_variance(&d).unwrap();
+        assert!((mean - (1e9 + 0.5)).abs() < 1e-6);
+        let exact = 0.0625 * n as f64 / (n as f64 - 1.0);
+        assert!((var - exact).abs() < 1e-9, "{var} vs {exact}");
+    }
+
+    #[test]
+    fn median_ci_ranks_small_n() {
+        assert_eq!(median_ci_ranks(0), None);
+        for n in 1..=5 {
+            assert_eq!(median_ci_ranks(n), Some((0, n - 1)));
+        }
+        // Known tables: n = 6 -> (x1, x6) 96.9 %; n = 10 -> (x2, x9) 97.9 %;
+        // n = 20 -> (x6, x15) 95.9 %.
+        assert_eq!(median_ci_ranks(6), Some((0, 5)));
+        assert_eq!(median_ci_ranks(9), Some((1, 7)));
+        assert_eq!(median_ci_ranks(10), Some((1, 8)));
+        assert_eq!(median_ci_ranks(20), Some((5, 14)));
+        assert_eq!(median_ci_ranks(100), Some((39, 60)));
+    }
+
+    /// `ln P(B <= k)` for `B ~ Binomial(n, 1/2)`, in log space (any n).
+    fn ln_binom_half_cdf(n: u64, k: u64) -> f64 {
+        let ln_half_n = -(n as f64) * std::f64::consts::LN_2;
+        let mut ln_pmf = ln_half_n;
+        let mut acc = ln_pmf;
+        for i in 1..=k {
+            ln_pmf += ((n - i + 1) as f64 / i as f64).ln();
+            let (hi, lo) = if acc > ln_pmf {
+                (acc, ln_pmf)
+            } else {
+                (ln_pmf, acc)
+            };
+            acc = hi + (lo - hi).exp().ln_1p();
+        }
+        acc
+    }
+
+    #[test]
+    fn median_ci_ranks_have_95_coverage() {
+        for n in (6..=1200).chain([2000, 5000, 10_000, 100_000]) {
+            let (lo, hi) = median_ci_ranks(n).unwrap();
+            let j = lo + 1;
+            assert_eq!(hi, n - j, "symmetric for n {n}");
+            let tail = ln_binom_half_cdf(n, j - 1).exp();
+            let coverage = 1.0 - 2.0 * tail;
+            assert!(coverage >= 0.95 - 1e-3, "n {n} coverage {coverage}");
+            if n <= EXACT_MEDIAN_CI_MAX_N {
+                assert!(coverage >= 0.95, "n {n} coverage {coverage}");
+                // Tightest: one rank further in drops below 95 %.
+                let tighter = 1.0 - 2.0 * ln_binom_half_cdf(n, j).exp();
+                assert!(tighter < 0.95, "n {n} not tightest");
+            }
+        }
+    }
+
+    #[test]
+    fn median_ci_simulated_coverage() {
+        // Uniform(0,1) samples have true median 0.5.
+        let mut rng = Xoshiro256::new(42);
+        for n in [7usize, 25, 200] {
+            let trials = 2000;
+            let mut hits = 0;
+            let mut buf = vec![0.0; n];
+            for _ in 0..trials {
+                for x in buf.iter_mut() {
+                    *x = rng.unit();
+                }
+                sort_samples(&mut buf);
+                let s = summarize(&buf).unwrap();
+                if s.ci95_median.contains(0.5) {
+                    hits += 1;
+                }
+            }
+            let cov = hits as f64 / trials as f64;
+            assert!(cov > 0.93, "n {n} simulated coverage {cov}");
+        }
+    }
+
+    #[test]
+    fn cut_filter_by_hand_and_prefix_property() {
+        // Median 3, cut 2 -> keep <= 6: everything but 100.
+        let d = [1.0, 2.0, 2.0, 3.0, 4.0, 4.5, 100.0];
+        assert_eq!(cut_filter_len(&d, 2.0), 6);
+        assert_eq!(cut_filter_len(&d, 1.0), 4);
+        assert_eq!(cut_filter_len(&[], 2.0), 0);
+        assert_eq!(cut_filter_len(&d, f64::NAN), 0);
+        assert_eq!(cut_filter_len(&d, f64::INFINITY), d.len());
+        let med = median(&d).unwrap();
+        for cut in [0.5, 1.0, 1.5, 2.0, 3.0] {
+            let k = cut_filter_len(&d, cut);
+            assert!(d[..k].iter().all(|&x| x <= cut * med));
+            assert!(d[k..].iter().all(|&x| x > cut * med));
+        }
+    }
+
+    #[test]
+    fn histogram_by_hand() {
+        let d = [0.1, 0.2, 0.6, 0.39, 1.0, 5.0, -0.1, f64::INFINITY, f64::NAN];
+        let h = histogram(&d, 0.2, 5).unwrap();
+        // Edges 0, 0.2, 0.4, 0.6000000000000001, 0.8, 1.0
+        assert_eq!(h.counts, vec![1, 2, 1, 0, 0]);
+        assert_eq!(h.overflow, 3);
+        assert_eq!(h.underflow, 1);
+        assert_eq!(h.bin_width, 0.2);
+        let h = histogram(&[0.0, 0.99, 1.0, 2.5], 1.0, 3).unwrap();
+        assert_eq!(h.counts, vec![2, 1, 1]);
+        assert_eq!(histogram(&d, 0.0, 5), None);
+        assert_eq!(histogram(&d, -1.0, 5), None);
+        assert_eq!(histogram(&d, f64::NAN, 5), None);
+        assert_eq!(histogram(&d, f64::INFINITY, 5), None);
+        assert_eq!(histogram(&d, 1.0, 0), None);
+        assert_eq!(histogram(&d, 1.0, MAX_HISTOGRAM_BINS + 1), None);
+    }
+
+    #[test]
+    fn distinct_frequencies_by_hand() {
+        let d = [1.431, 1.431, 1.55, 2.027, 2.027, 2.027];
+        let (v, left) = distinct_frequencies(&d, 10);
+        assert_eq!(v, vec![(1.431, 2), (1.55, 1), (2.027, 3)]);
+        assert_eq!(left, 0);
+        let (v, left) = distinct_frequencies(&d, 2);
+        assert_eq!(v, vec![(1.431, 2), (1.55, 1)]);
+        assert_eq!(left, 1);
+        let (v, left) = distinct_frequencies(&d, 0);
+        assert!(v.is_empty());
+        assert_eq!(left, 3);
+        assert_eq!(distinct_frequencies(&[], 5), (vec![], 0));
+    }
+
+    #[test]
+    fn fit_line_by_hand() {
+        // Exact line y = 1 + 2x.
+        let x = [0.0, 1.0, 2.0, 3.0];
+        let y = [1.0, 3.0, 5.0, 7.0];
+        let f = fit_line(&x, &y).unwrap();
+        assert!(close(f.intercept, 1.0, 1e-12) && close(f.slope, 2.0, 1e-12));
+        assert!(f.se_slope.abs() < 1e-12 && f.se_intercept.abs() < 1e-12);
+        assert!(close(f.r2, 1.0, 1e-12));
+        assert!(f.max_abs_err < 1e-12);
+        assert_eq!(f.n, 4);
+        // x = 1,2,3, y = 1,2,2: slope 0.5, intercept 2/3, residuals 1/6, -1/3, 1/6.
+        let f = fit_line(&[1.0, 2.0, 3.0], &[1.0, 2.0, 2.0]).unwrap();
+        assert!(close(f.slope, 0.5, 1e-12));
+        assert!(close(f.intercept, 2.0 / 3.0, 1e-12));
+        assert!(close(f.max_abs_err, 1.0 / 3.0, 1e-12));
+        // SSE = 1/6, s^2 = 1/6, Sxx = 2, mean x = 2.
+        let s = (1.0f64 / 6.0).sqrt();
+        assert!(close(f.se_slope, s / 2f64.sqrt(), 1e-12));
+        assert!(close(
+            f.se_intercept,
+            s * (1.0 / 3.0 + 2.0f64).sqrt(),
+            1e-12
+        ));
+        // SST = 2/3 -> r2 = 1 - (1/6)/(2/3) = 0.75.
+        assert!(close(f.r2, 0.75, 1e-12));
+        // Two points: exact, standard errors undefined.
+        let f = fit_line(&[0.0, 2.0], &[1.0, 2.0]).unwrap();
+        assert!(close(f.slope, 0.5, 1e-12) && f.se_slope.is_nan());
+        assert_eq!(fit_line(&[1.0], &[1.0]), None);
+        assert_eq!(fit_line(&[1.0, 2.0], &[1.0]), None);
+        assert_eq!(fit_line(&[2.0, 2.0, 2.0], &[1.0, 2.0, 3.0]), None);
+        assert_eq!(fit_line(&[1.0, f64::NAN], &[1.0, 2.0]), None);
+        // Constant y -> r2 = 1.
+        assert_eq!(
+            fit_line(&[1.0, 2.0, 3.0], &[4.0, 4.0, 4.0]).unwrap().r2,
+            1.0
+        );
+    }
+
+    #[test]
+    fn bootstrap_ratio() {
+        let a: Vec<f64> = (1..=50).map(|i| 2.0 * f64::from(i)).collect();
+        let b: Vec<f64> = (1..=50).map(f64::from).collect();
+        let ci = bootstrap_median_ratio_ci(&a, &b, 2000, 0.95, 7).unwrap();
+        assert!(ci.lo <= 2.0 && 2.0 <= ci.hi, "{ci:?}");
+        assert!(ci.lo > 1.0 && ci.hi < 4.0, "{ci:?}");
+        // Deterministic per seed.
+        assert_eq!(
+            bootstrap_median_ratio_ci(&a, &b, 500, 0.9, 3),
+            bootstrap_median_ratio_ci(&a, &b, 500, 0.9, 3)
+        );
+        // Constant data: the ratio is exact.
+        let c = bootstrap_median_ratio_ci(&[6.0; 5], &[3.0; 7], 100, 0.95, 1).unwrap();
+        assert_eq!(c, Interval { lo: 2.0, hi: 2.0 });
+        assert_eq!(bootstrap_median_ratio_ci(&[], &b, 10, 0.95, 1), None);
+        assert_eq!(bootstrap_median_ratio_ci(&a, &[], 10, 0.95, 1), None);
+        assert_eq!(bootstrap_median_ratio_ci(&a, &b, 0, 0.95, 1), None);
+        assert_eq!(bootstrap_median_ratio_ci(&a, &b, 10, 1.0, 1), None);
+        assert_eq!(bootstrap_median_ratio_ci(&a, &b, 10, f64::NAN, 1), None);
+        assert_eq!(bootstrap_median_ratio_ci(&[0.0], &[0.0], 10, 0.9, 1), None);
+    }
+
+    #[test]
+    fn mann_whitney_by_hand() {
+        // Complete separation, n1 = n2 = 5: U = 0, mu = 12.5, sigma^2 = 275/12,
+        // z = 12 / 4.7871 = 2.5067, p = 0.012186 (scipy asymptotic, continuity).
+        let p = mann_whitney_p(&[1.0, 2.0, 3.0, 4.0, 5.0], &[6.0, 7.0, 8.0, 9.0, 10.0]).unwrap();
+        assert!((p - 0.012_186).abs() < 2e-5, "{p}");
+        // Symmetric in its arguments.
+        let q = mann_whitney_p(&[6.0, 7.0, 8.0, 9.0, 10.0], &[1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+        assert!((p - q).abs() < 1e-12);
+        // Identical samples: p = 1.
+        assert!((mann_whitney_p(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]).unwrap() - 1.0).abs() < 1e-6);
+        // All tied: p = 1.
+        assert_eq!(mann_whitney_p(&[2.0, 2.0], &[2.0]), Some(1.0));
+        // With ties: a = [1,2,2], b = [2,3]. Ranks 1, 3,3,3, 5 -> R1 = 7, U1 = 1,
+        // mu = 3, ties t = 3: sigma^2 = 6/12 (6 - 24/20) = 2.4,
+        // z = (2 - 0.5) / sqrt(2.4) = 0.968246, p = 0.332920.
+        let p = mann_whitney_p(&[1.0, 2.0, 2.0], &[2.0, 3.0]).unwrap();
+        assert!((p - 0.332_92).abs() < 1e-5, "{p}");
+        assert_eq!(mann_whitney_p(&[], &[1.0]), None);
+        assert_eq!(mann_whitney_p(&[1.0], &[]), None);
+    }
+
+    #[test]
+    fn erfc_known_values() {
+        assert!((erfc(0.0) - 1.0).abs() < 1e-7);
+        assert!((erfc(1.0) - 0.157_299_207).abs() < 1e-7);
+        assert!((erfc(-1.0) - 1.842_700_793).abs() < 1e-7);
+        assert!((erfc(1.959_963_985 / std::f64::consts::SQRT_2) - 0.05).abs() < 1e-7);
+    }
+
+    proptest! {
+        #[test]
+        fn percentiles_are_ordered(mut v in prop::collection::vec(-1e6f64..1e6, 1..300)) {
+            sort_samples(&mut v);
+            let s = summarize(&v).unwrap();
+            prop_assert!(s.min <= s.p50);
+            prop_assert!(s.p50 <= s.p90);
+            prop_assert!(s.p90 <= s.p99);
+            prop_assert!(s.p99 <= s.p999);
+            prop_assert!(s.p999 <= s.p9999);
+            prop_assert!(s.p9999 <= s.max);
+            prop_assert!(s.ci95_median.contains(s.median));
+            prop_assert!(s.ci95_mean.contains(s.mean));
+            prop_assert!(s.min <= s.mean && s.mean <= s.max);
+        }
+
+        #[test]
+        fn summarize_is_permutation_invariant(
+            v in prop::collection::vec(-1e3f64..1e3, 1..200),
+            seed in any::<u64>(),
+        ) {
+            let mut a = v.clone();
+            let mut b = v;
+            // Fisher-Yates shuffle with the module's generator.
+            let mut rng = Xoshiro256::new(seed);
+            for i in (1..b.len()).rev() {
+                let j = rng.below(i + 1);
+                b.swap(i, j);
+            }
+            sort_samples(&mut a);
+            sort_samples(&mut b);
+            prop_assert_eq!(summarize(&a), summarize(&b));
+        }
+
+        #[test]
+        fn cut_filter_prefix(mut v in prop::collection::vec(0f64..1e3, 0..200), cut in 0f64..5.0) {
+            sort_samples(&mut v);
+            let k = cut_filter_len(&v, cut);
+            if let Some(m) = median(&v) {
+                prop_assert!(v[..k].iter().all(|&x| x <= cut * m));
+                prop_assert!(v[k..].iter().all(|&x| x > cut * m));
+            } else {
+                prop_assert_eq!(k, 0);
+            }
+        }
+
+        #[test]
+        fn histogram_conserves_counts(
+            v in prop::collection::vec(-10f64..100.0, 0..200),
+            w in 0.01f64..10.0,
+            nbins in 1usize..50,
+        ) {
+            let h = histogram(&v, w, nbins).unwrap();
+            let total: u64 = h.counts.iter().sum::<u64>() + h.overflow + h.underflow;
+            prop_assert_eq!(total, v.len() as u64);
+            prop_assert_eq!(h.counts.len(), nbins);
+            let below = v.iter().filter(|&&x| x < 0.0).count() as u64;
+            prop_assert_eq!(h.underflow, below);
+        }
+
+        #[test]
+        fn mann_whitney_p_in_unit_interval(
+            a in prop::collection::vec(0f64..10.0, 1..40),
+            b in prop::collection::vec(0f64..10.0, 1..40),
+        ) {
+            let p = mann_whitney_p(&a, &b).unwrap();
+            prop_assert!((0.0..=1.0).contains(&p));
+        }
+    }
+}

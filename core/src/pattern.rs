@@ -1,0 +1,433 @@
+//! Benchmark patterns: programs every rank runs, timed with the method of seed 000.
+//!
+//! [`PingPong`] is COMMS1 of seed 002 measured as seed 000 §3.2 prescribes: for each size a
+//! barrier and a handshake precede every trial, and the `source` rank times `npp` ping-pongs:
+//!
+//! ```text
+//! do ktrial = 1, ntrial
+//!   barrier
+//!   source: recv(1 element from dest)      dest: send(1 element to source)   <- handshake
+//!   source: t1 = now; npp x (send, recv); t2 = now; time(ktrial) = t2 - t1 - min_ov
+//!   dest:             npp x (recv, send)
+//! enddo
+//! ```
+//!
+//! Ranks other than `source` and `dest` only join the barriers and the control plane.
+//! Rank 0 collects the raw trial times ([`RawPoint`]) one size at a time, so the sizes already
+//! measured survive a failure later in the run.
+
+use crate::error::{Error, Result, ResultExt};
+use crate::method::{self, MethodConfig, NppChoice};
+use crate::timer::{self, TimerReport};
+use crate::transport::{BackendInfo, Endpoint, Program, Src, Tag, TagSel};
+use serde::{Deserialize, Serialize};
+use std::sync::Mutex;
+
+/// Tag of the ping-pong messages.
+pub const TAG_PINGPONG: Tag = 1;
+/// Tag of the handshake before each trial.
+pub const TAG_HANDSHAKE: Tag = 2;
+
+/// The raw outcome of one size: what the analysis and the result document are built from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawPoint {
+    /// Pattern name (`pingpong`).
+    pub pattern: String,
+    /// Message size, bytes.
+    pub size: u64,
+    /// `npp` used.
+    pub npp: u64,
+    /// `npp` the §3.3 formula gave (None when fixed with `--npp`).
+    pub npp_calculated: Option<u64>,
+    /// `median_ppt` of §3.3, ns (None when `npp` was fixed).
+    pub median_ppt_ns: Option<f64>,
+    /// One-way trips per loop iteration (2 for a ping-pong).
+    pub trips_per_iteration: u64,
+    /// Every trial time, ns, `min_ov` subtracted, in the order measured.
+    pub trial_ns: Vec<i64>,
+}
+
+/// Where a run is, for progress displays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Characterising the timer.
+    Timer,
+    /// Warm-up ping-pongs.
+    Warmup,
+    /// Estimating npp.
+    Npp,
+    /// Timed trials.
+    Trials,
+}
+
+/// A progress report, given on rank 0 only, outside timed regions.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Index of the size being measured.
+    pub size_index: usize,
+    /// Number of sizes.
+    pub sizes: usize,
+    /// The size, bytes.
+    pub size: u64,
+    /// What is being done.
+    pub stage: Stage,
+    /// Units done in this stage.
+    pub done: u64,
+    /// Units in this stage.
+    pub total: u64,
+}
+
+/// Callback receiving progress reports.
+pub type ProgressFn<'a> = dyn Fn(Progress) + Sync + 'a;
+
+/// What rank 0 learned during a run. Filled as the run goes, so it holds the partial results
+/// of a run that failed.
+#[derive(Debug, Default)]
+pub struct Collected {
+    /// The timer characterisation of the source rank.
+    pub timer: Option<TimerReport>,
+    /// Rank 0's backend description.
+    pub backend_info: Option<BackendInfo>,
+    /// One entry per size completed.
+    pub points: Vec<RawPoint>,
+}
+
+/// The COMMS1 ping-pong under the method of seed 000.
+pub struct PingPong<'a> {
+    /// The method's parameters.
+    pub cfg: MethodConfig,
+    /// Progress callback (rank 0).
+    pub progress: Option<&'a ProgressFn<'a>>,
+    /// Results, on rank 0.
+    pub collected: Mutex<Collected>,
+}
+
+impl std::fmt::Debug for PingPong<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PingPong")
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> PingPong<'a> {
+    /// A ping-pong with this configuration.
+    pub fn new(cfg: MethodConfig, progress: Option<&'a ProgressFn<'a>>) -> Self {
+        PingPong {
+            cfg,
+            progress,
+            collected: Mutex::new(Collected::default()),
+        }
+    }
+
+    /// Take what rank 0 collected (also after a failed run).
+    pub fn take_collected(&self) -> Collected {
+        match self.collected.lock() {
+            Ok(mut g) => std::mem::take(&mut *g),
+            Err(p) => std::mem::take(&mut *p.into_inner()),
+        }
+    }
+
+    fn with_collected(&self, f: impl FnOnce(&mut Collected)) {
+        match self.collected.lock() {
+            Ok(mut g) => f(&mut g),
+            Err(p) => f(&mut p.into_inner()),
+        }
+    }
+
+    fn report(&self, p: Progress) {
+        if let Some(cb) = self.progress {
+            cb(p);
+        }
+    }
+}
+
+/// The state of one rank's ping-pong: its role and its buffers.
+struct Looper {
+    src: u32,
+    dst: u32,
+    me: u32,
+    buf: Vec<u8>,
+    hs: Vec<u8>,
+}
+
+impl Looper {
+    /// `npp` untimed ping-pongs (warm-up), no barrier, no handshake.
+    fn untimed<E: Endpoint>(&mut self, ep: &mut E, npp: u64) -> Result<()> {
+        if self.me == self.src {
+            for _ in 0..npp {
+                self.exchange_source(ep)?;
+            }
+        } else if self.me == self.dst {
+            for _ in 0..npp {
+                self.exchange_dest(ep)?;
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn exchange_source<E: Endpoint>(&mut self, ep: &mut E) -> Result<()> {
+        let b = std::mem::take(&mut self.buf);
+        let b = ep.send(self.dst, TAG_PINGPONG, b)?;
+        self.buf = ep
+            .recv(Src::Rank(self.dst), TagSel::Tag(TAG_PINGPONG), b)?
+            .buf;
+        Ok(())
+    }
+
+    #[inline]
+    fn exchange_dest<E: Endpoint>(&mut self, ep: &mut E) -> Result<()> {
+        let b = std::mem::take(&mut self.buf);
+        let b = ep
+            .recv(Src::Rank(self.src), TagSel::Tag(TAG_PINGPONG), b)?
+            .buf;
+        self.buf = ep.send(self.src, TAG_PINGPONG, b)?;
+        Ok(())
+    }
+
+    /// Seed 000 §3.2: `ntrial` trials of `npp` ping-pongs, each after a barrier and the
+    /// handshake. Returns the trial times (ns, `min_ov` subtracted) on the source rank and an
+    /// empty vector elsewhere. `tick` is called on rank 0 after every trial, outside the timed
+    /// region.
+    fn trials<E: Endpoint>(
+        &mut self,
+        ep: &mut E,
+        npp: u64,
+        ntrial: u64,
+        min_ov: i64,
+        mut tick: impl FnMut(u64),
+    ) -> Result<Vec<i64>> {
+        let mut times = Vec::new();
+        if self.me == self.src {
+            times.try_reserve_exact(ntrial as usize).map_err(|_| {
+                Error::Config(format!("cannot hold {ntrial} trial times in memory"))
+            })?;
+        }
+        for k in 0..ntrial {
+            ep.barrier()
+                .phase_with(|| format!("barrier before trial {k}"))?;
+            if self.me == self.src {
+                let hs = std::mem::take(&mut self.hs);
+                self.hs = ep
+                    .recv(Src::Rank(self.dst), TagSel::Tag(TAG_HANDSHAKE), hs)
+                    .phase_with(|| format!("handshake of trial {k}"))?
+                    .buf;
+                let t1 = ep.now_ns();
+                for _ in 0..npp {
+                    self.exchange_source(ep)
+                        .phase_with(|| format!("ping-pong of trial {k}"))?;
+                }
+                let t2 = ep.now_ns();
+                times.push(t2 as i64 - t1 as i64 - min_ov);
+            } else if self.me == self.dst {
+                let hs = std::mem::take(&mut self.hs);
+                self.hs = ep
+                    .send(self.src, TAG_HANDSHAKE, hs)
+                    .phase_with(|| format!("handshake of trial {k}"))?;
+                for _ in 0..npp {
+                    self.exchange_dest(ep)
+                        .phase_with(|| format!("ping-pong of trial {k}"))?;
+                }
+            }
+            tick(k + 1);
+        }
+        Ok(times)
+    }
+}
+
+fn encode_i64s(v: &[i64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len() * 8);
+    for x in v {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out
+}
+
+fn decode_i64s(b: &[u8]) -> Result<Vec<i64>> {
+    if b.len() % 8 != 0 {
+        return Err(Error::Protocol(format!("{} bytes of trial times", b.len())));
+    }
+    Ok(b.chunks_exact(8)
+        .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect())
+}
+
+impl Program for PingPong<'_> {
+    type Output = ();
+
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        let cfg = &self.cfg;
+        cfg.validate(ep.size())?;
+        let me = ep.rank();
+        let (src, dst) = (cfg.source, cfg.dest);
+        if me == 0 {
+            let info = ep.info();
+            self.with_collected(|c| c.backend_info = Some(info));
+        }
+        let nsizes = cfg.sizes.len();
+        let first = cfg.sizes[0];
+
+        // §3.1: characterise the timer on the rank that times.
+        ep.barrier().phase("start-up barrier")?;
+        if me == 0 {
+            self.report(Progress {
+                size_index: 0,
+                sizes: nsizes,
+                size: first,
+                stage: Stage::Timer,
+                done: 0,
+                total: 1,
+            });
+        }
+        let mut tb = Vec::new();
+        if me == src {
+            let t = timer::characterize(ep, cfg.timer_samples);
+            tb = serde_json::to_vec(&t)
+                .map_err(|e| Error::Protocol(format!("encoding the timer report: {e}")))?;
+        }
+        ep.broadcast(src, &mut tb)
+            .phase("sharing the timer characterisation")?;
+        let timer: TimerReport = serde_json::from_slice(&tb)
+            .map_err(|e| Error::Protocol(format!("decoding the timer report: {e}")))?;
+        let min_ov = timer.min_overhead_ns.round() as i64;
+        let res_timing = timer.resolution_ns;
+        if me == 0 {
+            self.with_collected(|c| c.timer = Some(timer));
+        }
+
+        for (i, &size) in cfg.sizes.iter().enumerate() {
+            let len = usize::try_from(size)
+                .map_err(|_| Error::Config(format!("size {size} does not fit in memory")))?;
+            let phase = format!("pingpong {size} B");
+            let mut lp = Looper {
+                src,
+                dst,
+                me,
+                buf: vec![0u8; len],
+                hs: vec![0u8; 8],
+            };
+            let progress = |stage: Stage, done: u64, total: u64| {
+                if me == 0 {
+                    self.report(Progress {
+                        size_index: i,
+                        sizes: nsizes,
+                        size,
+                        stage,
+                        done,
+                        total,
+                    });
+                }
+            };
+
+            ep.barrier().phase_with(|| format!("{phase}: barrier"))?;
+            progress(Stage::Warmup, 0, cfg.warmup);
+            lp.untimed(ep, cfg.warmup)
+                .phase_with(|| format!("{phase}: warm-up"))?;
+
+            // §3.3: npp from the timer resolution and the median ping-pong time.
+            let (npp, npp_calculated, median_ppt_ns) = match cfg.npp {
+                NppChoice::Fixed(n) => (n, None, None),
+                NppChoice::Auto {
+                    res_npp,
+                    npp_init,
+                    npptrial,
+                } => {
+                    progress(Stage::Npp, 0, npptrial);
+                    let t = lp
+                        .trials(ep, npp_init, npptrial, min_ov, |k| {
+                            if k % 64 == 0 {
+                                progress(Stage::Npp, k, npptrial)
+                            }
+                        })
+                        .phase_with(|| format!("{phase}: estimating npp"))?;
+                    let mut b = Vec::new();
+                    if me == src {
+                        let ppt = method::median_ppt(&t, npp_init);
+                        let n = method::npp_formula(res_npp, res_timing, ppt);
+                        b.extend_from_slice(&n.to_le_bytes());
+                        b.extend_from_slice(&ppt.to_le_bytes());
+                    }
+                    ep.broadcast(src, &mut b)
+                        .phase_with(|| format!("{phase}: sharing npp"))?;
+                    if b.len() != 16 {
+                        return Err(Error::Protocol(format!("npp message of {} bytes", b.len())));
+                    }
+                    let n = u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]));
+                    let ppt = f64::from_le_bytes(b[8..].try_into().unwrap_or([0; 8]));
+                    (n, Some(n), Some(ppt))
+                }
+            };
+
+            // §3.2: the timed trials.
+            progress(Stage::Trials, 0, cfg.trials);
+            let every = (cfg.trials / 200).max(1);
+            let times = lp
+                .trials(ep, npp, cfg.trials, min_ov, |k| {
+                    if k % every == 0 || k == cfg.trials {
+                        progress(Stage::Trials, k, cfg.trials)
+                    }
+                })
+                .phase_with(|| format!("{phase}, npp {npp}"))?;
+            let times = if src == 0 {
+                times
+            } else {
+                let g = ep
+                    .gather(0, &encode_i64s(&times))
+                    .phase_with(|| format!("{phase}: collecting trial times"))?;
+                match g {
+                    Some(all) => decode_i64s(&all[src as usize])?,
+                    None => Vec::new(),
+                }
+            };
+            if me == 0 {
+                self.with_collected(|c| {
+                    c.points.push(RawPoint {
+                        pattern: "pingpong".into(),
+                        size,
+                        npp,
+                        npp_calculated,
+                        median_ppt_ns,
+                        trips_per_iteration: 2,
+                        trial_ns: times,
+                    })
+                });
+            }
+        }
+        ep.barrier().phase("final barrier")
+    }
+}
+
+/// Characterise the clock of the source rank only (`commbench timer` on a backend).
+#[derive(Debug)]
+pub struct TimerOnly {
+    /// Clock-read pairs.
+    pub samples: u64,
+    /// The rank whose clock is characterised.
+    pub rank: u32,
+}
+
+impl Program for TimerOnly {
+    type Output = Option<TimerReport>;
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<Option<TimerReport>> {
+        let r = if ep.rank() == self.rank {
+            Some(timer::characterize(ep, self.samples))
+        } else {
+            None
+        };
+        ep.barrier()?;
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trial_times_round_trip_through_bytes() {
+        let v = vec![0, -5, i64::MAX, 123_456_789];
+        assert_eq!(decode_i64s(&encode_i64s(&v)).unwrap(), v);
+        assert!(decode_i64s(&[1, 2, 3]).is_err());
+    }
+}

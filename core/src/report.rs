@@ -1,0 +1,245 @@
+//! Text reports in the spirit of seed 000 Appendix C (the summary) and §5 (the full output,
+//! which adds the distributions of Appendices A and B).
+
+use crate::result::{Point, ResultDoc};
+use crate::spec::format_size;
+use crate::stats::Summary;
+use std::fmt::Write;
+
+/// How much to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// Appendix C: parameters, timing results, statistics, rates, filtered results.
+    Summary,
+    /// The summary plus the timer distribution and each point's distribution.
+    Full,
+}
+
+fn e(x: f64) -> String {
+    // The seed prints statistics as 0.1463E+00; scientific with 4 significant digits.
+    if x.is_finite() {
+        format!("{x:.4e}")
+    } else {
+        "undefined".to_string()
+    }
+}
+
+fn stats_block(out: &mut String, s: &Summary, title: &str) {
+    let _ = writeln!(
+        out,
+        "  {title} (one-way time = trial / (2 npp), microseconds)"
+    );
+    let _ = writeln!(out, "    minimum time             = {:.4}", s.min);
+    let _ = writeln!(out, "    median time              = {:.4}", s.median);
+    let _ = writeln!(out, "    average time             = {:.4}", s.mean);
+    let _ = writeln!(out, "    maximum time             = {:.4}", s.max);
+    let _ = writeln!(
+        out,
+        "    p90 / p99 / p99.9        = {:.4} / {:.4} / {:.4}",
+        s.p90, s.p99, s.p999
+    );
+    let _ = writeln!(
+        out,
+        "    95% CI of the median     = [{:.4}, {:.4}]",
+        s.ci95_median.lo, s.ci95_median.hi
+    );
+    let _ = writeln!(
+        out,
+        "    95% CI of the mean       = [{:.4}, {:.4}]",
+        s.ci95_mean.lo, s.ci95_mean.hi
+    );
+    let _ = writeln!(out, "    variance                 = {}", e(s.variance));
+    let _ = writeln!(out, "    standard deviation       = {}", e(s.std_dev));
+    let _ = writeln!(
+        out,
+        "    coefficient of variation = {} ({:.2} %)",
+        e(s.cv),
+        s.cv * 100.0
+    );
+    let _ = writeln!(out, "    standard error           = {}", e(s.std_err));
+    let _ = writeln!(out, "    relative standard error  = {}", e(s.rel_std_err));
+}
+
+/// Render one point.
+pub fn point(out: &mut String, p: &Point, detail: Detail) {
+    let _ = writeln!(
+        out,
+        "\n{} of {} ({} bytes) over {}",
+        p.pattern,
+        format_size(p.size),
+        p.size,
+        p.backend
+    );
+    match p.npp_calculated {
+        Some(c) => {
+            let _ = writeln!(out, "  calculated value of npp = {c}   value of npp used = {}   (median_ppt = {:.1} ns)", p.npp, p.median_ppt_ns.unwrap_or(f64::NAN));
+        }
+        None => {
+            let _ = writeln!(out, "  value of npp used = {} (fixed)", p.npp);
+        }
+    }
+    let _ = writeln!(out, "  timing trials = {}", p.trials);
+    stats_block(out, &p.one_way_us, "TIMING RESULTS AND STATISTICS");
+    let r = &p.rate_mb_s;
+    let _ = writeln!(out, "  COMMUNICATION RATES (MB/s = 10^6 bytes/s) using minimum / median / average / maximum time");
+    let _ = writeln!(
+        out,
+        "    {} / {} / {} / {}",
+        e(r.min),
+        e(r.median),
+        e(r.mean),
+        e(r.max)
+    );
+    let f = &p.filtered;
+    let _ = writeln!(
+        out,
+        "  FILTERED: cut-off coefficient = {:.4}, trials kept = {}, removed = {}",
+        f.cut_coef, f.kept, f.removed
+    );
+    stats_block(out, &f.one_way_us, "FILTERED TIMING RESULTS AND STATISTICS");
+    if detail == Detail::Full {
+        let d = &p.distribution_us;
+        let _ = writeln!(out, "  DISTRIBUTION OF ONE-WAY TIMES (us)");
+        if d.underflow > 0 {
+            let _ = writeln!(
+                out,
+                "    times < {:.4} with count = {}",
+                d.origin, d.underflow
+            );
+        }
+        for (k, c) in d.counts.iter().enumerate() {
+            let lo = d.origin + k as f64 * d.bin_width;
+            let _ = writeln!(
+                out,
+                "    {:10.4} <= times < {:10.4} with count = {c}",
+                lo,
+                lo + d.bin_width
+            );
+        }
+        let _ = writeln!(
+            out,
+            "    {:10.4} <= times with count = {}",
+            d.origin + d.counts.len() as f64 * d.bin_width,
+            d.overflow
+        );
+        let _ = writeln!(
+            out,
+            "  FREQUENCY OF ONE-WAY TIMES (us, smallest {} distinct values)",
+            p.frequencies_us.len()
+        );
+        for (t, c) in &p.frequencies_us {
+            let _ = writeln!(out, "    time = {t:.4} with frequency = {c}");
+        }
+    }
+}
+
+/// Render the whole document.
+pub fn render(doc: &ResultDoc, detail: Detail) -> String {
+    let mut out = String::new();
+    let env = &doc.environment;
+    let _ = writeln!(
+        out,
+        "commbench {}: {}",
+        doc.tool_version,
+        doc.command.join(" ")
+    );
+    let _ = writeln!(out, "PROGRAM PARAMETERS");
+    let _ = writeln!(
+        out,
+        "  backend = {} ({} ranks, started by {})",
+        env.backend, env.ranks, env.launcher
+    );
+    if let Some(src) = doc.config.get("source") {
+        let _ = writeln!(
+            out,
+            "  ping-pongs between ranks source = {} and dest = {}",
+            src,
+            doc.config.get("dest").cloned().unwrap_or_default()
+        );
+    }
+    if !env.backend_info.is_empty() {
+        let info: Vec<String> = env
+            .backend_info
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(out, "  backend settings: {}", info.join(", "));
+    }
+    let _ = writeln!(
+        out,
+        "  host = {}, cpu = {}, kernel = {}",
+        env.hostname.as_deref().unwrap_or("?"),
+        env.cpu_model.as_deref().unwrap_or("?"),
+        env.kernel.as_deref().unwrap_or("?")
+    );
+    if let Some(t) = &doc.timer {
+        let _ = writeln!(
+            out,
+            "TIMER ({}, {} back-to-back read pairs, seed 000 section 3.1)",
+            t.detail.clock, t.samples
+        );
+        let _ = writeln!(
+            out,
+            "  minimum overhead min_ov = {} ns   resolution res_timing = {} ns",
+            t.min_overhead_ns, t.resolution_ns
+        );
+        let _ = writeln!(
+            out,
+            "  median = {} ns   average = {:.2} ns   maximum = {} ns   std dev = {:.2} ns",
+            t.detail.median_ns, t.detail.mean_ns, t.detail.max_ns, t.detail.std_dev_ns
+        );
+        if detail == Detail::Full {
+            timer_distribution(&mut out, &t.detail);
+        }
+    }
+    for p in &doc.points {
+        point(&mut out, p, detail);
+    }
+    if let Some(err) = &doc.error {
+        let _ = writeln!(
+            out,
+            "\nRUN FAILED after {} point(s): {err}",
+            doc.points.len()
+        );
+    }
+    let _ = writeln!(out, "\nprogram time = {:.3} s", doc.wall_s);
+    out
+}
+
+/// Appendix A: the binned distribution and the frequency of each distinct value.
+pub fn timer_distribution(out: &mut String, t: &crate::timer::TimerReport) {
+    let h = &t.histogram;
+    let _ = writeln!(
+        out,
+        "  DISTRIBUTION OF TIMES FROM THE TIMER OVERHEAD MEASUREMENTS (ns)"
+    );
+    for (k, c) in h.counts.iter().enumerate() {
+        let lo = k as f64 * h.bin_width;
+        let _ = writeln!(
+            out,
+            "    {:10} <= times < {:10} with count = {c}",
+            lo,
+            lo + h.bin_width
+        );
+    }
+    let _ = writeln!(
+        out,
+        "    {:10} <= times with count = {}",
+        h.counts.len() as f64 * h.bin_width,
+        h.overflow
+    );
+    let _ = writeln!(
+        out,
+        "  FREQUENCY OF TIMES FROM THE TIMER OVERHEAD MEASUREMENTS (ns)"
+    );
+    for (v, c) in &t.frequencies {
+        let _ = writeln!(out, "    time = {v} with frequency = {c}");
+    }
+    if t.frequencies_omitted > 0 {
+        let _ = writeln!(
+            out,
+            "    ({} larger distinct values not listed)",
+            t.frequencies_omitted
+        );
+    }
+}

@@ -1,0 +1,228 @@
+//! Progress display, the result document and the files of `--output`.
+
+use crate::cli::{Fatal, Plan};
+use crate::launch::Ran;
+use commbench::core::pattern::{Collected, Progress, Stage};
+use commbench::core::report::{self, Detail};
+use commbench::core::result::{Environment, Point, ResultDoc, SCHEMA, SCHEMA_VERSION};
+use commbench::core::spec::format_size;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::Instant;
+
+/// A progress bar on standard error, shown only on a terminal (or when asked).
+pub struct ProgressBar {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl ProgressBar {
+    /// `when`: auto, always or never (validated by the caller).
+    pub fn new(when: &str, allowed: bool) -> Self {
+        let show = allowed
+            && match when {
+                "always" => true,
+                "never" => false,
+                _ => std::io::stderr().is_terminal(),
+            };
+        let bar = show.then(|| {
+            let b = indicatif::ProgressBar::with_draw_target(
+                Some(1),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            let style = indicatif::ProgressStyle::with_template(
+                "{prefix:>24} [{bar:30}] {pos}/{len} {msg} ({eta})",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> ");
+            b.set_style(style);
+            b
+        });
+        ProgressBar { bar }
+    }
+
+    /// Show a progress report.
+    pub fn update(&self, p: Progress) {
+        let Some(b) = &self.bar else { return };
+        let stage = match p.stage {
+            Stage::Timer => "timer",
+            Stage::Warmup => "warm-up",
+            Stage::Npp => "npp",
+            Stage::Trials => "trials",
+        };
+        b.set_prefix(format!(
+            "size {}/{} ({})",
+            p.size_index + 1,
+            p.sizes,
+            format_size(p.size)
+        ));
+        b.set_message(stage.to_string());
+        b.set_length(p.total.max(1));
+        b.set_position(p.done);
+    }
+
+    /// Remove the bar.
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// Analyse what rank 0 collected, print it, write the files, and turn a failure into exit 1.
+pub fn finish(
+    plan: &Plan,
+    ran: Ran,
+    collected: Collected,
+    started: Instant,
+    started_unix: u64,
+) -> Result<(), Fatal> {
+    let Collected {
+        timer,
+        backend_info,
+        points,
+    } = collected;
+    let mut analysed = Vec::with_capacity(points.len());
+    let mut analysis_error = None;
+    for raw in points {
+        match Point::from_raw(raw, plan.backend, plan.method.cut_coef) {
+            Ok(p) => analysed.push(p),
+            Err(e) => analysis_error = Some(e.to_string()),
+        }
+    }
+    let error = ran
+        .result
+        .as_ref()
+        .err()
+        .map(|e| e.to_string())
+        .or(analysis_error);
+    let mut config = serde_json::to_value(&plan.method).unwrap_or(serde_json::Value::Null);
+    if let Some(m) = config.as_object_mut() {
+        let a = &plan.args.backend;
+        m.insert("backend".into(), plan.backend.into());
+        m.insert("ranks".into(), ran.ranks.into());
+        m.insert("timeout_s".into(), plan.timeout.as_secs_f64().into());
+        m.insert("poll".into(), a.poll.into());
+        if let Some(w) = &a.wait {
+            m.insert("wait".into(), w.clone().into());
+        }
+        if let Some(c) = &a.cpus {
+            m.insert("cpus".into(), c.clone().into());
+        }
+        if let Some(s) = &a.sim_config {
+            m.insert("sim_config".into(), s.clone().into());
+        }
+        m.insert("sizes_spec".into(), plan.args.sizes.clone().into());
+    }
+    let doc = ResultDoc {
+        schema: SCHEMA.into(),
+        version: SCHEMA_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        command: std::env::args().collect(),
+        config,
+        environment: Environment::probe(
+            plan.backend,
+            backend_info.unwrap_or_default(),
+            ran.ranks,
+            &ran.launcher,
+        ),
+        timer: timer.map(Into::into),
+        status: if error.is_some() {
+            "partial".into()
+        } else {
+            "complete".into()
+        },
+        error: error.clone(),
+        points: analysed,
+        started_unix_s: started_unix,
+        wall_s: started.elapsed().as_secs_f64(),
+    };
+    let out = &plan.args.out;
+    let mut written = Vec::new();
+    let mut write_problem = None;
+    if let Some(dir) = &out.output {
+        match write_dir(dir, &doc) {
+            Ok(files) => written.extend(files),
+            Err(e) => write_problem = Some(e),
+        }
+    }
+    if let Some(p) = &out.json {
+        if p.as_os_str() == "-" {
+            let _ = doc.write_json(std::io::stdout().lock());
+        } else {
+            match std::fs::File::create(p)
+                .map_err(|e| e.to_string())
+                .and_then(|f| doc.write_json(f).map_err(|e| e.to_string()))
+            {
+                Ok(()) => written.push(p.display().to_string()),
+                Err(e) => write_problem = Some(format!("cannot write {}: {e}", p.display())),
+            }
+        }
+    }
+    let json_to_stdout = out.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    if !out.quiet && !json_to_stdout {
+        let detail = if out.full {
+            Detail::Full
+        } else {
+            Detail::Summary
+        };
+        print!("{}", report::render(&doc, detail));
+    }
+    for f in &written {
+        eprintln!("wrote {f}");
+    }
+    if let Some(e) = write_problem {
+        return Err(Fatal::run(
+            e,
+            Some("check that the output directory is writable".into()),
+        ));
+    }
+    match error {
+        None => Ok(()),
+        Some(e) => {
+            let kept = if doc.points.is_empty() {
+                "no size was completed".to_string()
+            } else {
+                format!(
+                    "the {} size(s) measured before the failure are reported above and written",
+                    doc.points.len()
+                )
+            };
+            Err(Fatal::run(
+                e,
+                Some(format!("{kept}; a slow peer may need a longer --timeout")),
+            ))
+        }
+    }
+}
+
+fn write_dir(dir: &Path, doc: &ResultDoc) -> Result<Vec<String>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let full = dir.join("commbench.output.txt");
+    let summary = dir.join("commbench.summary.txt");
+    let json = dir.join("result.json");
+    std::fs::write(&full, report::render(doc, Detail::Full))
+        .map_err(|e| format!("cannot write {}: {e}", full.display()))?;
+    std::fs::write(&summary, report::render(doc, Detail::Summary))
+        .map_err(|e| format!("cannot write {}: {e}", summary.display()))?;
+    let f = std::fs::File::create(&json)
+        .map_err(|e| format!("cannot write {}: {e}", json.display()))?;
+    doc.write_json(f)
+        .map_err(|e| format!("cannot write {}: {e}", json.display()))?;
+    Ok(vec![
+        full.display().to_string(),
+        summary.display().to_string(),
+        json.display().to_string(),
+    ])
+}
+
+/// Write any serialisable value as JSON to a file or standard output ('-').
+pub fn write_json_value<T: serde::Serialize>(p: &Path, v: &T) -> Result<(), Fatal> {
+    let s = serde_json::to_string_pretty(v).map_err(|e| Fatal::run(e.to_string(), None))?;
+    if p.as_os_str() == "-" {
+        println!("{s}");
+        Ok(())
+    } else {
+        std::fs::write(p, s + "\n")
+            .map_err(|e| Fatal::run(format!("cannot write {}: {e}", p.display()), None))
+    }
+}

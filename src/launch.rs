@@ -315,10 +315,10 @@ pub fn timer_on_backend(
     samples: u64,
     sim_config: Option<&str>,
 ) -> Result<TimerReport, Fatal> {
-    let p = TimerOnly { samples, rank: 0 };
     match backend {
         #[cfg(feature = "sim")]
         "sim" => {
+            let p = TimerOnly { samples, rank: 0 };
             let cfg = cli::sim_config(sim_config)?;
             let out = commbench::sim::run(&cfg, &p).map_err(|e| Fatal::run(e.to_string(), None))?;
             out.into_iter()

@@ -1,0 +1,422 @@
+//! Integration tests of the `commbench` command line: exit codes, the JSON contract, runs
+//! started by hand with --rank/--size, a refused token, and a killed peer.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_commbench")
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(exe())
+        .args(args)
+        .env_remove("COMMBENCH_RANK")
+        .env_remove("COMMBENCH_SIZE")
+        .env_remove("OMPI_COMM_WORLD_RANK")
+        .env_remove("PMI_RANK")
+        .env_remove("SLURM_PROCID")
+        .output()
+        .expect("commbench starts")
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("commbench-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Bad usage exits 2 with `commbench: error: <one line>` and a hint.
+fn assert_usage_error(args: &[&str], needle: &str) {
+    let o = run(args);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+    let first = e.lines().next().unwrap_or("");
+    assert!(first.starts_with("commbench: error: "), "{args:?}: {e}");
+    assert!(
+        first.contains(needle),
+        "{args:?}: expected {needle:?} in {first:?}"
+    );
+    assert!(
+        e.lines().any(|l| l.starts_with("hint: ")),
+        "{args:?}: no hint in {e}"
+    );
+}
+
+#[test]
+fn help_and_version_succeed() {
+    let o = run(&["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("pingpong") && s.contains("timer"));
+    let o = run(&["pingpong", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let s = String::from_utf8_lossy(&o.stdout);
+    for flag in [
+        "--sizes",
+        "--trials",
+        "--npp",
+        "--res-npp",
+        "--cut-coef",
+        "--samples",
+        "--source",
+        "--dest",
+        "--timeout",
+        "--poll",
+        "--output",
+        "--rendezvous",
+    ] {
+        assert!(s.contains(flag), "pingpong --help lacks {flag}");
+    }
+    assert_eq!(run(&["--version"]).status.code(), Some(0));
+}
+
+#[test]
+fn bad_usage_is_exit_2_with_reason_and_hint() {
+    assert_usage_error(
+        &["pingpong", "--backend", "carrier-pigeon"],
+        "unknown backend",
+    );
+    assert_usage_error(&["pingpong", "--backend", "mpi"], "mpi");
+    assert_usage_error(&["pingpong", "--sizes", "8..x"], "--sizes");
+    assert_usage_error(&["pingpong", "--sizes", "16..8"], "--sizes");
+    assert_usage_error(&["pingpong", "--npp", "0"], "npp");
+    assert_usage_error(&["pingpong", "--source", "1", "--dest", "1"], "rank 1");
+    assert_usage_error(&["pingpong", "--dest", "5", "--ranks", "2"], "out of range");
+    assert_usage_error(&["pingpong", "--trials", "0"], "trials");
+    assert_usage_error(&["pingpong", "--cut-coef", "0.5"], "cut-coef");
+    assert_usage_error(&["pingpong", "--timeout", "0"], "timeout");
+    assert_usage_error(&["pingpong", "--backend", "tcp", "--wait", "futex"], "shm");
+    assert_usage_error(&["timer", "--samples", "0"], "samples");
+    // clap's own errors are usage errors too.
+    let o = run(&["pingpong", "--no-such-flag"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(&["pingpong", "--trials", "many"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn timer_prints_overhead_and_resolution() {
+    let d = tmpdir("timer");
+    let j = d.join("timer.json");
+    let o = run(&["timer", "--samples", "20000", "--json", j.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("min_ov") && s.contains("res_timing"));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    assert_eq!(v["samples"], 20000);
+    assert!(
+        v["resolution_ns"].as_f64().unwrap() >= v["min_overhead_ns"].as_f64().unwrap()
+            || v["resolution_ns"] == 0.0
+    );
+}
+
+fn check_contract(doc: &serde_json::Value, sizes: &[u64], trials: u64) {
+    for k in [
+        "schema",
+        "version",
+        "command",
+        "config",
+        "environment",
+        "timer",
+        "points",
+    ] {
+        assert!(doc.get(k).is_some(), "missing top-level key {k}");
+    }
+    assert_eq!(doc["schema"], "commbench-result");
+    assert_eq!(doc["version"], 1);
+    for k in ["samples", "min_overhead_ns", "resolution_ns"] {
+        assert!(doc["timer"][k].is_number(), "timer.{k}");
+    }
+    let points = doc["points"].as_array().expect("points");
+    assert_eq!(points.len(), sizes.len());
+    for (p, &size) in points.iter().zip(sizes) {
+        assert_eq!(p["pattern"], "pingpong");
+        assert_eq!(p["size"], size);
+        assert!(p["npp"].as_u64().unwrap() >= 1);
+        assert!(p.get("npp_calculated").is_some());
+        assert_eq!(p["trials"], trials);
+        let t = p["trial_ns"].as_array().unwrap();
+        assert_eq!(t.len() as u64, trials);
+        let ow = &p["one_way_us"];
+        for k in [
+            "min",
+            "median",
+            "mean",
+            "max",
+            "variance",
+            "std_dev",
+            "cv",
+            "std_err",
+            "rel_std_err",
+            "p90",
+            "p99",
+            "ci95_median",
+            "ci95_mean",
+        ] {
+            assert!(ow.get(k).is_some(), "one_way_us.{k}");
+        }
+        // The statistics are of trial / (2 npp): check the minimum against the raw array.
+        let npp = p["npp"].as_f64().unwrap();
+        let min_raw = t
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .fold(f64::INFINITY, f64::min);
+        assert!((ow["min"].as_f64().unwrap() - min_raw / (2.0 * npp) / 1000.0).abs() < 1e-9);
+        assert!(ow["cv"].as_f64().unwrap() < 100.0, "cv is a fraction");
+        for k in ["min", "median", "mean", "max"] {
+            assert!(p["rate_mb_s"][k].is_number(), "rate_mb_s.{k}");
+        }
+        let f = &p["filtered"];
+        assert_eq!(
+            f["kept"].as_u64().unwrap() + f["removed"].as_u64().unwrap(),
+            trials
+        );
+        assert!(f["cut_coef"].is_number() && f["one_way_us"]["median"].is_number());
+    }
+}
+
+#[test]
+fn tcp_run_writes_the_documented_outputs() {
+    let d = tmpdir("tcp-out");
+    let o = run(&[
+        "pingpong",
+        "--backend",
+        "tcp",
+        "--sizes",
+        "0,8,1K",
+        "--trials",
+        "50",
+        "--samples",
+        "10000",
+        "--warmup",
+        "5",
+        "--output",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("median time") && text.contains("FILTERED"));
+    for f in [
+        "commbench.output.txt",
+        "commbench.summary.txt",
+        "result.json",
+    ] {
+        assert!(d.join(f).is_file(), "{f} missing");
+    }
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("result.json")).unwrap()).unwrap();
+    check_contract(&doc, &[0, 8, 1024], 50);
+    assert_eq!(doc["status"], "complete");
+    assert_eq!(doc["environment"]["backend_info"]["mode"], "blocking");
+}
+
+#[test]
+fn tcp_poll_mode_and_fixed_npp_are_recorded() {
+    let d = tmpdir("tcp-poll");
+    let j = d.join("r.json");
+    let o = run(&[
+        "pingpong",
+        "--backend",
+        "tcp",
+        "--poll",
+        "--npp",
+        "3",
+        "--trials",
+        "20",
+        "--samples",
+        "1000",
+        "--json",
+        j.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    check_contract(&doc, &[8], 20);
+    assert_eq!(doc["points"][0]["npp"], 3);
+    assert!(doc["points"][0]["npp_calculated"].is_null());
+    assert_eq!(doc["environment"]["backend_info"]["mode"], "poll");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spawn_rank(rank: u32, rdv: &str, token: &str, out: Option<&Path>) -> std::process::Child {
+    let mut c = Command::new(exe());
+    c.args([
+        "pingpong",
+        "--backend",
+        "tcp",
+        "--trials",
+        "30",
+        "--samples",
+        "1000",
+        "--quiet",
+        "--timeout",
+        "10",
+    ])
+    .args([
+        "--rank",
+        &rank.to_string(),
+        "--size",
+        "2",
+        "--rendezvous",
+        rdv,
+    ])
+    .env("COMMBENCH_TOKEN", token)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    if let Some(p) = out {
+        c.arg("--json").arg(p);
+    }
+    c.spawn().unwrap()
+}
+
+fn wait_for(c: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if let Some(s) = c.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    None
+}
+
+#[test]
+fn ranks_started_by_hand_and_a_wrong_token_is_refused() {
+    let d = tmpdir("manual");
+    let rdv = format!("127.0.0.1:{}", free_port());
+    let j = d.join("r.json");
+    let mut r0 = spawn_rank(0, &rdv, "right-token", Some(&j));
+    std::thread::sleep(Duration::from_millis(300));
+    // An impostor with the wrong token is refused and does not disturb the run.
+    let mut bad = spawn_rank(1, &rdv, "wrong-token", None);
+    let bad_status = wait_for(&mut bad, Duration::from_secs(15));
+    assert!(
+        bad_status.map(|s| !s.success()).unwrap_or(true),
+        "impostor succeeded"
+    );
+    let mut r1 = spawn_rank(1, &rdv, "right-token", None);
+    let s1 = wait_for(&mut r1, Duration::from_secs(30));
+    let s0 = wait_for(&mut r0, Duration::from_secs(30));
+    let mut e0 = String::new();
+    r0.stderr.take().unwrap().read_to_string(&mut e0).unwrap();
+    assert!(
+        s0.map(|s| s.success()).unwrap_or(false),
+        "rank 0 failed: {e0}"
+    );
+    assert!(s1.map(|s| s.success()).unwrap_or(false));
+    assert!(
+        e0.to_lowercase().contains("token") || e0.contains("refused"),
+        "the refusal is logged: {e0}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    check_contract(&doc, &[8], 30);
+    assert_eq!(doc["environment"]["launcher"], "manual");
+}
+
+/// Children of a process, from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) {
+            // pid (comm) state ppid ...
+            if let Some(rest) = stat.rsplit_once(')').map(|x| x.1) {
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                if f.get(1).and_then(|x| x.parse::<u32>().ok()) == Some(pid) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A peer killed mid-run ends the run with exit 1, an error naming it, and the sizes already
+/// measured still written.
+pub fn killed_peer_gives_error_and_partial_results(backend: &str) {
+    let d = tmpdir(&format!("killed-{backend}"));
+    let sizes: Vec<String> = (1..=400).map(|s| s.to_string()).collect();
+    let mut c = Command::new(exe())
+        .args([
+            "pingpong",
+            "--backend",
+            backend,
+            "--trials",
+            "100",
+            "--samples",
+            "1000",
+            "--warmup",
+            "1",
+            "--timeout",
+            "3",
+            "--quiet",
+        ])
+        .args(["--sizes", &sizes.join(","), "--output", d.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = c.id();
+    // Wait until rank 1 exists and a few sizes are done, then kill it.
+    let t = Instant::now();
+    let kids = loop {
+        let k = children_of(pid);
+        if !k.is_empty() || t.elapsed() > Duration::from_secs(10) {
+            break k;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(!kids.is_empty(), "rank 1 never started");
+    std::thread::sleep(Duration::from_millis(800));
+    for k in &kids {
+        let _ = nix_kill(*k);
+    }
+    let status =
+        wait_for(&mut c, Duration::from_secs(20)).expect("rank 0 did not end within the timeout");
+    let mut err = String::new();
+    c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("rank 1"), "the error names the peer: {err}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("result.json")).unwrap()).unwrap();
+    assert_eq!(doc["status"], "partial");
+    let n = doc["points"].as_array().unwrap().len();
+    assert!(n >= 1 && n < 400, "{n} points");
+    assert!(doc["error"].as_str().unwrap().contains("rank 1"));
+}
+
+fn nix_kill(pid: u32) -> std::io::Result<()> {
+    let s = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()?;
+    if s.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other("kill failed"))
+    }
+}
+
+#[test]
+fn tcp_killed_peer() {
+    killed_peer_gives_error_and_partial_results("tcp");
+}

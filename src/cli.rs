@@ -4,6 +4,7 @@ use crate::{launch, output};
 use clap::{Args, Parser, Subcommand};
 use commbench::core::launch::RankEnv;
 use commbench::core::method::{MethodConfig, NppChoice};
+use commbench::core::pattern::PatternKind;
 use commbench::core::spec;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -69,6 +70,10 @@ struct Cli {
 enum Command {
     /// COMMS1 ping-pong between two ranks, timed with the method of seed 000 (sec. 3).
     Pingpong(PingpongArgs),
+    /// COMMS2 exchange: both ranks send to each other at once, then return the messages.
+    Exchange(PingpongArgs),
+    /// Streaming bandwidth: a window of outstanding sends, then a short acknowledgement.
+    Bandwidth(BandwidthArgs),
     /// Characterise the clock: overhead and resolution from back-to-back reads (seed 000 sec. 3.1).
     Timer(TimerArgs),
     /// List the backends this build knows and whether each is compiled in.
@@ -82,20 +87,27 @@ pub struct PingpongArgs {
 
     /// Message sizes: a list (1,8,64), powers (1..4M:x2) or linear steps (1..4096:+512).
     /// Suffixes K, M, G are binary (1K = 1024). Size 0 is allowed (the classic latency).
-    #[arg(long, default_value = "8", value_name = "SPEC")]
-    pub sizes: String,
+    /// Default: 8 (bandwidth: 1..4M:x2).
+    #[arg(long, value_name = "SPEC", conflicts_with = "sweep")]
+    pub sizes: Option<String>,
 
-    /// Timed trials per size (ntrial).
-    #[arg(long, default_value_t = 10_000, value_name = "N")]
-    pub trials: u64,
+    /// Sweep 1 B..4 MiB in powers of two (the same as --sizes 1..4M:x2).
+    #[arg(long)]
+    pub sweep: bool,
 
-    /// Untimed ping-pongs before the first trial of each size.
-    #[arg(long, default_value_t = 100, value_name = "N")]
-    pub warmup: u64,
-
-    /// Fix npp, the ping-pongs per timing loop, instead of calculating it (seed 000 sec. 3.3).
+    /// Timed trials per size (ntrial). Default: 10000 (bandwidth: 100).
     #[arg(long, value_name = "N")]
-    pub npp: Option<u64>,
+    pub trials: Option<u64>,
+
+    /// Untimed iterations before the first trial of each size. Default: 100 (bandwidth: 10).
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u64>,
+
+    /// Fix npp, the iterations per timing loop, instead of calculating it (seed 000 sec. 3.3).
+    /// A list (1,9,18,36,72,144,15000) measures every size once per value: the npp study of
+    /// seed 000 Tables 4.1-4.3.
+    #[arg(long, value_name = "N[,N...]")]
+    pub npp: Option<String>,
 
     /// res_npp: a timing loop should last at least res_npp x the timer resolution.
     #[arg(long, default_value_t = 50, value_name = "N")]
@@ -127,6 +139,21 @@ pub struct PingpongArgs {
 
     #[command(flatten)]
     pub out: OutputArgs,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct BandwidthArgs {
+    #[command(flatten)]
+    pub common: PingpongArgs,
+
+    /// Sends outstanding per window (as osu_bw). A window's buffers are capped at 64 MiB per
+    /// rank; a smaller effective window is recorded per point.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub window: u32,
+
+    /// Stream in both directions at once (as osu_bibw); rates are per direction.
+    #[arg(long)]
+    pub bidirectional: bool,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -235,7 +262,9 @@ struct TimerArgs {
 /// The validated plan of a ping-pong run.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    pub kind: PatternKind,
     pub backend: &'static str,
+    pub sizes_spec: String,
     pub method: MethodConfig,
     pub ranks: u32,
     pub timeout: Duration,
@@ -253,7 +282,23 @@ pub fn main() -> ExitCode {
         }
     };
     let r = match cli.cmd {
-        Command::Pingpong(a) => plan(a).and_then(launch::pingpong),
+        Command::Pingpong(a) => plan(PatternKind::PingPong, a).and_then(launch::measure),
+        Command::Exchange(a) => plan(PatternKind::Exchange, a).and_then(launch::measure),
+        Command::Bandwidth(b) => {
+            if b.window == 0 {
+                Err(Fatal::usage(
+                    "--window 0: a window needs at least one send",
+                    "for example --window 64",
+                ))
+            } else {
+                let kind = if b.bidirectional {
+                    PatternKind::BiBandwidth { window: b.window }
+                } else {
+                    PatternKind::Bandwidth { window: b.window }
+                };
+                plan(kind, b.common).and_then(launch::measure)
+            }
+        }
         Command::Timer(a) => timer(a),
         Command::Backends => {
             for b in commbench::BACKENDS {
@@ -320,28 +365,48 @@ pub fn resolve_backend(name: Option<&str>) -> Result<&'static str, Fatal> {
     Ok(b.name)
 }
 
-fn plan(a: PingpongArgs) -> Result<Plan, Fatal> {
+fn plan(kind: PatternKind, a: PingpongArgs) -> Result<Plan, Fatal> {
     let backend = resolve_backend(a.backend.backend.as_deref())?;
-    let sizes = spec::parse_sizes(&a.sizes).map_err(|e| {
+    let streaming = matches!(
+        kind,
+        PatternKind::Bandwidth { .. } | PatternKind::BiBandwidth { .. }
+    );
+    let sizes_spec = match (&a.sizes, a.sweep, streaming) {
+        (Some(s), _, _) => s.clone(),
+        (None, true, _) | (None, false, true) => "1..4M:x2".to_string(),
+        (None, false, false) => "8".to_string(),
+    };
+    let sizes = spec::parse_sizes(&sizes_spec).map_err(|e| {
         Fatal::usage(
             format!("--sizes: {e}"),
             "examples: --sizes 8, --sizes 1,8,64, --sizes 1..4M:x2, --sizes 1..4096:+512",
         )
     })?;
-    let npp = match a.npp {
-        Some(0) => {
-            return Err(Fatal::usage(
-                "--npp 0: npp must be at least 1",
-                "leave --npp out to calculate it from the timer resolution",
-            ))
-        }
-        Some(n) => NppChoice::Fixed(n),
+    if streaming && sizes.contains(&0) {
+        return Err(Fatal::usage(
+            "size 0 has no bandwidth",
+            "start the sweep at 1 byte, e.g. --sizes 1..4M:x2",
+        ));
+    }
+    let npp = match a.npp.as_deref() {
         None => NppChoice::Auto {
             res_npp: a.res_npp,
             npp_init: a.npp_init,
             npptrial: a.npp_trials,
         },
+        Some(list) => {
+            let v = spec::parse_counts(list).map_err(|e| {
+                Fatal::usage(format!("--npp: {e}"), "npp must be at least 1; leave --npp out to calculate it from the timer resolution")
+            })?;
+            if v.len() == 1 {
+                NppChoice::Fixed(v[0])
+            } else {
+                NppChoice::Study(v)
+            }
+        }
     };
+    let trials = a.trials.unwrap_or(if streaming { 100 } else { 10_000 });
+    let warmup = a.warmup.unwrap_or(if streaming { 10 } else { 100 });
     if !(a.backend.timeout.is_finite() && a.backend.timeout > 0.0 && a.backend.timeout < 1e7) {
         return Err(Fatal::usage(
             format!(
@@ -359,8 +424,8 @@ fn plan(a: PingpongArgs) -> Result<Plan, Fatal> {
     }
     let method = MethodConfig {
         sizes,
-        trials: a.trials,
-        warmup: a.warmup,
+        trials,
+        warmup,
         npp,
         cut_coef: a.cut_coef,
         timer_samples: a.samples,
@@ -424,7 +489,9 @@ fn plan(a: PingpongArgs) -> Result<Plan, Fatal> {
         ));
     }
     Ok(Plan {
+        kind,
         backend,
+        sizes_spec,
         method,
         ranks,
         timeout: Duration::from_secs_f64(a.backend.timeout),

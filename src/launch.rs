@@ -4,7 +4,7 @@
 use crate::cli::{self, Fatal, Plan};
 use crate::output;
 use commbench::core::launch::{self as cl, RankEnv};
-use commbench::core::pattern::{PingPong, Progress, TimerOnly};
+use commbench::core::pattern::{Benchmark, Progress};
 use commbench::core::timer::TimerReport;
 use commbench::core::{Error, Program};
 use std::process::{Child, Command, Stdio};
@@ -22,8 +22,8 @@ pub struct Ran {
     pub result: Result<(), Error>,
 }
 
-/// Run the ping-pong of `plan` and report it.
-pub fn pingpong(plan: Plan) -> Result<(), Fatal> {
+/// Run the benchmark of `plan` and report it.
+pub fn measure(plan: Plan) -> Result<(), Fatal> {
     let started = Instant::now();
     let started_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -37,7 +37,7 @@ pub fn pingpong(plan: Plan) -> Result<(), Fatal> {
     let is_root = env.as_ref().map(|e| e.rank == 0).unwrap_or(true);
     let bar = output::ProgressBar::new(&plan.args.out.progress, is_root && !plan.args.out.quiet);
     let cb = |p: Progress| bar.update(p);
-    let prog = PingPong::new(plan.method.clone(), Some(&cb));
+    let prog = Benchmark::new(plan.kind, plan.method.clone(), Some(&cb));
     let ran = run(&plan, env, &prog)?;
     bar.finish();
     if ran.rank != 0 {
@@ -318,7 +318,7 @@ pub fn timer_on_backend(
     match backend {
         #[cfg(feature = "sim")]
         "sim" => {
-            let p = TimerOnly { samples, rank: 0 };
+            let p = commbench::core::pattern::TimerOnly { samples, rank: 0 };
             let cfg = cli::sim_config(sim_config)?;
             let out = commbench::sim::run(&cfg, &p).map_err(|e| Fatal::run(e.to_string(), None))?;
             out.into_iter()

@@ -111,7 +111,11 @@ pub fn finish(
         if let Some(s) = &a.sim_config {
             m.insert("sim_config".into(), s.clone().into());
         }
-        m.insert("sizes_spec".into(), plan.args.sizes.clone().into());
+        m.insert("sizes_spec".into(), plan.sizes_spec.clone().into());
+        m.insert(
+            "pattern".into(),
+            serde_json::to_value(plan.kind).unwrap_or_default(),
+        );
     }
     let doc = ResultDoc {
         schema: SCHEMA.into(),

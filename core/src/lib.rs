@@ -9,11 +9,14 @@
 pub mod bootstrap;
 pub mod clock;
 pub mod conformance;
+pub mod compare;
 pub mod error;
+pub mod fit;
 pub mod launch;
 pub mod matching;
 pub mod method;
 pub mod pattern;
+pub mod plot;
 pub mod report;
 pub mod result;
 pub mod spec;

@@ -8,7 +8,7 @@ use crate::transport::Rank;
 use serde::{Deserialize, Serialize};
 
 /// How `npp`, the number of ping-pongs in one timing loop, is chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "mode")]
 pub enum NppChoice {
     /// Seed 000 §3.3: measured per size from the timer resolution.
@@ -22,6 +22,20 @@ pub enum NppChoice {
     },
     /// A value given with `--npp N`.
     Fixed(u64),
+    /// The npp study of seed 000 Tables 4.1-4.3 (`--npp 1,9,18,36`): every size is measured
+    /// once per value, one row each.
+    Study(Vec<u64>),
+}
+
+impl NppChoice {
+    /// The fixed values to measure with (empty for [`NppChoice::Auto`]).
+    pub fn fixed_values(&self) -> Vec<u64> {
+        match self {
+            NppChoice::Auto { .. } => Vec::new(),
+            NppChoice::Fixed(n) => vec![*n],
+            NppChoice::Study(v) => v.clone(),
+        }
+    }
 }
 
 /// Everything that shapes a measurement, shared by all ranks of a run.
@@ -76,20 +90,24 @@ impl MethodConfig {
         if self.timer_samples == 0 {
             return Err(Error::Config("--samples must be at least 1".into()));
         }
-        match self.npp {
-            NppChoice::Fixed(0) => return Err(Error::Config("--npp must be at least 1".into())),
+        match &self.npp {
             NppChoice::Auto {
                 res_npp,
                 npp_init,
                 npptrial,
             } => {
-                if res_npp == 0 || npp_init == 0 || npptrial == 0 {
+                if *res_npp == 0 || *npp_init == 0 || *npptrial == 0 {
                     return Err(Error::Config(
                         "--res-npp, --npp-init and --npp-trials must be at least 1".into(),
                     ));
                 }
             }
-            NppChoice::Fixed(_) => {}
+            other => {
+                let v = other.fixed_values();
+                if v.is_empty() || v.contains(&0) {
+                    return Err(Error::Config("--npp must be at least 1".into()));
+                }
+            }
         }
         if !(self.cut_coef.is_finite() && self.cut_coef >= 1.0) {
             return Err(Error::Config(format!(

@@ -1,7 +1,8 @@
 //! Benchmark patterns: programs every rank runs, timed with the method of seed 000.
 //!
-//! [`PingPong`] is COMMS1 of seed 002 measured as seed 000 §3.2 prescribes: for each size a
-//! barrier and a handshake precede every trial, and the `source` rank times `npp` ping-pongs:
+//! Every pattern ([`PatternKind`]) is measured as seed 000 §3.2 prescribes: for each size a
+//! barrier and a handshake precede every trial, and the `source` rank times `npp` iterations
+//! of the pattern's kernel. For the COMMS1 ping-pong of seed 002:
 //!
 //! ```text
 //! do ktrial = 1, ntrial
@@ -12,6 +13,12 @@
 //! enddo
 //! ```
 //!
+//! The other kernels: COMMS2 exchange (seed 002: both ranks send to each other at once, then
+//! return the messages), and windowed streaming as osu_bw does (`window` sends outstanding,
+//! then a short acknowledgement), in one direction or both. Each kernel iteration holds
+//! [`PatternKind::trips_per_iteration`] message times, and the statistics are of
+//! `trial / (trips * npp)`.
+//!
 //! Ranks other than `source` and `dest` only join the barriers and the control plane.
 //! Rank 0 collects the raw trial times ([`RawPoint`]) one size at a time, so the sizes already
 //! measured survive a failure later in the run.
@@ -19,14 +26,72 @@
 use crate::error::{Error, Result, ResultExt};
 use crate::method::{self, MethodConfig, NppChoice};
 use crate::timer::{self, TimerReport};
-use crate::transport::{BackendInfo, Endpoint, Program, Src, Tag, TagSel};
+use crate::transport::{BackendInfo, Completion, Endpoint, Program, ReqId, Src, Tag, TagSel};
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
 
-/// Tag of the ping-pong messages.
+/// Tag of the measured messages.
 pub const TAG_PINGPONG: Tag = 1;
 /// Tag of the handshake before each trial.
 pub const TAG_HANDSHAKE: Tag = 2;
+/// Tag of the acknowledgement closing a window.
+pub const TAG_ACK: Tag = 3;
+
+/// Largest total of message buffers one rank keeps for a window; above it the window shrinks
+/// (and the point records the window it used).
+pub const WINDOW_BYTES_MAX: u64 = 64 << 20;
+
+/// The kernel timed in each trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum PatternKind {
+    /// COMMS1: source sends, dest returns it (seed 002, seed 000 §3.2).
+    PingPong,
+    /// COMMS2: source and dest send to each other at once, then return the messages (seed 002).
+    Exchange,
+    /// Streaming: `window` sends outstanding, then a short acknowledgement (as osu_bw).
+    Bandwidth {
+        /// Sends per window.
+        window: u32,
+    },
+    /// Streaming both ways at once: each side has `window` sends and receives outstanding.
+    BiBandwidth {
+        /// Sends per window and direction.
+        window: u32,
+    },
+}
+
+impl PatternKind {
+    /// Name in reports and the result document.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PatternKind::PingPong => "pingpong",
+            PatternKind::Exchange => "exchange",
+            PatternKind::Bandwidth { .. } => "bandwidth",
+            PatternKind::BiBandwidth { .. } => "bibandwidth",
+        }
+    }
+
+    /// The window actually used for messages of `size` bytes (1 for non-window patterns).
+    pub fn effective_window(&self, size: u64) -> u64 {
+        match self {
+            PatternKind::Bandwidth { window } | PatternKind::BiBandwidth { window } => {
+                let cap = (WINDOW_BYTES_MAX / size.max(1)).max(1);
+                (*window as u64).clamp(1, cap)
+            }
+            _ => 1,
+        }
+    }
+
+    /// Message times in one kernel iteration: a ping-pong and an exchange hold two (there and
+    /// back), a window holds `window` (per direction).
+    pub fn trips_per_iteration(&self, size: u64) -> u64 {
+        match self {
+            PatternKind::PingPong | PatternKind::Exchange => 2,
+            _ => self.effective_window(size),
+        }
+    }
+}
 
 /// The raw outcome of one size: what the analysis and the result document are built from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,7 +106,7 @@ pub struct RawPoint {
     pub npp_calculated: Option<u64>,
     /// `median_ppt` of §3.3, ns (None when `npp` was fixed).
     pub median_ppt_ns: Option<f64>,
-    /// One-way trips per loop iteration (2 for a ping-pong).
+    /// Message times per loop iteration (2 for a ping-pong, the window for streaming).
     pub trips_per_iteration: u64,
     /// Every trial time, ns, `min_ov` subtracted, in the order measured.
     pub trial_ns: Vec<i64>,
@@ -92,8 +157,10 @@ pub struct Collected {
     pub points: Vec<RawPoint>,
 }
 
-/// The COMMS1 ping-pong under the method of seed 000.
-pub struct PingPong<'a> {
+/// A pattern measured under the method of seed 000.
+pub struct Benchmark<'a> {
+    /// The kernel.
+    pub kind: PatternKind,
     /// The method's parameters.
     pub cfg: MethodConfig,
     /// Progress callback (rank 0).
@@ -102,7 +169,7 @@ pub struct PingPong<'a> {
     pub collected: Mutex<Collected>,
 }
 
-impl std::fmt::Debug for PingPong<'_> {
+impl std::fmt::Debug for Benchmark<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PingPong")
             .field("cfg", &self.cfg)
@@ -110,10 +177,11 @@ impl std::fmt::Debug for PingPong<'_> {
     }
 }
 
-impl<'a> PingPong<'a> {
-    /// A ping-pong with this configuration.
-    pub fn new(cfg: MethodConfig, progress: Option<&'a ProgressFn<'a>>) -> Self {
-        PingPong {
+impl<'a> Benchmark<'a> {
+    /// A benchmark of `kind` with this configuration.
+    pub fn new(kind: PatternKind, cfg: MethodConfig, progress: Option<&'a ProgressFn<'a>>) -> Self {
+        Benchmark {
+            kind,
             cfg,
             progress,
             collected: Mutex::new(Collected::default()),
@@ -142,54 +210,156 @@ impl<'a> PingPong<'a> {
     }
 }
 
-/// The state of one rank's ping-pong: its role and its buffers.
+/// The state of one rank in a pattern: its role, its buffers, and the kernel.
 struct Looper {
+    kind: PatternKind,
     src: u32,
     dst: u32,
     me: u32,
     buf: Vec<u8>,
+    buf2: Vec<u8>,
     hs: Vec<u8>,
+    window: Vec<Vec<u8>>,
+    rwindow: Vec<Vec<u8>>,
+    reqs: Vec<ReqId>,
+    done: Vec<Completion>,
 }
 
 impl Looper {
-    /// `npp` untimed ping-pongs (warm-up), no barrier, no handshake.
-    fn untimed<E: Endpoint>(&mut self, ep: &mut E, npp: u64) -> Result<()> {
-        if self.me == self.src {
-            for _ in 0..npp {
-                self.exchange_source(ep)?;
+    fn new(kind: PatternKind, src: u32, dst: u32, me: u32, len: usize) -> Self {
+        let participant = me == src || me == dst;
+        let w = if participant {
+            kind.effective_window(len as u64) as usize
+        } else {
+            0
+        };
+        let (nwin, nrwin) = match kind {
+            PatternKind::Bandwidth { .. } => {
+                if me == src {
+                    (w, 0)
+                } else {
+                    (0, w)
+                }
             }
-        } else if self.me == self.dst {
-            for _ in 0..npp {
-                self.exchange_dest(ep)?;
+            PatternKind::BiBandwidth { .. } => (w, w),
+            _ => (0, 0),
+        };
+        let needs2 = matches!(kind, PatternKind::Exchange) && participant;
+        Looper {
+            kind,
+            src,
+            dst,
+            me,
+            buf: if participant && nwin + nrwin == 0 {
+                vec![0u8; len]
+            } else {
+                Vec::new()
+            },
+            buf2: if needs2 { vec![0u8; len] } else { Vec::new() },
+            hs: vec![0u8; 8],
+            window: (0..nwin).map(|_| vec![0u8; len]).collect(),
+            rwindow: (0..nrwin).map(|_| vec![0u8; len]).collect(),
+            reqs: Vec::with_capacity(2 * w + 2),
+            done: Vec::with_capacity(2 * w + 2),
+        }
+    }
+
+    fn peer(&self) -> u32 {
+        if self.me == self.src {
+            self.dst
+        } else {
+            self.src
+        }
+    }
+
+    /// One iteration of the kernel on this rank (nothing on non-participants).
+    #[inline]
+    fn iteration<E: Endpoint>(&mut self, ep: &mut E) -> Result<()> {
+        let (me, src, dst) = (self.me, self.src, self.dst);
+        if me != src && me != dst {
+            return Ok(());
+        }
+        let peer = self.peer();
+        match self.kind {
+            PatternKind::PingPong => {
+                let b = std::mem::take(&mut self.buf);
+                self.buf = if me == src {
+                    let b = ep.send(dst, TAG_PINGPONG, b)?;
+                    ep.recv(Src::Rank(dst), TagSel::Tag(TAG_PINGPONG), b)?.buf
+                } else {
+                    let b = ep.recv(Src::Rank(src), TagSel::Tag(TAG_PINGPONG), b)?.buf;
+                    ep.send(src, TAG_PINGPONG, b)?
+                };
+            }
+            PatternKind::Exchange => {
+                // Both send at once, then each returns what it received.
+                for _ in 0..2 {
+                    let inb = std::mem::take(&mut self.buf2);
+                    let outb = std::mem::take(&mut self.buf);
+                    let r = ep.irecv(Src::Rank(peer), TagSel::Tag(TAG_PINGPONG), inb)?;
+                    let s = ep.isend(peer, TAG_PINGPONG, outb)?;
+                    let got = ep.wait(r)?;
+                    let sent = ep.wait(s)?;
+                    // What arrived goes back out next; the sent buffer receives next.
+                    self.buf = got.buf;
+                    self.buf2 = sent.buf;
+                }
+            }
+            PatternKind::Bandwidth { .. } => {
+                self.reqs.clear();
+                if me == src {
+                    for b in self.window.drain(..) {
+                        self.reqs.push(ep.isend(dst, TAG_PINGPONG, b)?);
+                    }
+                    ep.wait_all(&self.reqs, &mut self.done)?;
+                    self.window.extend(self.done.drain(..).map(|c| c.buf));
+                    let hs = std::mem::take(&mut self.hs);
+                    self.hs = ep.recv(Src::Rank(dst), TagSel::Tag(TAG_ACK), hs)?.buf;
+                } else {
+                    for b in self.rwindow.drain(..) {
+                        self.reqs
+                            .push(ep.irecv(Src::Rank(src), TagSel::Tag(TAG_PINGPONG), b)?);
+                    }
+                    ep.wait_all(&self.reqs, &mut self.done)?;
+                    self.rwindow.extend(self.done.drain(..).map(|c| c.buf));
+                    let hs = std::mem::take(&mut self.hs);
+                    self.hs = ep.send(src, TAG_ACK, hs)?;
+                }
+            }
+            PatternKind::BiBandwidth { .. } => {
+                self.reqs.clear();
+                let nr = self.rwindow.len();
+                for b in self.rwindow.drain(..) {
+                    self.reqs
+                        .push(ep.irecv(Src::Rank(peer), TagSel::Tag(TAG_PINGPONG), b)?);
+                }
+                for b in self.window.drain(..) {
+                    self.reqs.push(ep.isend(peer, TAG_PINGPONG, b)?);
+                }
+                ep.wait_all(&self.reqs, &mut self.done)?;
+                for (i, c) in self.done.drain(..).enumerate() {
+                    if i < nr {
+                        self.rwindow.push(c.buf);
+                    } else {
+                        self.window.push(c.buf);
+                    }
+                }
             }
         }
         Ok(())
     }
 
-    #[inline]
-    fn exchange_source<E: Endpoint>(&mut self, ep: &mut E) -> Result<()> {
-        let b = std::mem::take(&mut self.buf);
-        let b = ep.send(self.dst, TAG_PINGPONG, b)?;
-        self.buf = ep
-            .recv(Src::Rank(self.dst), TagSel::Tag(TAG_PINGPONG), b)?
-            .buf;
+    /// `n` untimed iterations (warm-up), no barrier, no handshake.
+    fn untimed<E: Endpoint>(&mut self, ep: &mut E, n: u64) -> Result<()> {
+        for _ in 0..n {
+            self.iteration(ep)?;
+        }
         Ok(())
     }
 
-    #[inline]
-    fn exchange_dest<E: Endpoint>(&mut self, ep: &mut E) -> Result<()> {
-        let b = std::mem::take(&mut self.buf);
-        let b = ep
-            .recv(Src::Rank(self.src), TagSel::Tag(TAG_PINGPONG), b)?
-            .buf;
-        self.buf = ep.send(self.src, TAG_PINGPONG, b)?;
-        Ok(())
-    }
-
-    /// Seed 000 §3.2: `ntrial` trials of `npp` ping-pongs, each after a barrier and the
+    /// Seed 000 §3.2: `ntrial` trials of `npp` iterations, each after a barrier and the
     /// handshake. Returns the trial times (ns, `min_ov` subtracted) on the source rank and an
-    /// empty vector elsewhere. `tick` is called on rank 0 after every trial, outside the timed
-    /// region.
+    /// empty vector elsewhere. `tick` is called after every trial, outside the timed region.
     fn trials<E: Endpoint>(
         &mut self,
         ep: &mut E,
@@ -215,8 +385,7 @@ impl Looper {
                     .buf;
                 let t1 = ep.now_ns();
                 for _ in 0..npp {
-                    self.exchange_source(ep)
-                        .phase_with(|| format!("ping-pong of trial {k}"))?;
+                    self.iteration(ep).phase_with(|| format!("trial {k}"))?;
                 }
                 let t2 = ep.now_ns();
                 times.push(t2 as i64 - t1 as i64 - min_ov);
@@ -226,8 +395,7 @@ impl Looper {
                     .send(self.src, TAG_HANDSHAKE, hs)
                     .phase_with(|| format!("handshake of trial {k}"))?;
                 for _ in 0..npp {
-                    self.exchange_dest(ep)
-                        .phase_with(|| format!("ping-pong of trial {k}"))?;
+                    self.iteration(ep).phase_with(|| format!("trial {k}"))?;
                 }
             }
             tick(k + 1);
@@ -253,7 +421,7 @@ fn decode_i64s(b: &[u8]) -> Result<Vec<i64>> {
         .collect())
 }
 
-impl Program for PingPong<'_> {
+impl Program for Benchmark<'_> {
     type Output = ();
 
     fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
@@ -267,6 +435,7 @@ impl Program for PingPong<'_> {
         }
         let nsizes = cfg.sizes.len();
         let first = cfg.sizes[0];
+        let name = self.kind.name();
 
         // §3.1: characterise the timer on the rank that times.
         ep.barrier().phase("start-up barrier")?;
@@ -299,14 +468,8 @@ impl Program for PingPong<'_> {
         for (i, &size) in cfg.sizes.iter().enumerate() {
             let len = usize::try_from(size)
                 .map_err(|_| Error::Config(format!("size {size} does not fit in memory")))?;
-            let phase = format!("pingpong {size} B");
-            let mut lp = Looper {
-                src,
-                dst,
-                me,
-                buf: vec![0u8; len],
-                hs: vec![0u8; 8],
-            };
+            let phase = format!("{name} {size} B");
+            let mut lp = Looper::new(self.kind, src, dst, me, len);
             let progress = |stage: Stage, done: u64, total: u64| {
                 if me == 0 {
                     self.report(Progress {
@@ -325,14 +488,15 @@ impl Program for PingPong<'_> {
             lp.untimed(ep, cfg.warmup)
                 .phase_with(|| format!("{phase}: warm-up"))?;
 
-            // §3.3: npp from the timer resolution and the median ping-pong time.
-            let (npp, npp_calculated, median_ppt_ns) = match cfg.npp {
-                NppChoice::Fixed(n) => (n, None, None),
+            // §3.3: npp from the timer resolution and the median iteration time, or the
+            // values given (one row each for the npp study of Tables 4.1-4.3).
+            let runs: Vec<(u64, Option<u64>, Option<f64>)> = match &cfg.npp {
                 NppChoice::Auto {
                     res_npp,
                     npp_init,
                     npptrial,
                 } => {
+                    let (res_npp, npp_init, npptrial) = (*res_npp, *npp_init, *npptrial);
                     progress(Stage::Npp, 0, npptrial);
                     let t = lp
                         .trials(ep, npp_init, npptrial, min_ov, |k| {
@@ -355,43 +519,50 @@ impl Program for PingPong<'_> {
                     }
                     let n = u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]));
                     let ppt = f64::from_le_bytes(b[8..].try_into().unwrap_or([0; 8]));
-                    (n, Some(n), Some(ppt))
+                    vec![(n, Some(n), Some(ppt))]
                 }
+                other => other
+                    .fixed_values()
+                    .into_iter()
+                    .map(|n| (n, None, None))
+                    .collect(),
             };
 
-            // §3.2: the timed trials.
-            progress(Stage::Trials, 0, cfg.trials);
-            let every = (cfg.trials / 200).max(1);
-            let times = lp
-                .trials(ep, npp, cfg.trials, min_ov, |k| {
-                    if k % every == 0 || k == cfg.trials {
-                        progress(Stage::Trials, k, cfg.trials)
-                    }
-                })
-                .phase_with(|| format!("{phase}, npp {npp}"))?;
-            let times = if src == 0 {
-                times
-            } else {
-                let g = ep
-                    .gather(0, &encode_i64s(&times))
-                    .phase_with(|| format!("{phase}: collecting trial times"))?;
-                match g {
-                    Some(all) => decode_i64s(&all[src as usize])?,
-                    None => Vec::new(),
-                }
-            };
-            if me == 0 {
-                self.with_collected(|c| {
-                    c.points.push(RawPoint {
-                        pattern: "pingpong".into(),
-                        size,
-                        npp,
-                        npp_calculated,
-                        median_ppt_ns,
-                        trips_per_iteration: 2,
-                        trial_ns: times,
+            for (npp, npp_calculated, median_ppt_ns) in runs {
+                // §3.2: the timed trials.
+                progress(Stage::Trials, 0, cfg.trials);
+                let every = (cfg.trials / 200).max(1);
+                let times = lp
+                    .trials(ep, npp, cfg.trials, min_ov, |k| {
+                        if k % every == 0 || k == cfg.trials {
+                            progress(Stage::Trials, k, cfg.trials)
+                        }
                     })
-                });
+                    .phase_with(|| format!("{phase}, npp {npp}"))?;
+                let times = if src == 0 {
+                    times
+                } else {
+                    let g = ep
+                        .gather(0, &encode_i64s(&times))
+                        .phase_with(|| format!("{phase}: collecting trial times"))?;
+                    match g {
+                        Some(all) => decode_i64s(&all[src as usize])?,
+                        None => Vec::new(),
+                    }
+                };
+                if me == 0 {
+                    self.with_collected(|c| {
+                        c.points.push(RawPoint {
+                            pattern: name.into(),
+                            size,
+                            npp,
+                            npp_calculated,
+                            median_ppt_ns,
+                            trips_per_iteration: self.kind.trips_per_iteration(size),
+                            trial_ns: times,
+                        })
+                    });
+                }
             }
         }
         ep.barrier().phase("final barrier")

@@ -24,11 +24,32 @@ fn e(x: f64) -> String {
     }
 }
 
-fn stats_block(out: &mut String, s: &Summary, title: &str) {
-    let _ = writeln!(
-        out,
-        "  {title} (one-way time = trial / (2 npp), microseconds)"
-    );
+/// A number with four significant digits, plainly written where that reads well.
+pub fn sig(x: f64) -> String {
+    if !x.is_finite() {
+        return "undefined".to_string();
+    }
+    let a = x.abs();
+    if a == 0.0 {
+        "0".to_string()
+    } else if (1e-3..1e6).contains(&a) {
+        let decimals = (3 - a.log10().floor() as i32).max(0) as usize;
+        format!("{x:.decimals$}")
+    } else {
+        format!("{x:.3e}")
+    }
+}
+
+fn time_definition(p: &Point) -> String {
+    match p.pattern.as_str() {
+        "pingpong" => "one-way time = trial / (2 npp)".to_string(),
+        "exchange" => "exchange time = trial / (2 npp)".to_string(),
+        _ => format!("time per message = trial / ({} npp)", p.trips_per_iteration),
+    }
+}
+
+fn stats_block(out: &mut String, s: &Summary, title: &str, def: &str) {
+    let _ = writeln!(out, "  {title} ({def}, microseconds)");
     let _ = writeln!(out, "    minimum time             = {:.4}", s.min);
     let _ = writeln!(out, "    median time              = {:.4}", s.median);
     let _ = writeln!(out, "    average time             = {:.4}", s.mean);
@@ -79,24 +100,46 @@ pub fn point(out: &mut String, p: &Point, detail: Detail) {
         }
     }
     let _ = writeln!(out, "  timing trials = {}", p.trials);
-    stats_block(out, &p.one_way_us, "TIMING RESULTS AND STATISTICS");
+    let def = time_definition(p);
+    stats_block(out, &p.one_way_us, "TIMING RESULTS AND STATISTICS", &def);
     let r = &p.rate_mb_s;
     let _ = writeln!(out, "  COMMUNICATION RATES (MB/s = 10^6 bytes/s) using minimum / median / average / maximum time");
     let _ = writeln!(
         out,
         "    {} / {} / {} / {}",
-        e(r.min),
-        e(r.median),
-        e(r.mean),
-        e(r.max)
+        sig(r.min),
+        sig(r.median),
+        sig(r.mean),
+        sig(r.max)
     );
+    if p.pattern.contains("bandwidth") {
+        let mps = |t: f64| if t > 0.0 { 1e6 / t } else { 0.0 };
+        let s = &p.one_way_us;
+        let _ = writeln!(
+            out,
+            "  MESSAGE RATES (messages/s) using minimum / median / average / maximum time"
+        );
+        let _ = writeln!(
+            out,
+            "    {} / {} / {} / {}",
+            sig(mps(s.min)),
+            sig(mps(s.median)),
+            sig(mps(s.mean)),
+            sig(mps(s.max))
+        );
+    }
     let f = &p.filtered;
     let _ = writeln!(
         out,
         "  FILTERED: cut-off coefficient = {:.4}, trials kept = {}, removed = {}",
         f.cut_coef, f.kept, f.removed
     );
-    stats_block(out, &f.one_way_us, "FILTERED TIMING RESULTS AND STATISTICS");
+    stats_block(
+        out,
+        &f.one_way_us,
+        "FILTERED TIMING RESULTS AND STATISTICS",
+        &def,
+    );
     if detail == Detail::Full {
         let d = &p.distribution_us;
         let _ = writeln!(out, "  DISTRIBUTION OF ONE-WAY TIMES (us)");
@@ -195,6 +238,7 @@ pub fn render(doc: &ResultDoc, detail: Detail) -> String {
     for p in &doc.points {
         point(&mut out, p, detail);
     }
+    npp_study(&mut out, &doc.points);
     if let Some(err) = &doc.error {
         let _ = writeln!(
             out,
@@ -241,5 +285,50 @@ pub fn timer_distribution(out: &mut String, t: &crate::timer::TimerReport) {
             "    ({} larger distinct values not listed)",
             t.frequencies_omitted
         );
+    }
+}
+
+/// Seed 000 Tables 4.1-4.3: for each size measured with several fixed npp values, one column
+/// per npp and one row per statistic of the one-way time (us).
+pub fn npp_study(out: &mut String, points: &[Point]) {
+    let mut keys: Vec<(&str, u64)> = Vec::new();
+    for p in points {
+        if !keys.contains(&(p.pattern.as_str(), p.size)) {
+            keys.push((p.pattern.as_str(), p.size));
+        }
+    }
+    for (pattern, size) in keys {
+        let cols: Vec<&Point> = points
+            .iter()
+            .filter(|p| p.pattern == pattern && p.size == size && p.npp_calculated.is_none())
+            .collect();
+        if cols.len() < 2 {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "\nNPP STUDY: {pattern} of {}, one-way times in microseconds (seed 000 Tables 4.1-4.3)",
+            format_size(size)
+        );
+        let mut line = format!("  {:20}", "npp =");
+        for p in &cols {
+            let _ = write!(line, "{:>12}", p.npp);
+        }
+        let _ = writeln!(out, "{line}");
+        let rows: [(&str, fn(&Summary) -> f64); 6] = [
+            ("minimum time", |s| s.min),
+            ("median time", |s| s.median),
+            ("average time", |s| s.mean),
+            ("maximum time", |s| s.max),
+            ("variance", |s| s.variance),
+            ("standard deviation", |s| s.std_dev),
+        ];
+        for (name, f) in rows {
+            let mut line = format!("  {name:20}");
+            for p in &cols {
+                let _ = write!(line, "{:>12}", sig(f(&p.one_way_us)));
+            }
+            let _ = writeln!(out, "{line}");
+        }
     }
 }

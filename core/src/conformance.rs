@@ -45,7 +45,9 @@ pub fn run_check<H: Harness>(h: &H, name: &str, n: u32, max_size: usize) -> Resu
         "truncation" => h.run(n, &Truncation).map(drop),
         "control_plane" => h.run(n, &ControlPlane).map(drop),
         "invalid_arguments" => h.run(n, &InvalidArguments).map(drop),
-        other => Err(Error::Invalid(format!("no conformance check named `{other}`"))),
+        other => Err(Error::Invalid(format!(
+            "no conformance check named `{other}`"
+        ))),
     }
 }
 
@@ -123,7 +125,11 @@ impl Program for Sizes {
                     ep.send(peer, 3, data)?;
                     let c = ep.recv(Src::Rank(peer), TagSel::Tag(4), vec![0; s + 16])?;
                     if c.len != s || c.buf[..s] != pattern(s, peer * 7 + s as u32)[..] {
-                        return Err(fail("sizes", me, format!("echo of {s} bytes from {peer} differs")));
+                        return Err(fail(
+                            "sizes",
+                            me,
+                            format!("echo of {s} bytes from {peer} differs"),
+                        ));
                     }
                 } else if me == peer {
                     let c = ep.recv(Src::Rank(0), TagSel::Tag(3), vec![0; s])?;
@@ -156,7 +162,11 @@ impl Program for TagsAndWildcards {
             for tag in [1u32, 2, 3] {
                 let c = ep.recv(Src::Rank(1), TagSel::Tag(tag), vec![0; 8])?;
                 if c.tag != tag || c.len != tag as usize || c.buf[0] != tag as u8 {
-                    return Err(fail("tags", me, format!("receive of tag {tag} got tag {} len {}", c.tag, c.len)));
+                    return Err(fail(
+                        "tags",
+                        me,
+                        format!("receive of tag {tag} got tag {} len {}", c.tag, c.len),
+                    ));
                 }
             }
         }
@@ -172,7 +182,14 @@ impl Program for TagsAndWildcards {
                 let c = ep.recv(Src::Any, TagSel::Any, buf)?;
                 let from = u32::from_le_bytes([c.buf[0], c.buf[1], c.buf[2], c.buf[3]]);
                 if from != c.peer || c.tag != 100 + from || seen[from as usize] {
-                    return Err(fail("wildcards", me, format!("bad wildcard match: peer {} tag {} payload {from}", c.peer, c.tag)));
+                    return Err(fail(
+                        "wildcards",
+                        me,
+                        format!(
+                            "bad wildcard match: peer {} tag {} payload {from}",
+                            c.peer, c.tag
+                        ),
+                    ));
                 }
                 seen[from as usize] = true;
                 buf = c.buf;
@@ -195,7 +212,7 @@ impl Program for ManyInFlight {
         let mut reqs = Vec::new();
         for peer in (0..n).filter(|&p| p != me) {
             for i in 0..K {
-                reqs.push(ep.irecv(Src::Rank(peer), TagSel::Tag(i), vec![0; 1024])?);
+                reqs.push(ep.irecv(Src::Rank(peer), TagSel::Tag(i), vec![0; 1100])?);
             }
         }
         for peer in (0..n).filter(|&p| p != me) {
@@ -209,7 +226,11 @@ impl Program for ManyInFlight {
             if c.kind == OpKind::Recv {
                 let want = pattern(1000 + c.tag as usize, c.peer * 1000 + c.tag);
                 if c.len != want.len() || c.buf[..c.len] != want[..] {
-                    return Err(fail("many_in_flight", me, format!("message tag {} from {} differs", c.tag, c.peer)));
+                    return Err(fail(
+                        "many_in_flight",
+                        me,
+                        format!("message tag {} from {} differs", c.tag, c.peer),
+                    ));
                 }
             }
         }
@@ -233,13 +254,25 @@ impl Program for Truncation {
             ep.send(0, 9, vec![2; 4])?;
         } else if me == 0 {
             match ep.recv(Src::Rank(1), TagSel::Tag(9), vec![0; 8]) {
-                Err(e) if matches!(e.root(), Error::Truncated { len: 16, cap: 8, .. }) => {}
+                Err(e)
+                    if matches!(
+                        e.root(),
+                        Error::Truncated {
+                            len: 16,
+                            cap: 8,
+                            ..
+                        }
+                    ) => {}
                 Err(e) => return Err(fail("truncation", me, format!("wrong error {e}"))),
                 Ok(c) => return Err(fail("truncation", me, format!("no error, len {}", c.len))),
             }
             let c = ep.recv(Src::Rank(1), TagSel::Tag(9), vec![0; 8])?;
             if c.len != 4 || c.buf[0] != 2 {
-                return Err(fail("truncation", me, "next message lost after truncation".into()));
+                return Err(fail(
+                    "truncation",
+                    me,
+                    "next message lost after truncation".into(),
+                ));
             }
         }
         ep.barrier()
@@ -272,10 +305,18 @@ impl Program for ControlPlane {
         ep.broadcast(0, &mut spent)?;
         let busy = u64::from_le_bytes(spent[..8].try_into().unwrap_or([0; 8]));
         if me != 0 && t2 - t0 < busy / 2 {
-            return Err(fail("barrier", me, format!("left after {} ns while rank 0 computed {busy} ns", t2 - t0)));
+            return Err(fail(
+                "barrier",
+                me,
+                format!("left after {} ns while rank 0 computed {busy} ns", t2 - t0),
+            ));
         }
         for root in 0..n {
-            let mut data = if me == root { pattern(1000 + root as usize, root) } else { vec![7; 3] };
+            let mut data = if me == root {
+                pattern(1000 + root as usize, root)
+            } else {
+                vec![7; 3]
+            };
             ep.broadcast(root, &mut data)?;
             if data != pattern(1000 + root as usize, root) {
                 return Err(fail("broadcast", me, format!("from root {root} differs")));
@@ -310,10 +351,18 @@ impl Program for InvalidArguments {
         let me = ep.rank();
         let n = ep.size();
         if ep.isend(n + 5, 0, vec![0; 4]).is_ok() {
-            return Err(fail("invalid", me, "send to a rank out of range was accepted".into()));
+            return Err(fail(
+                "invalid",
+                me,
+                "send to a rank out of range was accepted".into(),
+            ));
         }
         if ep.irecv(Src::Rank(n), TagSel::Any, vec![0; 4]).is_ok() {
-            return Err(fail("invalid", me, "receive from a rank out of range was accepted".into()));
+            return Err(fail(
+                "invalid",
+                me,
+                "receive from a rank out of range was accepted".into(),
+            ));
         }
         ep.barrier()
     }

@@ -420,3 +420,103 @@ fn nix_kill(pid: u32) -> std::io::Result<()> {
 fn tcp_killed_peer() {
     killed_peer_gives_error_and_partial_results("tcp");
 }
+
+#[test]
+fn sim_ncube7_corner_to_corner_matches_the_closed_form() {
+    let d = tmpdir("sim");
+    let j = d.join("r.json");
+    // Fixed npp so the expected trial time is exact: npp round trips plus one clock read.
+    let o = run(&[
+        "pingpong",
+        "--backend",
+        "sim",
+        "--sim-config",
+        "ncube7",
+        "--source",
+        "0",
+        "--dest",
+        "63",
+        "--trials",
+        "20",
+        "--samples",
+        "2000",
+        "--npp",
+        "4",
+        "--json",
+        j.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    check_contract(&doc, &[8], 20);
+    // Seed 001 Table 3 at n = 8 bytes over d = 6 hops: F + 6E + U.
+    let f = 160.0 + 0.60 * 8.0;
+    let e = 220.0 + 1.285 * 8.0;
+    let u = 130.0 + 0.61 * 8.0;
+    let closed = f + 6.0 * e + u;
+    let tick_us = doc["timer"]["resolution_ns"].as_f64().unwrap() / 1000.0;
+    assert!(
+        (tick_us - 146.286).abs() < 1e-9,
+        "the timer method finds the tick: {tick_us}"
+    );
+    assert_eq!(doc["timer"]["min_overhead_ns"], 0.0);
+    let median = doc["points"][0]["one_way_us"]["median"].as_f64().unwrap();
+    // The clock is quantised to the tick: a trial of 2 npp trips is off by under one tick.
+    assert!(
+        (median - closed).abs() <= tick_us / 8.0 + 20.0 / 8.0,
+        "median {median} vs closed form {closed}"
+    );
+    // Deterministic: a second run gives the same trial times.
+    let j2 = d.join("r2.json");
+    let o = run(&[
+        "pingpong",
+        "--backend",
+        "sim",
+        "--sim-config",
+        "ncube7",
+        "--source",
+        "0",
+        "--dest",
+        "63",
+        "--trials",
+        "20",
+        "--samples",
+        "2000",
+        "--npp",
+        "4",
+        "--json",
+        j2.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let doc2: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&j2).unwrap()).unwrap();
+    assert_eq!(doc["points"][0]["trial_ns"], doc2["points"][0]["trial_ns"]);
+}
+
+#[test]
+fn sim_rejects_ranks_outside_the_machine() {
+    assert_usage_error(
+        &[
+            "pingpong",
+            "--backend",
+            "sim",
+            "--sim-config",
+            "ncube7",
+            "--dest",
+            "64",
+        ],
+        "out of range",
+    );
+    assert_usage_error(
+        &[
+            "pingpong",
+            "--backend",
+            "sim",
+            "--sim-config",
+            "/no/such/file.toml",
+        ],
+        "sim-config",
+    );
+}

@@ -288,6 +288,9 @@ pub fn timer_distribution(out: &mut String, t: &crate::timer::TimerReport) {
     }
 }
 
+/// A row of the npp study: its label and the statistic it shows.
+type Row = (&'static str, fn(&Summary) -> f64);
+
 /// Seed 000 Tables 4.1-4.3: for each size measured with several fixed npp values, one column
 /// per npp and one row per statistic of the one-way time (us).
 pub fn npp_study(out: &mut String, points: &[Point]) {
@@ -315,7 +318,7 @@ pub fn npp_study(out: &mut String, points: &[Point]) {
             let _ = write!(line, "{:>12}", p.npp);
         }
         let _ = writeln!(out, "{line}");
-        let rows: [(&str, fn(&Summary) -> f64); 6] = [
+        let rows: [Row; 6] = [
             ("minimum time", |s| s.min),
             ("median time", |s| s.median),
             ("average time", |s| s.mean),

@@ -1,0 +1,605 @@
+//! The simulator's configuration: machine shape, clock, the six per-message times of seed 001
+//! §2 as piecewise-linear functions of the message size, presets and the TOML format.
+
+use commbench_core::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// One section of a piecewise-linear time: for sizes `n >= from` (up to the next section),
+/// `t(n) = base_us + per_byte_us * n` microseconds. `n` is the whole message size, not the
+/// size above `from`, so each section is a line as in Table 3 of seed 001.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Piece {
+    /// First message size (bytes) this section applies to.
+    #[serde(default)]
+    pub from: u64,
+    /// Fixed part in microseconds.
+    pub base_us: f64,
+    /// Per-byte part in microseconds.
+    #[serde(default)]
+    pub per_byte_us: f64,
+}
+
+/// What a time may be written as in TOML: one line, or a list of sections.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum LinearRepr {
+    One(Piece),
+    Many(Vec<Piece>),
+}
+
+/// A time as a piecewise-linear function of the message size `n` (bytes).
+///
+/// Coefficients are rounded once to whole picoseconds (`base_ps = round(base_us * 1e6)`,
+/// `per_byte_ps = round(per_byte_us * 1e6)`), and a time is evaluated in integer arithmetic as
+/// `t_ns(n) = floor((base_ps + per_byte_ps * n + 500) / 1000)`, i.e. rounded to the nearest
+/// nanosecond, halves up. Every Table 3 coefficient is a whole number of nanoseconds, so the
+/// `ncube7` preset is exact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "LinearRepr", into = "Vec<Piece>")]
+pub struct Linear {
+    pieces: Vec<Piece>,
+    /// (from, base_ps, per_byte_ps), same order as `pieces`.
+    compiled: Vec<(u64, u64, u64)>,
+}
+
+fn to_ps(us: f64, what: &str) -> Result<u64> {
+    if !(0.0..=1e12).contains(&us) {
+        return Err(Error::Config(format!(
+            "{what} = {us} µs: must be finite, >= 0 and at most 1e12 µs"
+        )));
+    }
+    Ok((us * 1e6).round() as u64)
+}
+
+impl Linear {
+    /// Build from sections, checking them: the first starts at 0, `from` strictly increases,
+    /// coefficients are finite and non-negative.
+    pub fn new(pieces: Vec<Piece>) -> Result<Self> {
+        if pieces.is_empty() {
+            return Err(Error::Config("a time needs at least one section".into()));
+        }
+        if pieces[0].from != 0 {
+            return Err(Error::Config(format!(
+                "the first section of a time must start at from = 0, not {}",
+                pieces[0].from
+            )));
+        }
+        let mut compiled = Vec::with_capacity(pieces.len());
+        for (i, p) in pieces.iter().enumerate() {
+            if i > 0 && p.from <= pieces[i - 1].from {
+                return Err(Error::Config(format!(
+                    "sections of a time must have increasing `from`: {} after {}",
+                    p.from,
+                    pieces[i - 1].from
+                )));
+            }
+            compiled.push((
+                p.from,
+                to_ps(p.base_us, "base_us")?,
+                to_ps(p.per_byte_us, "per_byte_us")?,
+            ));
+        }
+        Ok(Self { pieces, compiled })
+    }
+
+    /// One line `base_us + per_byte_us * n` for every size.
+    pub fn line(base_us: f64, per_byte_us: f64) -> Result<Self> {
+        Self::new(vec![Piece {
+            from: 0,
+            base_us,
+            per_byte_us,
+        }])
+    }
+
+    /// The sections as configured.
+    pub fn pieces(&self) -> &[Piece] {
+        &self.pieces
+    }
+
+    /// The time for an `n`-byte message in nanoseconds (see the type's rounding rule).
+    #[inline]
+    pub fn ns(&self, n: u64) -> u64 {
+        let mut sel = self.compiled[0];
+        for &c in &self.compiled[1..] {
+            if c.0 <= n {
+                sel = c;
+            } else {
+                break;
+            }
+        }
+        let ps = sel.1 as u128 + sel.2 as u128 * n as u128 + 500;
+        u64::try_from(ps / 1000).unwrap_or(u64::MAX)
+    }
+}
+
+impl TryFrom<LinearRepr> for Linear {
+    type Error = Error;
+    fn try_from(r: LinearRepr) -> Result<Self> {
+        match r {
+            LinearRepr::One(p) => Linear::new(vec![p]),
+            LinearRepr::Many(v) => Linear::new(v),
+        }
+    }
+}
+
+impl From<Linear> for Vec<Piece> {
+    fn from(l: Linear) -> Self {
+        l.pieces
+    }
+}
+
+/// The six times of seed 001 §2, each a function of the message size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Times {
+    /// F, "format": the sender's user-side copy into a system buffer (the send call).
+    #[serde(rename = "F")]
+    pub f: Linear,
+    /// S, "send": interrupt-level CPU load on a node that puts a message on a channel.
+    #[serde(rename = "S")]
+    pub s: Linear,
+    /// R, "receive": interrupt-level CPU load on a node that takes a message off a channel.
+    #[serde(rename = "R")]
+    pub r: Linear,
+    /// A, "accept": the part of the receive call done before the message arrives (a function
+    /// of the receive buffer's length).
+    #[serde(rename = "A")]
+    pub a: Linear,
+    /// U, "unformat": the receiver's copy out of the system buffer (the rest of the receive).
+    #[serde(rename = "U")]
+    pub u: Linear,
+    /// E, elapsed time of one hop, system buffer to system buffer.
+    #[serde(rename = "E")]
+    pub e: Linear,
+}
+
+impl Times {
+    /// Table 3 of seed 001 (NCUBE/seven, integer background computation), in microseconds:
+    /// E = 220 + 1.285n, R = 180 + .04n, S = 150 + .01n, F = 160 + .60n, U = 130 + .61n,
+    /// A = 120 + 0.0n.
+    pub fn ncube7_table3() -> Self {
+        // Constants: these lines are valid, so `expect` cannot fire; avoid it anyway.
+        let l = |b: f64, p: f64| Linear {
+            pieces: vec![Piece {
+                from: 0,
+                base_us: b,
+                per_byte_us: p,
+            }],
+            compiled: vec![(0, (b * 1e6).round() as u64, (p * 1e6).round() as u64)],
+        };
+        Times {
+            e: l(220.0, 1.285),
+            r: l(180.0, 0.04),
+            s: l(150.0, 0.01),
+            f: l(160.0, 0.60),
+            u: l(130.0, 0.61),
+            a: l(120.0, 0.0),
+        }
+    }
+}
+
+fn default_compute() -> f64 {
+    1.0
+}
+fn default_spin_limit() -> u64 {
+    1_000_000
+}
+fn default_stack_kib() -> u64 {
+    1024
+}
+fn default_poll() -> u64 {
+    100
+}
+fn default_clock_read() -> u64 {
+    50
+}
+fn default_name() -> String {
+    "custom".into()
+}
+
+/// Everything the simulator needs to know about the machine it simulates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimConfig {
+    /// Name of the machine (a preset's name, or the file's `name`).
+    #[serde(default = "default_name")]
+    pub name: String,
+    /// Hypercube dimension d: 2^d nodes (0..=16).
+    pub dimensions: u32,
+    /// Nodes that run the program (ranks `0..ranks`); the others only forward. Default: all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<u32>,
+    /// Clock granularity: `now_ns()` returns `floor(t / tick_ns) * tick_ns`.
+    pub tick_ns: u64,
+    /// User CPU time one clock read costs (at least 1).
+    #[serde(default = "default_clock_read")]
+    pub clock_read_ns: u64,
+    /// User CPU time one `test()` costs (at least 1, so polling loops advance virtual time).
+    #[serde(default = "default_poll")]
+    pub poll_ns: u64,
+    /// Virtual CPU time of one iteration of `compute(iters)`.
+    #[serde(default = "default_compute")]
+    pub compute_ns_per_iter: f64,
+    /// The six per-message times of seed 001 §2.
+    pub times: Times,
+    /// Bytes of system buffer per node for messages delivered and not yet received by the
+    /// program. `None`: unbounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recv_buffer_bytes: Option<u64>,
+    /// Seed of the random number generator (used by `jitter_ns`).
+    #[serde(default)]
+    pub seed: u64,
+    /// Each hop takes `E(n)` plus a uniformly drawn `0..=jitter_ns` (0: exact, the default).
+    #[serde(default)]
+    pub jitter_ns: u64,
+    /// Polls (`test` with nothing pending anywhere else in the machine) after which a run
+    /// that cannot progress is reported as a livelock.
+    #[serde(default = "default_spin_limit")]
+    pub spin_limit: u64,
+    /// Stack of each node's coroutine, KiB.
+    #[serde(default = "default_stack_kib")]
+    pub stack_kib: u64,
+}
+
+/// Names of the built-in presets.
+const PRESETS: &[&str] = &["ncube7", "generic"];
+
+/// NCUBE clock tick: `USPT = 1024.0 / MHZ` µs with `MHZ = 7.0` (seed 001 Appendix B), i.e.
+/// 146.2857 µs, rounded to whole nanoseconds.
+pub const NCUBE_TICK_NS: u64 = 146_286;
+
+impl SimConfig {
+    /// A built-in preset: `ncube7` (64-node NCUBE/seven with the times of seed 001 Table 3)
+    /// or `generic` (a 16-node machine with sub-microsecond software costs and a protocol
+    /// switch at 16 KiB).
+    pub fn preset(name: &str) -> Result<Self> {
+        match name {
+            "ncube7" => Ok(SimConfig {
+                name: "ncube7".into(),
+                dimensions: 6,
+                ranks: None,
+                tick_ns: NCUBE_TICK_NS,
+                clock_read_ns: 20_000,
+                poll_ns: 20_000,
+                compute_ns_per_iter: 1000.0,
+                times: Times::ncube7_table3(),
+                recv_buffer_bytes: None,
+                seed: 0,
+                jitter_ns: 0,
+                spin_limit: default_spin_limit(),
+                stack_kib: default_stack_kib(),
+            }),
+            "generic" => {
+                let switch = 16 * 1024;
+                let two = |a: f64, b: f64, c: f64, d: f64| {
+                    Linear::new(vec![
+                        Piece {
+                            from: 0,
+                            base_us: a,
+                            per_byte_us: b,
+                        },
+                        Piece {
+                            from: switch,
+                            base_us: c,
+                            per_byte_us: d,
+                        },
+                    ])
+                };
+                Ok(SimConfig {
+                    name: "generic".into(),
+                    dimensions: 4,
+                    ranks: None,
+                    tick_ns: 1,
+                    clock_read_ns: 20,
+                    poll_ns: 50,
+                    compute_ns_per_iter: 1.0,
+                    times: Times {
+                        // Eager copies below 16 KiB, zero-copy rendezvous above.
+                        f: two(0.3, 0.0001, 0.8, 0.0)?,
+                        u: two(0.3, 0.0001, 0.5, 0.0)?,
+                        a: Linear::line(0.1, 0.0)?,
+                        s: Linear::line(0.2, 0.0)?,
+                        r: Linear::line(0.25, 0.0)?,
+                        e: two(1.0, 0.0001, 2.5, 0.0001)?,
+                    },
+                    recv_buffer_bytes: None,
+                    seed: 0,
+                    jitter_ns: 0,
+                    spin_limit: default_spin_limit(),
+                    stack_kib: default_stack_kib(),
+                })
+            }
+            other => Err(Error::Config(format!(
+                "no simulator preset named `{other}` (presets: {})",
+                PRESETS.join(", ")
+            ))),
+        }
+    }
+
+    /// Names of the built-in presets.
+    pub fn preset_names() -> &'static [&'static str] {
+        PRESETS
+    }
+
+    /// Parse a TOML configuration and validate it. A top-level `preset = "NAME"` starts from
+    /// that preset and overrides only the keys the file gives (a time is replaced whole).
+    pub fn from_toml_str(s: &str) -> Result<Self> {
+        let mut doc: toml::Table =
+            toml::from_str(s).map_err(|e| Error::Config(format!("sim config: {e}")))?;
+        let cfg: SimConfig = match doc.remove("preset") {
+            None => toml::Value::Table(doc)
+                .try_into()
+                .map_err(|e| Error::Config(format!("sim config: {e}")))?,
+            Some(toml::Value::String(p)) => {
+                let base = Self::preset(&p)?;
+                let mut merged = toml::Value::try_from(&base)
+                    .map_err(|e| Error::Config(format!("sim config preset {p}: {e}")))?;
+                merge(&mut merged, toml::Value::Table(doc));
+                if let toml::Value::Table(t) = &mut merged {
+                    // A file that names a preset and no name of its own keeps the preset's.
+                    t.entry("name")
+                        .or_insert_with(|| toml::Value::String(p.clone()));
+                }
+                merged
+                    .try_into()
+                    .map_err(|e| Error::Config(format!("sim config: {e}")))?
+            }
+            Some(v) => {
+                return Err(Error::Config(format!(
+                    "sim config: `preset` must be a string, got {v}"
+                )))
+            }
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// A preset name, or the path of a TOML file.
+    pub fn load(name_or_path: &str) -> Result<Self> {
+        if PRESETS.contains(&name_or_path) {
+            return Self::preset(name_or_path);
+        }
+        let text = std::fs::read_to_string(name_or_path).map_err(|e| {
+            Error::Config(format!(
+                "sim config `{name_or_path}` is neither a preset ({}) nor a readable file: {e}",
+                PRESETS.join(", ")
+            ))
+        })?;
+        Self::from_toml_str(&text).map_err(|e| e.in_phase(format!("sim config {name_or_path}")))
+    }
+
+    /// Number of nodes, 2^dimensions.
+    pub fn nodes(&self) -> u32 {
+        1u32 << self.dimensions.min(31)
+    }
+
+    /// Number of ranks that run the program.
+    pub fn ranks(&self) -> u32 {
+        self.ranks.unwrap_or_else(|| self.nodes())
+    }
+
+    /// Check every value; each problem is a clear [`Error::Config`].
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Config(m));
+        if self.dimensions > 16 {
+            return bad(format!("dimensions = {}: at most 16", self.dimensions));
+        }
+        if let Some(r) = self.ranks {
+            if r == 0 || r > self.nodes() {
+                return bad(format!(
+                    "ranks = {r}: must be 1..={} for {} dimensions",
+                    self.nodes(),
+                    self.dimensions
+                ));
+            }
+        }
+        if self.tick_ns == 0 {
+            return bad("tick_ns must be at least 1".into());
+        }
+        if self.clock_read_ns == 0 {
+            return bad("clock_read_ns must be at least 1 (a clock loop must advance time)".into());
+        }
+        if self.poll_ns == 0 {
+            return bad("poll_ns must be at least 1 (a polling loop must advance time)".into());
+        }
+        if !self.compute_ns_per_iter.is_finite() || self.compute_ns_per_iter < 0.0 {
+            return bad(format!(
+                "compute_ns_per_iter = {}: must be finite and >= 0",
+                self.compute_ns_per_iter
+            ));
+        }
+        if self.recv_buffer_bytes == Some(0) {
+            return bad("recv_buffer_bytes must be at least 1 (or absent: unbounded)".into());
+        }
+        if self.spin_limit == 0 {
+            return bad("spin_limit must be at least 1".into());
+        }
+        if !(64..=1 << 20).contains(&self.stack_kib) {
+            return bad(format!(
+                "stack_kib = {}: must be 64..=1048576",
+                self.stack_kib
+            ));
+        }
+        // Linear values are validated on construction; re-check in case of direct building.
+        for (n, l) in [
+            ("F", &self.times.f),
+            ("S", &self.times.s),
+            ("R", &self.times.r),
+            ("A", &self.times.a),
+            ("U", &self.times.u),
+            ("E", &self.times.e),
+        ] {
+            Linear::new(l.pieces.clone()).map_err(|e| e.in_phase(format!("time {n}")))?;
+        }
+        Ok(())
+    }
+
+    /// Closed-form one-way ping-pong time in ns for an `n`-byte message between nodes at
+    /// distance `d`, on an otherwise idle machine with the receive posted in advance and no
+    /// jitter: `F(n) + (d-1)·E(n) + max(E(n), R(n)) + U(n)` for `d >= 1` (which is
+    /// `F + d·E + U` whenever `R <= E`, as on the NCUBE), and `F(n) + U(n)` for `d = 0`.
+    /// See docs/simulator.md for the derivation.
+    pub fn pingpong_one_way_ns(&self, n: u64, d: u32) -> u64 {
+        let t = &self.times;
+        let (f, u, e, r) = (t.f.ns(n), t.u.ns(n), t.e.ns(n), t.r.ns(n));
+        if d == 0 {
+            return f + u;
+        }
+        f + (d as u64 - 1) * e + e.max(r) + u
+    }
+}
+
+/// Merge `over` into `base`: tables recursively, everything else replaced. The six times are
+/// replaced whole (a time given as one line replaces a list of sections).
+fn merge(base: &mut toml::Value, over: toml::Value) {
+    match (base, over) {
+        (toml::Value::Table(b), toml::Value::Table(o)) => {
+            for (k, v) in o {
+                let is_time = matches!(k.as_str(), "F" | "S" | "R" | "A" | "U" | "E");
+                match b.get_mut(&k) {
+                    Some(slot) if !is_time => merge(slot, v),
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+/// Hops between nodes `a` and `b` of a hypercube: the Hamming distance of their numbers.
+pub fn distance(a: u32, b: u32) -> u32 {
+    (a ^ b).count_ones()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table3_in_ns() {
+        let t = Times::ncube7_table3();
+        assert_eq!(t.e.ns(0), 220_000);
+        assert_eq!(t.e.ns(2000), 220_000 + 2_570_000);
+        assert_eq!(t.r.ns(1000), 180_000 + 40_000);
+        assert_eq!(t.s.ns(16), 150_160);
+        assert_eq!(t.f.ns(500), 460_000);
+        assert_eq!(t.u.ns(1), 130_610);
+        assert_eq!(t.a.ns(123_456), 120_000);
+    }
+
+    #[test]
+    fn pieces_select_by_size_and_round() {
+        let l = Linear::new(vec![
+            Piece {
+                from: 0,
+                base_us: 1.0,
+                per_byte_us: 0.0005,
+            },
+            Piece {
+                from: 100,
+                base_us: 5.0,
+                per_byte_us: 0.0,
+            },
+        ])
+        .unwrap();
+        assert_eq!(l.ns(0), 1000);
+        assert_eq!(l.ns(1), 1001); // 1000.5 rounds half up
+        assert_eq!(l.ns(99), 1050); // 1049.5 -> 1050
+        assert_eq!(l.ns(100), 5000);
+        assert_eq!(l.ns(1 << 30), 5000);
+    }
+
+    #[test]
+    fn bad_pieces_rejected() {
+        assert!(Linear::new(vec![]).is_err());
+        assert!(Linear::line(-1.0, 0.0).is_err());
+        assert!(Linear::line(f64::NAN, 0.0).is_err());
+        let p = |from| Piece {
+            from,
+            base_us: 1.0,
+            per_byte_us: 0.0,
+        };
+        assert!(Linear::new(vec![p(5)]).is_err());
+        assert!(Linear::new(vec![p(0), p(10), p(10)]).is_err());
+    }
+
+    #[test]
+    fn toml_full_and_shorthand() {
+        let s = r#"
+            name = "mine"
+            dimensions = 3
+            tick_ns = 100
+            recv_buffer_bytes = 4096
+            [times]
+            F = { base_us = 1, per_byte_us = 0.5 }
+            S = { base_us = 2 }
+            R = { base_us = 3 }
+            A = { base_us = 4 }
+            U = { base_us = 5 }
+            E = [{ from = 0, base_us = 220.0, per_byte_us = 1.285 }, { from = 4096, base_us = 300, per_byte_us = 1.0 }]
+        "#;
+        let c = SimConfig::from_toml_str(s).unwrap();
+        assert_eq!(c.nodes(), 8);
+        assert_eq!(c.times.f.ns(2), 2000);
+        assert_eq!(c.times.e.ns(4096), 300_000 + 4_096_000);
+        assert_eq!(c.recv_buffer_bytes, Some(4096));
+        assert_eq!(c.clock_read_ns, default_clock_read());
+        // Round trip through TOML.
+        let back = toml::to_string(&c).unwrap();
+        assert_eq!(SimConfig::from_toml_str(&back).unwrap(), c);
+    }
+
+    #[test]
+    fn toml_preset_override() {
+        let c = SimConfig::from_toml_str(
+            "preset = \"ncube7\"\nrecv_buffer_bytes = 8192\n[times]\nA = { base_us = 1 }\n",
+        )
+        .unwrap();
+        assert_eq!(c.name, "ncube7");
+        assert_eq!(c.dimensions, 6);
+        assert_eq!(c.recv_buffer_bytes, Some(8192));
+        assert_eq!(c.times.a.ns(0), 1000);
+        assert_eq!(c.times.e.ns(0), 220_000);
+    }
+
+    #[test]
+    fn toml_errors_are_config_errors() {
+        for s in [
+            "dimensions = 3",
+            "preset = \"nope\"",
+            "preset = \"ncube7\"\ndimensions = 40",
+            "preset = \"ncube7\"\ntick_ns = 0",
+            "preset = \"ncube7\"\nbogus = 1",
+            "preset = \"ncube7\"\n[times]\nE = { base_us = -3 }",
+            "preset = \"ncube7\"\n[times]\nE = [{ from = 5, base_us = 3 }]",
+            "preset = \"generic\"\nranks = 17",
+        ] {
+            let e = SimConfig::from_toml_str(s).unwrap_err();
+            assert!(matches!(e.root(), Error::Config(_)), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn presets_validate() {
+        for p in SimConfig::preset_names() {
+            SimConfig::preset(p).unwrap().validate().unwrap();
+        }
+        assert!(SimConfig::load("no-such-preset-or-file").is_err());
+    }
+
+    #[test]
+    fn closed_form() {
+        let c = SimConfig::preset("ncube7").unwrap();
+        // F + dE + U at 16 bytes: 169.6 + d*240.56 + 139.76 us.
+        assert_eq!(c.pingpong_one_way_ns(16, 1), 169_600 + 240_560 + 139_760);
+        assert_eq!(
+            c.pingpong_one_way_ns(16, 6),
+            169_600 + 6 * 240_560 + 139_760
+        );
+        assert_eq!(distance(0, 63), 6);
+        assert_eq!(distance(5, 6), 2);
+    }
+}

@@ -1,0 +1,291 @@
+//! [`SimEndpoint`]: one simulated node's [`Endpoint`], running inside that node's coroutine.
+//! Every operation is a request yielded to the kernel; the kernel resumes the coroutine with
+//! the answer once the operation's virtual time has passed.
+
+use commbench_core::transport::BackendInfo;
+use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Src, Tag, TagSel};
+use corosensei::Yielder;
+use std::time::Duration;
+
+/// A collective of the out-of-band control plane.
+#[derive(Debug)]
+pub(crate) enum Coll {
+    Barrier,
+    BarrierFirst(Rank),
+    Bcast { root: Rank, data: Vec<u8> },
+    Gather { root: Rank, data: Vec<u8> },
+}
+
+impl Coll {
+    /// Same operation (kind and root), for matching the nodes' calls.
+    pub(crate) fn same_as(&self, o: &Coll) -> bool {
+        match (self, o) {
+            (Coll::Barrier, Coll::Barrier) => true,
+            (Coll::BarrierFirst(a), Coll::BarrierFirst(b)) => a == b,
+            (Coll::Bcast { root: a, .. }, Coll::Bcast { root: b, .. }) => a == b,
+            (Coll::Gather { root: a, .. }, Coll::Gather { root: b, .. }) => a == b,
+            _ => false,
+        }
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Coll::Barrier => "barrier".into(),
+            Coll::BarrierFirst(f) => format!("barrier_first({f})"),
+            Coll::Bcast { root, .. } => format!("broadcast from {root}"),
+            Coll::Gather { root, .. } => format!("gather to {root}"),
+        }
+    }
+}
+
+/// What a node asks of the kernel.
+#[derive(Debug)]
+pub(crate) enum Req {
+    Isend { dest: Rank, tag: Tag, buf: Vec<u8> },
+    Irecv { src: Src, tag: TagSel, buf: Vec<u8> },
+    Test(ReqId),
+    Wait(ReqId),
+    Now,
+    Compute(u64),
+    Collective(Coll),
+}
+
+/// The kernel's answer.
+#[derive(Debug)]
+pub(crate) enum Resp {
+    Start,
+    Id(Result<ReqId>),
+    Maybe(Result<Option<Completion>>),
+    Done(Result<Completion>),
+    Time(u64),
+    Unit(Result<()>),
+    Data(Result<Vec<u8>>),
+    Gathered(Result<Option<Vec<Vec<u8>>>>),
+}
+
+impl Resp {
+    fn kind(&self) -> &'static str {
+        match self {
+            Resp::Start => "start",
+            Resp::Id(_) => "id",
+            Resp::Maybe(_) => "maybe",
+            Resp::Done(_) => "done",
+            Resp::Time(_) => "time",
+            Resp::Unit(_) => "unit",
+            Resp::Data(_) => "data",
+            Resp::Gathered(_) => "gathered",
+        }
+    }
+}
+
+fn protocol(want: &str, got: &Resp) -> Error {
+    Error::Backend {
+        backend: "sim",
+        message: format!("kernel answered `{}` to a `{want}` request", got.kind()),
+    }
+}
+
+/// The fixed facts a node's endpoint needs.
+#[derive(Debug, Clone)]
+pub(crate) struct EpInfo {
+    pub size: u32,
+    pub tick_ns: u64,
+    pub recv_cap: Option<u64>,
+    pub info: BackendInfo,
+}
+
+/// One simulated node's endpoint: [`Endpoint`] on virtual time.
+///
+/// * `isend` costs F(n) of this node's CPU and returns when the message sits in a system
+///   buffer (the send is then complete); `irecv` costs A(capacity); collecting a received
+///   message (`wait`, or `test` that finds it) costs U(n).
+/// * `wait`, `wait_all`, `send` and `recv` block the node's coroutine until completion: no
+///   polling events. `test` costs `poll_ns` of CPU time so polling loops advance time.
+/// * `now_ns` returns the virtual time at the end of the read, floored to the clock tick; each
+///   read costs `clock_read_ns`. `compute(iters)` is `iters * compute_ns_per_iter` of CPU
+///   time, lengthened by every R and S handler that runs meanwhile.
+/// * The control plane (barrier, barrier_first, broadcast, gather) is out of band and free in
+///   virtual time: every node leaves at the time the last one entered.
+/// * `timeout()` is irrelevant on virtual time (a day); a run in which every node is blocked
+///   ends with [`Error::Deadlock`] instead.
+pub struct SimEndpoint<'y> {
+    rank: Rank,
+    y: &'y Yielder<Resp, Req>,
+    info: &'y EpInfo,
+}
+
+impl std::fmt::Debug for SimEndpoint<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimEndpoint")
+            .field("rank", &self.rank)
+            .field("size", &self.info.size)
+            .finish()
+    }
+}
+
+impl<'y> SimEndpoint<'y> {
+    pub(crate) fn new(rank: Rank, y: &'y Yielder<Resp, Req>, info: &'y EpInfo) -> Self {
+        Self { rank, y, info }
+    }
+
+    #[inline]
+    fn ask(&mut self, r: Req) -> Resp {
+        self.y.suspend(r)
+    }
+
+    fn check_rank(&self, r: Rank, what: &str) -> Result<()> {
+        if r >= self.info.size {
+            return Err(Error::Invalid(format!(
+                "{what} rank {r} out of range for {} ranks",
+                self.info.size
+            )));
+        }
+        Ok(())
+    }
+
+    fn collective(&mut self, c: Coll) -> Resp {
+        self.ask(Req::Collective(c))
+    }
+}
+
+impl Endpoint for SimEndpoint<'_> {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.info.size
+    }
+
+    fn backend(&self) -> &'static str {
+        "sim"
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(86_400)
+    }
+
+    fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
+        self.check_rank(dest, "destination")?;
+        if let Some(cap) = self.info.recv_cap {
+            if buf.len() as u64 > cap && dest != self.rank {
+                return Err(Error::Invalid(format!(
+                    "a {}-byte message can never fit the {cap}-byte receive buffer of node {dest}",
+                    buf.len()
+                )));
+            }
+        }
+        match self.ask(Req::Isend { dest, tag, buf }) {
+            Resp::Id(r) => r,
+            other => Err(protocol("isend", &other)),
+        }
+    }
+
+    fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
+        if let Src::Rank(r) = src {
+            self.check_rank(r, "source")?;
+        }
+        match self.ask(Req::Irecv { src, tag, buf }) {
+            Resp::Id(r) => r,
+            other => Err(protocol("irecv", &other)),
+        }
+    }
+
+    fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
+        match self.ask(Req::Test(req)) {
+            Resp::Maybe(r) => r,
+            other => Err(protocol("test", &other)),
+        }
+    }
+
+    fn wait(&mut self, req: ReqId) -> Result<Completion> {
+        match self.ask(Req::Wait(req)) {
+            Resp::Done(r) => r,
+            other => Err(protocol("wait", &other)),
+        }
+    }
+
+    fn wait_all(&mut self, reqs: &[ReqId], out: &mut Vec<Completion>) -> Result<()> {
+        for &r in reqs {
+            let c = self.wait(r)?;
+            out.push(c);
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<Vec<u8>> {
+        let r = self.isend(dest, tag, buf)?;
+        Ok(self.wait(r)?.buf)
+    }
+
+    fn recv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<Completion> {
+        let r = self.irecv(src, tag, buf)?;
+        self.wait(r)
+    }
+
+    fn now_ns(&mut self) -> u64 {
+        match self.ask(Req::Now) {
+            Resp::Time(t) => t,
+            // Unreachable by construction of the kernel; a clock cannot return an error.
+            _ => 0,
+        }
+    }
+
+    fn clock_name(&self) -> String {
+        format!(
+            "simulated virtual time (integer ns, tick {} ns)",
+            self.info.tick_ns
+        )
+    }
+
+    fn compute(&mut self, iters: u64) {
+        // The answer carries nothing; compute cannot fail.
+        let _ = self.ask(Req::Compute(iters));
+    }
+
+    fn info(&self) -> BackendInfo {
+        self.info.info.clone()
+    }
+
+    fn barrier(&mut self) -> Result<()> {
+        match self.collective(Coll::Barrier) {
+            Resp::Unit(r) => r,
+            other => Err(protocol("barrier", &other)),
+        }
+    }
+
+    fn barrier_first(&mut self, first: Rank) -> Result<()> {
+        self.check_rank(first, "barrier_first")?;
+        match self.collective(Coll::BarrierFirst(first)) {
+            Resp::Unit(r) => r,
+            other => Err(protocol("barrier_first", &other)),
+        }
+    }
+
+    fn broadcast(&mut self, root: Rank, data: &mut Vec<u8>) -> Result<()> {
+        self.check_rank(root, "root")?;
+        let mine = if self.rank == root {
+            data.clone()
+        } else {
+            Vec::new()
+        };
+        match self.collective(Coll::Bcast { root, data: mine }) {
+            Resp::Data(r) => {
+                *data = r?;
+                Ok(())
+            }
+            other => Err(protocol("broadcast", &other)),
+        }
+    }
+
+    fn gather(&mut self, root: Rank, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+        self.check_rank(root, "root")?;
+        match self.collective(Coll::Gather {
+            root,
+            data: data.to_vec(),
+        }) {
+            Resp::Gathered(r) => r,
+            other => Err(protocol("gather", &other)),
+        }
+    }
+}

@@ -1,0 +1,1035 @@
+//! The discrete-event kernel (design §6): integer virtual time in nanoseconds, events ordered
+//! by (time, sequence number) in a binary heap, one stackful coroutine per node that runs the
+//! program, all driven on one thread.
+//!
+//! The model (seed 001 §2; docs/simulator.md has the formulas):
+//! * CPU: one per node. User work (F, A, U, clock reads, polls, compute) runs when no handler
+//!   does. Handlers (R, S) run FIFO at interrupt level: a handler charged at time `t` runs
+//!   from `max(t, end of the previous handler)` for its duration, and user work in progress
+//!   is pushed back by exactly that duration.
+//! * Network: e-cube routing (lowest differing dimension first), store-and-forward, one FIFO
+//!   channel per (node, dimension) in each direction, held for E(n) (+ jitter) per hop. When a
+//!   hop starts, S(n) is charged to the sending node and R(n) to the receiving node, so on an
+//!   idle machine neither lengthens the message's path; a forwarding node pays R then S but no
+//!   F, A, U.
+//! * Receive buffers (optional bound): the last hop starts only when the destination has room
+//!   for the message; the room is given back when the program has collected it (after U).
+
+use crate::config::SimConfig;
+use crate::endpoint::{Coll, EpInfo, Req, Resp, SimEndpoint};
+use commbench_core::transport::BackendInfo;
+use commbench_core::{Completion, Error, OpKind, Program, Rank, ReqId, Result, Src, Tag, TagSel};
+use corosensei::stack::DefaultStack;
+use corosensei::{CoroutineResult, ScopedCoroutine, ScopedCoroutineRef};
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// What a simulation did, besides the program outputs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SimStats {
+    /// Events processed by the kernel.
+    pub events: u64,
+    /// Virtual time (ns) when the last event ran.
+    pub end_ns: u64,
+    /// Messages delivered to their destination.
+    pub messages: u64,
+    /// Channel hops made (a message over d hops counts d).
+    pub hops: u64,
+    /// Per node (all 2^d), virtual CPU time spent in the R and S handlers.
+    pub handler_ns: Vec<u64>,
+    /// Per rank, virtual time at which its program returned.
+    pub finish_ns: Vec<u64>,
+}
+
+const EV_USER: u8 = 0;
+const EV_WAKE: u8 = 1;
+const EV_HOP: u8 = 2;
+
+#[derive(Debug, Clone, Copy)]
+struct Ev {
+    t: u64,
+    seq: u64,
+    kind: u8,
+    live: bool,
+    id: u32,
+}
+
+impl PartialEq for Ev {
+    fn eq(&self, o: &Self) -> bool {
+        (self.t, self.seq) == (o.t, o.seq)
+    }
+}
+impl Eq for Ev {}
+impl PartialOrd for Ev {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Ev {
+    // Reversed: the heap pops the earliest (time, seq).
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.t, o.seq).cmp(&(self.t, self.seq))
+    }
+}
+
+/// What a node's current user work finishes.
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    Nothing,
+    Inject { msg: u32, req: ReqId },
+    Post { req: ReqId },
+    Poll { req: ReqId },
+    Unformat { req: ReqId, test: bool },
+    Clock,
+    Compute,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Blocked {
+    No,
+    Wait(ReqId),
+    Coll,
+}
+
+#[derive(Debug)]
+enum RState {
+    Free,
+    SendDone {
+        buf: Vec<u8>,
+        peer: Rank,
+        tag: Tag,
+        len: usize,
+    },
+    RecvPosted {
+        src: Src,
+        tag: TagSel,
+        buf: Vec<u8>,
+    },
+    RecvArrived {
+        buf: Vec<u8>,
+        peer: Rank,
+        tag: Tag,
+        len: usize,
+        held: u64,
+    },
+    RecvFailed(Error),
+}
+
+#[derive(Debug)]
+struct Node {
+    hbusy: u64,
+    user_active: bool,
+    user_finish: u64,
+    pending: Pending,
+    blocked: Blocked,
+    spinning: bool,
+    last_poll: Option<ReqId>,
+    reqs: Vec<(u32, RState)>,
+    free_reqs: Vec<u32>,
+    posted: VecDeque<u32>,
+    unexpected: VecDeque<u32>,
+    buffered: u64,
+    space_waiters: VecDeque<u32>,
+    wake: Option<Resp>,
+    done: bool,
+    handler_ns: u64,
+    finish_ns: u64,
+}
+
+impl Node {
+    fn new() -> Self {
+        Node {
+            hbusy: 0,
+            user_active: false,
+            user_finish: 0,
+            pending: Pending::Nothing,
+            blocked: Blocked::No,
+            spinning: false,
+            last_poll: None,
+            reqs: Vec::new(),
+            free_reqs: Vec::new(),
+            posted: VecDeque::new(),
+            unexpected: VecDeque::new(),
+            buffered: 0,
+            space_waiters: VecDeque::new(),
+            wake: None,
+            done: false,
+            handler_ns: 0,
+            finish_ns: 0,
+        }
+    }
+
+    fn slot(&self, req: ReqId) -> Option<usize> {
+        let i = (req.0 & 0xFFFF_FFFF) as usize;
+        match self.reqs.get(i) {
+            Some((g, s)) if *g as u64 == req.0 >> 32 && !matches!(s, RState::Free) => Some(i),
+            _ => None,
+        }
+    }
+
+    fn alloc(&mut self, st: RState) -> ReqId {
+        if let Some(i) = self.free_reqs.pop() {
+            let s = &mut self.reqs[i as usize];
+            s.0 = s.0.wrapping_add(1);
+            s.1 = st;
+            return ReqId(((s.0 as u64) << 32) | i as u64);
+        }
+        let i = self.reqs.len() as u64;
+        self.reqs.push((0, st));
+        ReqId(i)
+    }
+
+    fn take(&mut self, i: usize) -> RState {
+        self.free_reqs.push(i as u32);
+        std::mem::replace(&mut self.reqs[i].1, RState::Free)
+    }
+}
+
+#[derive(Debug)]
+struct Msg {
+    src: Rank,
+    dest: Rank,
+    tag: Tag,
+    data: Vec<u8>,
+    held: u64,
+    e_ns: u64,
+    r_ns: u64,
+    s_ns: u64,
+}
+
+#[derive(Debug, Default)]
+struct Chan {
+    queue: VecDeque<u32>,
+    busy: bool,
+    stalled: bool,
+    cur: u32,
+}
+
+#[derive(Debug, Default)]
+struct CollState {
+    count: u32,
+    arrived: Vec<Option<Coll>>,
+}
+
+/// The kernel's state apart from the coroutines.
+struct Kernel<'c> {
+    cfg: &'c SimConfig,
+    d: u32,
+    ranks: u32,
+    now: u64,
+    seq: u64,
+    heap: BinaryHeap<Ev>,
+    live: u64,
+    idle_polls: u64,
+    nodes: Vec<Node>,
+    chans: Vec<Chan>,
+    msgs: Vec<Msg>,
+    free_msgs: Vec<u32>,
+    coll: CollState,
+    rng: u64,
+    events: u64,
+    messages: u64,
+    hops: u64,
+}
+
+/// The shape of a request's state, without borrowing it.
+enum St {
+    Free,
+    Done,
+    Arrived(u64),
+    Posted,
+}
+
+fn state_of(s: &RState) -> St {
+    match s {
+        RState::Free => St::Free,
+        RState::SendDone { .. } | RState::RecvFailed(_) => St::Done,
+        RState::RecvArrived { len, .. } => St::Arrived(*len as u64),
+        RState::RecvPosted { .. } => St::Posted,
+    }
+}
+
+fn not_found(req: ReqId) -> Error {
+    Error::Invalid(format!("unknown or finished request {}", req.0))
+}
+
+fn describe_src(s: Src) -> String {
+    match s {
+        Src::Any => "any source".into(),
+        Src::Rank(r) => r.to_string(),
+    }
+}
+
+fn describe_tag(t: TagSel) -> String {
+    match t {
+        TagSel::Any => "any".into(),
+        TagSel::Tag(t) => t.to_string(),
+    }
+}
+
+impl<'c> Kernel<'c> {
+    fn new(cfg: &'c SimConfig) -> Self {
+        let nodes = cfg.nodes();
+        let d = cfg.dimensions;
+        let ranks = cfg.ranks();
+        let mut chans = Vec::new();
+        chans.resize_with((nodes as usize) * d as usize, Chan::default);
+        let mut coll = CollState::default();
+        coll.arrived.resize_with(ranks as usize, || None);
+        Kernel {
+            cfg,
+            d,
+            ranks,
+            now: 0,
+            seq: 0,
+            heap: BinaryHeap::with_capacity(4 * nodes as usize),
+            live: 0,
+            idle_polls: 0,
+            nodes: (0..nodes).map(|_| Node::new()).collect(),
+            chans,
+            msgs: Vec::new(),
+            free_msgs: Vec::new(),
+            coll,
+            rng: cfg.seed ^ 0x9E37_79B9_7F4A_7C15,
+            events: 0,
+            messages: 0,
+            hops: 0,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, t: u64, kind: u8, id: u32, live: bool) {
+        self.seq += 1;
+        if live {
+            self.live += 1;
+        }
+        self.heap.push(Ev {
+            t,
+            seq: self.seq,
+            kind,
+            live,
+            id,
+        });
+    }
+
+    /// splitmix64.
+    fn random(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn wake(&mut self, node: u32, r: Resp) {
+        self.nodes[node as usize].wake = Some(r);
+        self.push(self.now, EV_WAKE, node, true);
+    }
+
+    /// Charge an interrupt handler of `dur` ns to `node`'s CPU now (FIFO behind running
+    /// handlers); user work in progress is pushed back by `dur`.
+    #[inline]
+    fn charge(&mut self, node: u32, dur: u64) {
+        let now = self.now;
+        let n = &mut self.nodes[node as usize];
+        let hs = now.max(n.hbusy);
+        n.hbusy = hs + dur;
+        n.handler_ns += dur;
+        if n.user_active && hs < n.user_finish {
+            n.user_finish += dur;
+        }
+    }
+
+    /// Start `dur` ns of user work on `node`; `then` says what its completion does. Work that
+    /// ends now completes at once and its answer is returned.
+    fn start_user(&mut self, node: u32, dur: u64, then: Pending) -> Option<Resp> {
+        let now = self.now;
+        let n = &mut self.nodes[node as usize];
+        let finish = now.max(n.hbusy) + dur;
+        n.pending = then;
+        if finish == now {
+            return self.finish_user(node);
+        }
+        n.user_active = true;
+        n.user_finish = finish;
+        let live = !n.spinning;
+        self.push(finish, EV_USER, node, live);
+        None
+    }
+
+    fn finish_user(&mut self, node: u32) -> Option<Resp> {
+        let n = &mut self.nodes[node as usize];
+        n.user_active = false;
+        match std::mem::replace(&mut n.pending, Pending::Nothing) {
+            Pending::Nothing => None,
+            Pending::Inject { msg, req } => {
+                self.inject(msg, node);
+                Some(Resp::Id(Ok(req)))
+            }
+            Pending::Post { req } => {
+                self.post_recv(node, req);
+                Some(Resp::Id(Ok(req)))
+            }
+            Pending::Poll { req } => self.poll_done(node, req),
+            Pending::Unformat { req, test } => {
+                let c = self.collect_arrived(node, req);
+                Some(if test {
+                    Resp::Maybe(c.map(Some))
+                } else {
+                    Resp::Done(c)
+                })
+            }
+            Pending::Clock => {
+                let tick = self.cfg.tick_ns;
+                Some(Resp::Time(self.now / tick * tick))
+            }
+            Pending::Compute => Some(Resp::Unit(Ok(()))),
+        }
+    }
+
+    /// Hand back a finished request of `node` at slot `i` (send done, or failed receive).
+    fn take_done(&mut self, node: u32, i: usize) -> Result<Completion> {
+        match self.nodes[node as usize].take(i) {
+            RState::SendDone {
+                buf,
+                peer,
+                tag,
+                len,
+            } => Ok(Completion {
+                kind: OpKind::Send,
+                buf,
+                peer,
+                tag,
+                len,
+            }),
+            RState::RecvFailed(e) => Err(e),
+            _ => Err(Error::Backend {
+                backend: "sim",
+                message: "request collected in the wrong state".into(),
+            }),
+        }
+    }
+
+    /// The program collects an arrived receive (after U): its buffer room is given back.
+    fn collect_arrived(&mut self, node: u32, req: ReqId) -> Result<Completion> {
+        let n = &mut self.nodes[node as usize];
+        let i = n.slot(req).ok_or_else(|| not_found(req))?;
+        match n.take(i) {
+            RState::RecvArrived {
+                buf,
+                peer,
+                tag,
+                len,
+                held,
+            } => {
+                self.release(node, held);
+                Ok(Completion {
+                    kind: OpKind::Recv,
+                    buf,
+                    peer,
+                    tag,
+                    len,
+                })
+            }
+            RState::RecvFailed(e) => Err(e),
+            _ => Err(Error::Backend {
+                backend: "sim",
+                message: "receive collected before arrival".into(),
+            }),
+        }
+    }
+
+    fn poll_done(&mut self, node: u32, req: ReqId) -> Option<Resp> {
+        let n = &mut self.nodes[node as usize];
+        let Some(i) = n.slot(req) else {
+            return Some(Resp::Maybe(Err(not_found(req))));
+        };
+        match state_of(&n.reqs[i].1) {
+            St::Done => Some(Resp::Maybe(self.take_done(node, i).map(Some))),
+            St::Arrived(len) => {
+                let u = self.cfg.times.u.ns(len);
+                self.start_user(node, u, Pending::Unformat { req, test: true })
+            }
+            St::Posted => {
+                n.spinning = true;
+                n.last_poll = Some(req);
+                Some(Resp::Maybe(Ok(None)))
+            }
+            St::Free => Some(Resp::Maybe(Err(not_found(req)))),
+        }
+    }
+
+    fn wait(&mut self, node: u32, req: ReqId) -> Option<Resp> {
+        let n = &mut self.nodes[node as usize];
+        let Some(i) = n.slot(req) else {
+            return Some(Resp::Done(Err(not_found(req))));
+        };
+        match state_of(&n.reqs[i].1) {
+            St::Done => Some(Resp::Done(self.take_done(node, i))),
+            St::Arrived(len) => {
+                let u = self.cfg.times.u.ns(len);
+                self.start_user(node, u, Pending::Unformat { req, test: false })
+            }
+            St::Posted => {
+                n.blocked = Blocked::Wait(req);
+                None
+            }
+            St::Free => Some(Resp::Done(Err(not_found(req)))),
+        }
+    }
+
+    fn alloc_msg(&mut self, src: Rank, dest: Rank, tag: Tag, data: &[u8]) -> u32 {
+        let t = &self.cfg.times;
+        let n = data.len() as u64;
+        let (e_ns, r_ns, s_ns) = (t.e.ns(n), t.r.ns(n), t.s.ns(n));
+        if let Some(i) = self.free_msgs.pop() {
+            let m = &mut self.msgs[i as usize];
+            m.src = src;
+            m.dest = dest;
+            m.tag = tag;
+            m.data.clear();
+            m.data.extend_from_slice(data);
+            m.held = 0;
+            m.e_ns = e_ns;
+            m.r_ns = r_ns;
+            m.s_ns = s_ns;
+            return i;
+        }
+        self.msgs.push(Msg {
+            src,
+            dest,
+            tag,
+            data: data.to_vec(),
+            held: 0,
+            e_ns,
+            r_ns,
+            s_ns,
+        });
+        (self.msgs.len() - 1) as u32
+    }
+
+    fn handle(&mut self, node: u32, req: Req) -> Option<Resp> {
+        if !matches!(req, Req::Test(_) | Req::Now | Req::Compute(_)) {
+            let n = &mut self.nodes[node as usize];
+            n.spinning = false;
+            n.last_poll = None;
+        }
+        match req {
+            Req::Isend { dest, tag, buf } => {
+                let len = buf.len();
+                let msg = self.alloc_msg(node, dest, tag, &buf);
+                let f = self.cfg.times.f.ns(len as u64);
+                let req = self.nodes[node as usize].alloc(RState::SendDone {
+                    buf,
+                    peer: dest,
+                    tag,
+                    len,
+                });
+                self.start_user(node, f, Pending::Inject { msg, req })
+            }
+            Req::Irecv { src, tag, buf } => {
+                let a = self.cfg.times.a.ns(buf.len() as u64);
+                let req = self.nodes[node as usize].alloc(RState::RecvPosted { src, tag, buf });
+                self.start_user(node, a, Pending::Post { req })
+            }
+            Req::Test(req) => self.start_user(node, self.cfg.poll_ns, Pending::Poll { req }),
+            Req::Wait(req) => self.wait(node, req),
+            Req::Now => self.start_user(node, self.cfg.clock_read_ns, Pending::Clock),
+            Req::Compute(iters) => {
+                let w = (iters as f64 * self.cfg.compute_ns_per_iter).round() as u64;
+                self.start_user(node, w, Pending::Compute)
+            }
+            Req::Collective(c) => self.collective(node, c),
+        }
+    }
+
+    /// A receive has been posted (after A): take the oldest matching unexpected message, or
+    /// queue the receive.
+    fn post_recv(&mut self, node: u32, req: ReqId) {
+        let n = &self.nodes[node as usize];
+        let Some(i) = n.slot(req) else { return };
+        let RState::RecvPosted { src, tag, .. } = &n.reqs[i].1 else {
+            return;
+        };
+        let (src, tag) = (*src, *tag);
+        let hit = n.unexpected.iter().position(|&m| {
+            let m = &self.msgs[m as usize];
+            src.accepts(m.src) && tag.accepts(m.tag)
+        });
+        match hit {
+            Some(k) => {
+                let m = self.nodes[node as usize].unexpected.remove(k);
+                if let Some(m) = m {
+                    self.land(node, i, m);
+                }
+            }
+            None => self.nodes[node as usize].posted.push_back(i as u32),
+        }
+    }
+
+    /// Message `m` meets the posted receive in slot `i` of `node`.
+    fn land(&mut self, node: u32, i: usize, m: u32) {
+        let msg = &self.msgs[m as usize];
+        let (src, tag, len, held) = (msg.src, msg.tag, msg.data.len(), msg.held);
+        let slot = &mut self.nodes[node as usize].reqs[i].1;
+        let RState::RecvPosted { buf, .. } = slot else {
+            return;
+        };
+        let mut buf = std::mem::take(buf);
+        if len > buf.len() {
+            *slot = RState::RecvFailed(Error::Truncated {
+                len,
+                cap: buf.len(),
+                source_rank: src,
+                tag,
+            });
+            self.release(node, held);
+        } else {
+            buf[..len].copy_from_slice(&self.msgs[m as usize].data);
+            *slot = RState::RecvArrived {
+                buf,
+                peer: src,
+                tag,
+                len,
+                held,
+            };
+        }
+        self.free_msgs.push(m);
+    }
+
+    /// Give `bytes` of receive-buffer room back to `node` and restart channels waiting for it.
+    fn release(&mut self, node: u32, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let n = &mut self.nodes[node as usize];
+        n.buffered -= bytes.min(n.buffered);
+        let k = n.space_waiters.len();
+        for _ in 0..k {
+            let Some(c) = self.nodes[node as usize].space_waiters.pop_front() else {
+                break;
+            };
+            self.chans[c as usize].stalled = false;
+            self.try_start(c);
+        }
+    }
+
+    /// Message `m` is in a system buffer at node `at`: deliver it there or route it onward.
+    fn inject(&mut self, m: u32, at: u32) {
+        let dest = self.msgs[m as usize].dest;
+        if dest == at {
+            self.deliver(m);
+            return;
+        }
+        let dim = (at ^ dest).trailing_zeros();
+        let c = at * self.d + dim;
+        let ch = &mut self.chans[c as usize];
+        ch.queue.push_back(m);
+        if !ch.busy && !ch.stalled {
+            self.try_start(c);
+        }
+    }
+
+    /// Start the hop of the message at the head of channel `c`, if the channel is free and the
+    /// destination (on a last hop) has buffer room.
+    fn try_start(&mut self, c: u32) {
+        let ch = &self.chans[c as usize];
+        if ch.busy {
+            return;
+        }
+        let Some(&m) = ch.queue.front() else { return };
+        let v = c / self.d;
+        let w = v ^ (1 << (c % self.d));
+        let msg = &self.msgs[m as usize];
+        let len = msg.data.len() as u64;
+        if w == msg.dest {
+            if let Some(cap) = self.cfg.recv_buffer_bytes {
+                let dn = &mut self.nodes[w as usize];
+                if dn.buffered + len > cap {
+                    let ch = &mut self.chans[c as usize];
+                    if !ch.stalled {
+                        ch.stalled = true;
+                        dn.space_waiters.push_back(c);
+                    }
+                    return;
+                }
+                dn.buffered += len;
+                self.msgs[m as usize].held = len;
+            }
+        }
+        let msg = &self.msgs[m as usize];
+        let (e, r, s) = (msg.e_ns, msg.r_ns, msg.s_ns);
+        let ch = &mut self.chans[c as usize];
+        ch.stalled = false;
+        ch.queue.pop_front();
+        ch.busy = true;
+        ch.cur = m;
+        self.charge(v, s);
+        self.charge(w, r);
+        let jitter = match self.cfg.jitter_ns {
+            0 => 0,
+            j => self.random() % (j + 1),
+        };
+        self.hops += 1;
+        self.push(self.now + e + jitter, EV_HOP, c, true);
+    }
+
+    fn hop_end(&mut self, c: u32) {
+        let ch = &mut self.chans[c as usize];
+        ch.busy = false;
+        let m = ch.cur;
+        let v = c / self.d;
+        let w = v ^ (1 << (c % self.d));
+        self.inject(m, w);
+        self.try_start(c);
+    }
+
+    /// Message `m` reached its destination's system buffer.
+    fn deliver(&mut self, m: u32) {
+        self.messages += 1;
+        let msg = &self.msgs[m as usize];
+        let (node, src, tag) = (msg.dest, msg.src, msg.tag);
+        let n = &self.nodes[node as usize];
+        let hit = n.posted.iter().position(|&i| match &n.reqs[i as usize].1 {
+            RState::RecvPosted { src: s, tag: t, .. } => s.accepts(src) && t.accepts(tag),
+            _ => false,
+        });
+        let Some(k) = hit else {
+            self.nodes[node as usize].unexpected.push_back(m);
+            return;
+        };
+        let Some(i) = self.nodes[node as usize].posted.remove(k) else {
+            return;
+        };
+        let i = i as usize;
+        self.land(node, i, m);
+        let n = &mut self.nodes[node as usize];
+        let Blocked::Wait(req) = n.blocked else {
+            return;
+        };
+        if n.slot(req) != Some(i) {
+            return;
+        }
+        n.blocked = Blocked::No;
+        match state_of(&n.reqs[i].1) {
+            St::Arrived(len) => {
+                let u = self.cfg.times.u.ns(len);
+                if let Some(r) = self.start_user(node, u, Pending::Unformat { req, test: false }) {
+                    self.wake(node, r);
+                }
+            }
+            _ => {
+                let r = self.take_done(node, i);
+                self.wake(node, Resp::Done(r));
+            }
+        }
+    }
+
+    fn collective(&mut self, node: u32, c: Coll) -> Option<Resp> {
+        self.nodes[node as usize].blocked = Blocked::Coll;
+        self.coll.arrived[node as usize] = Some(c);
+        self.coll.count += 1;
+        if self.coll.count < self.ranks {
+            return None;
+        }
+        self.coll.count = 0;
+        let all: Vec<Coll> = self
+            .coll
+            .arrived
+            .iter_mut()
+            .filter_map(|a| a.take())
+            .collect();
+        let consistent = all.iter().all(|c| c.same_as(&all[0]));
+        let mismatch = || {
+            let list: Vec<String> = all
+                .iter()
+                .enumerate()
+                .map(|(i, c)| format!("node {i}: {}", c.describe()))
+                .collect();
+            Error::Protocol(format!(
+                "nodes entered different collectives: {}",
+                list.join("; ")
+            ))
+        };
+        let mut resps: Vec<Resp> = Vec::with_capacity(all.len());
+        if !consistent {
+            for c in &all {
+                resps.push(match c {
+                    Coll::Barrier | Coll::BarrierFirst(_) => Resp::Unit(Err(mismatch())),
+                    Coll::Bcast { .. } => Resp::Data(Err(mismatch())),
+                    Coll::Gather { .. } => Resp::Gathered(Err(mismatch())),
+                });
+            }
+        } else {
+            match &all[0] {
+                Coll::Barrier | Coll::BarrierFirst(_) => {
+                    resps.extend(all.iter().map(|_| Resp::Unit(Ok(()))));
+                }
+                Coll::Bcast { root, .. } => {
+                    let data = match &all[*root as usize] {
+                        Coll::Bcast { data, .. } => data.clone(),
+                        _ => Vec::new(),
+                    };
+                    resps.extend(all.iter().map(|_| Resp::Data(Ok(data.clone()))));
+                }
+                Coll::Gather { root, .. } => {
+                    let root = *root as usize;
+                    let mut parts = Vec::with_capacity(all.len());
+                    for c in all {
+                        if let Coll::Gather { data, .. } = c {
+                            parts.push(data);
+                        }
+                    }
+                    let mut parts = Some(parts);
+                    for i in 0..self.ranks as usize {
+                        resps.push(Resp::Gathered(Ok(if i == root {
+                            parts.take()
+                        } else {
+                            None
+                        })));
+                    }
+                }
+            }
+        }
+        for (i, r) in resps.into_iter().enumerate() {
+            self.nodes[i].blocked = Blocked::No;
+            self.wake(i as u32, r);
+        }
+        None
+    }
+
+    fn describe_node(&self, i: usize) -> String {
+        let n = &self.nodes[i];
+        let req_desc = |req: ReqId| match n.slot(req).map(|s| &n.reqs[s].1) {
+            Some(RState::RecvPosted { src, tag, .. }) => {
+                format!(
+                    "recv from {} tag {}",
+                    describe_src(*src),
+                    describe_tag(*tag)
+                )
+            }
+            _ => format!("request {}", req.0),
+        };
+        match n.blocked {
+            Blocked::Wait(req) => format!("node {i}: {}", req_desc(req)),
+            Blocked::Coll => match &self.coll.arrived[i] {
+                Some(c) => format!("node {i}: {}", c.describe()),
+                None => format!("node {i}: collective"),
+            },
+            Blocked::No => match n.last_poll {
+                Some(req) if n.spinning => format!("node {i}: polling {}", req_desc(req)),
+                _ => format!("node {i}: running"),
+            },
+        }
+    }
+
+    fn stuck_error(&self, what: &str) -> Error {
+        let list: Vec<String> = (0..self.ranks as usize)
+            .filter(|&i| !self.nodes[i].done)
+            .map(|i| self.describe_node(i))
+            .collect();
+        let finished = (0..self.ranks as usize)
+            .filter(|&i| self.nodes[i].done)
+            .count();
+        Error::Deadlock(format!(
+            "{what} at virtual time {} ns ({finished} of {} nodes finished): {}",
+            self.now,
+            self.ranks,
+            list.join("; ")
+        ))
+    }
+}
+
+type CoRef<'s, O> = ScopedCoroutineRef<'s, Resp, Req, Result<O>, DefaultStack>;
+type Co<'a, O> = ScopedCoroutine<'a, Resp, Req, Result<O>, DefaultStack>;
+type Body<'k, O> = dyn for<'r> FnMut(&mut [CoRef<'r, O>]) -> Result<()> + 'k;
+
+/// Open the scope of every coroutine (one nested scope each) and run `k` on all of them.
+fn nest<O>(
+    mut it: std::vec::IntoIter<Co<'_, O>>,
+    refs: Vec<CoRef<'_, O>>,
+    k: &mut Body<'_, O>,
+) -> Result<()> {
+    match it.next() {
+        None => {
+            let mut refs = refs;
+            k(&mut refs)
+        }
+        Some(c) => c.scope(move |r| {
+            let mut refs = refs;
+            refs.push(r);
+            nest(it, refs, k)
+        }),
+    }
+}
+
+/// Resume `node` with `resp` and serve its requests until it blocks, starts timed work or ends.
+fn drive<O>(
+    cos: &mut [CoRef<'_, O>],
+    k: &mut Kernel<'_>,
+    out: &mut [Option<O>],
+    node: u32,
+    mut resp: Resp,
+) -> Result<()> {
+    loop {
+        match cos[node as usize].resume(resp) {
+            CoroutineResult::Yield(req) => match k.handle(node, req) {
+                Some(r) => resp = r,
+                None => return Ok(()),
+            },
+            CoroutineResult::Return(res) => {
+                let n = &mut k.nodes[node as usize];
+                n.done = true;
+                n.finish_ns = k.now;
+                return match res {
+                    Ok(o) => {
+                        out[node as usize] = Some(o);
+                        Ok(())
+                    }
+                    Err(e) => Err(e.in_phase(format!("sim node {node}"))),
+                };
+            }
+        }
+    }
+}
+
+fn event_loop<O>(
+    cos: &mut [CoRef<'_, O>],
+    k: &mut Kernel<'_>,
+    out: &mut [Option<O>],
+) -> Result<()> {
+    for node in 0..k.ranks {
+        drive(cos, k, out, node, Resp::Start)?;
+    }
+    while let Some(ev) = k.heap.pop() {
+        k.events += 1;
+        k.now = ev.t;
+        if ev.live {
+            k.live -= 1;
+            k.idle_polls = 0;
+        } else if k.live == 0 {
+            k.idle_polls += 1;
+            if k.idle_polls > k.cfg.spin_limit {
+                return Err(k.stuck_error("livelock: nodes only poll with nothing in flight"));
+            }
+        }
+        match ev.kind {
+            EV_USER => {
+                let n = &k.nodes[ev.id as usize];
+                if n.user_finish > ev.t {
+                    // Handlers preempted this work: it ends later.
+                    let t = n.user_finish;
+                    k.push(t, EV_USER, ev.id, ev.live);
+                    continue;
+                }
+                if let Some(r) = k.finish_user(ev.id) {
+                    drive(cos, k, out, ev.id, r)?;
+                }
+            }
+            EV_WAKE => {
+                if let Some(r) = k.nodes[ev.id as usize].wake.take() {
+                    drive(cos, k, out, ev.id, r)?;
+                }
+            }
+            _ => k.hop_end(ev.id),
+        }
+    }
+    if (0..k.ranks as usize).any(|i| !k.nodes[i].done) {
+        return Err(k.stuck_error("deadlock: every node is blocked"));
+    }
+    Ok(())
+}
+
+/// Ranks above which the nested coroutine scopes run on a helper thread with a big stack.
+const SCOPES_ON_CALLER: u32 = 1024;
+
+/// Run `p` on every rank of the simulated machine; outputs in rank order, plus statistics.
+pub fn run_with_stats<P: Program>(cfg: &SimConfig, p: &P) -> Result<(Vec<P::Output>, SimStats)> {
+    cfg.validate()?;
+    if cfg.ranks() <= SCOPES_ON_CALLER {
+        return run_here(cfg, p);
+    }
+    // One nested scope per coroutine: give the kernel a stack deep enough for all of them.
+    let stack = 16 * 1024 * 1024 + cfg.ranks() as usize * 1024;
+    std::thread::scope(|s| {
+        let h = std::thread::Builder::new()
+            .name("commbench-sim".into())
+            .stack_size(stack)
+            .spawn_scoped(s, || run_here(cfg, p))
+            .map_err(|e| Error::io("starting the simulator thread", e))?;
+        match h.join() {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+fn run_here<P: Program>(cfg: &SimConfig, p: &P) -> Result<(Vec<P::Output>, SimStats)> {
+    let ranks = cfg.ranks();
+    let mut info = BackendInfo::new();
+    info.insert("machine".into(), cfg.name.clone().into());
+    info.insert("nodes".into(), cfg.nodes().into());
+    info.insert("ranks".into(), ranks.into());
+    info.insert(
+        "clock".into(),
+        format!(
+            "virtual, tick {} ns, read cost {} ns",
+            cfg.tick_ns, cfg.clock_read_ns
+        )
+        .into(),
+    );
+    if let Ok(v) = serde_json::to_value(cfg) {
+        info.insert("config".into(), v);
+    }
+    let ep_info = EpInfo {
+        size: ranks,
+        tick_ns: cfg.tick_ns,
+        recv_cap: cfg.recv_buffer_bytes,
+        info,
+    };
+    let ep_info = &ep_info;
+    let mut cos: Vec<Co<'_, P::Output>> = Vec::with_capacity(ranks as usize);
+    for r in 0..ranks {
+        let stack = DefaultStack::new(cfg.stack_kib as usize * 1024)
+            .map_err(|e| Error::io(format!("coroutine stack for simulated node {r}"), e))?;
+        cos.push(ScopedCoroutine::with_stack(
+            stack,
+            move |y, _start: Resp| {
+                let mut ep = SimEndpoint::new(r, y, ep_info);
+                p.run(&mut ep)
+            },
+        ));
+    }
+    let mut k = Kernel::new(cfg);
+    let mut out: Vec<Option<P::Output>> = (0..ranks).map(|_| None).collect();
+    nest(cos.into_iter(), Vec::new(), &mut |refs| {
+        event_loop(refs, &mut k, &mut out)
+    })?;
+    let outputs = out
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| {
+            o.ok_or_else(|| Error::Backend {
+                backend: "sim",
+                message: format!("node {i} produced no output"),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let stats = SimStats {
+        events: k.events,
+        end_ns: k.now,
+        messages: k.messages,
+        hops: k.hops,
+        handler_ns: k.nodes.iter().map(|n| n.handler_ns).collect(),
+        finish_ns: k.nodes[..ranks as usize]
+            .iter()
+            .map(|n| n.finish_ns)
+            .collect(),
+    };
+    Ok((outputs, stats))
+}
+
+/// Run `p` on every rank of the simulated machine; outputs in rank order.
+pub fn run<P: Program>(cfg: &SimConfig, p: &P) -> Result<Vec<P::Output>> {
+    run_with_stats(cfg, p).map(|(o, _)| o)
+}

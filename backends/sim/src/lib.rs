@@ -1,0 +1,28 @@
+//! # commbench-sim
+//!
+//! A simulated NCUBE-style hypercube on a virtual clock (design §6), so that the very same
+//! pattern code that runs on real transports runs on a machine whose timing is known exactly.
+//!
+//! * 2^d nodes, store-and-forward, e-cube routing (lowest differing dimension first), one FIFO
+//!   channel per (node, dimension, direction).
+//! * Per message the six times of Krumme & Greenfield (seed 001 §2): F and U (user copies in
+//!   send and receive), A (accept), S and R (interrupt-level send and receive load, which
+//!   preempt user work), E (elapsed time per hop), each a piecewise-linear function of the
+//!   message size ([`Linear`]).
+//! * A virtual clock per node with a configurable tick (the NCUBE's was 1024/7 µs, seed 001
+//!   Appendix B) and read cost, so the timer method of seed 000 §3.1 runs unchanged and finds
+//!   that resolution.
+//! * Deterministic: integer nanoseconds, events ordered by (time, sequence number); each
+//!   node's program is a stackful coroutine (`corosensei`) on one thread. A run in which every
+//!   node is blocked ends with [`commbench_core::Error::Deadlock`] naming each node and what it
+//!   waits for.
+//!
+//! The model, its parameters, closed forms and the TOML format are in docs/simulator.md.
+
+mod config;
+mod endpoint;
+mod kernel;
+
+pub use config::{distance, Linear, Piece, SimConfig, Times, NCUBE_TICK_NS};
+pub use endpoint::SimEndpoint;
+pub use kernel::{run, run_with_stats, SimStats};

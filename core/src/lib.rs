@@ -23,6 +23,7 @@ pub mod spec;
 pub mod stats;
 pub mod timer;
 pub mod transport;
+pub mod transpose;
 
 pub use error::{Error, Result, ResultExt};
 pub use transport::{Completion, Endpoint, OpKind, Program, Rank, ReqId, Src, Tag, TagSel};

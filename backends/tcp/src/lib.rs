@@ -30,7 +30,7 @@
 //!   goodbye exchange ([`TcpEndpoint::finish`]) so that no rank closes while messages to or from
 //!   it are still in flight.
 
-use commbench_core::bootstrap::{self, Bootstrap, Listener};
+use commbench_core::bootstrap::{self, Bootstrap, Listener, Rendezvous};
 use commbench_core::launch::RankEnv;
 use commbench_core::matching::{Matcher, ReqTable};
 use commbench_core::transport::{
@@ -474,18 +474,19 @@ pub struct TcpEndpoint {
 impl TcpEndpoint {
     /// Build the mesh of data connections over an established bootstrap: listen, exchange
     /// addresses, connect to lower ranks, accept higher ones (all presenting `token`).
-    pub fn connect(boot: &mut Bootstrap, token: &str, cfg: &TcpConfig) -> Result<TcpEndpoint> {
+    pub fn connect(boot: &mut dyn Rendezvous, token: &str, cfg: &TcpConfig) -> Result<TcpEndpoint> {
         let me = boot.rank();
         let size = boot.size();
+        let local_ip = boot.local_ip().unwrap_or_else(bootstrap::host_ip);
         let host = match &cfg.bind_host {
             Some(h) if h.contains(':') && !h.starts_with('[') => format!("[{h}]:0"),
             Some(h) => format!("{h}:0"),
-            None => SocketAddr::new(boot.local_ip(), 0).to_string(),
+            None => SocketAddr::new(local_ip, 0).to_string(),
         };
         let listener: Listener = Bootstrap::listen(&host)?;
         let mut advertised = listener.local_addr();
         if advertised.ip().is_unspecified() {
-            advertised.set_ip(boot.local_ip());
+            advertised.set_ip(local_ip);
         }
         let all = boot
             .allgather(advertised.to_string().as_bytes())
@@ -882,6 +883,21 @@ fn rank_main<P: Program>(
 ) -> Result<P::Output> {
     let mut ep = TcpEndpoint::connect(&mut boot, token, cfg)?;
     drop(boot);
+    let out = p.run(&mut ep)?;
+    ep.finish()?;
+    Ok(out)
+}
+
+/// This process is one rank of a run whose ranks met through another rendezvous (MPI under
+/// `mpirun`, so that tcp measures the same processes as the MPI backend): build the mesh over
+/// `rdv`, run `p`, close cleanly. Every data connection presents `token`.
+pub fn run_rank_over<P: Program>(
+    rdv: &mut dyn Rendezvous,
+    token: &str,
+    cfg: &TcpConfig,
+    p: &P,
+) -> Result<P::Output> {
+    let mut ep = TcpEndpoint::connect(rdv, token, cfg)?;
     let out = p.run(&mut ep)?;
     ep.finish()?;
     Ok(out)

@@ -1,0 +1,1 @@
+//! commbench backend: MPI through rsmpi.

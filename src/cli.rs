@@ -74,6 +74,12 @@ enum Command {
     Exchange(PingpongArgs),
     /// Streaming bandwidth: a window of outstanding sends, then a short acknowledgement.
     Bandwidth(BandwidthArgs),
+    /// Re-render a result document (text, markdown or csv) without measuring again.
+    Report(crate::analyze::ReportArgs),
+    /// Draw a result document as SVG: latency, bandwidth, histogram or signature graph.
+    Plot(crate::analyze::PlotArgs),
+    /// Compare two result documents size by size: ratio of medians, bootstrap CI, rank test.
+    Compare(crate::analyze::CompareArgs),
     /// Characterise the clock: overhead and resolution from back-to-back reads (seed 000 sec. 3.1).
     Timer(TimerArgs),
     /// List the backends this build knows and whether each is compiled in.
@@ -136,6 +142,15 @@ pub struct PingpongArgs {
     /// The rank that echoes them.
     #[arg(long, default_value_t = 1, value_name = "RANK")]
     pub dest: u32,
+
+    /// Hockney fit (seed 002): none, auto (find the size that best splits the sweep into two
+    /// linear regimes) or a size where the protocol changes (e.g. 4K).
+    #[arg(long, default_value = "auto", value_name = "none|auto|SIZE")]
+    pub breakpoint: String,
+
+    /// Also express the fitted line in cycles, a + b n (seed 003 eq. 3-4).
+    #[arg(long, value_name = "HZ")]
+    pub instructions_per_second: Option<f64>,
 
     #[command(flatten)]
     pub out: OutputArgs,
@@ -263,6 +278,7 @@ struct TimerArgs {
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub kind: PatternKind,
+    pub breakpoint: commbench::core::fit::Breakpoint,
     pub backend: &'static str,
     pub sizes_spec: String,
     pub method: MethodConfig,
@@ -300,6 +316,9 @@ pub fn main() -> ExitCode {
             }
         }
         Command::Timer(a) => timer(a),
+        Command::Report(a) => crate::analyze::report(a),
+        Command::Plot(a) => crate::analyze::plot(a),
+        Command::Compare(a) => crate::analyze::compare(a),
         Command::Backends => {
             for b in commbench::BACKENDS {
                 let state = if b.compiled {
@@ -405,6 +424,28 @@ fn plan(kind: PatternKind, a: PingpongArgs) -> Result<Plan, Fatal> {
             }
         }
     };
+    let breakpoint: commbench::core::fit::Breakpoint = a.breakpoint.parse().map_err(|e| {
+        Fatal::usage(
+            format!("--breakpoint {}: {e}", a.breakpoint),
+            "use none, auto or a size such as 4K",
+        )
+    })?;
+    if let commbench::core::fit::Breakpoint::At(at) = breakpoint {
+        commbench::core::fit::validate_breakpoint(&sizes, at).map_err(|e| {
+            Fatal::usage(
+                format!("--breakpoint {}: {e}", a.breakpoint),
+                "a breakpoint needs at least two measured sizes on each side",
+            )
+        })?;
+    }
+    if let Some(ips) = a.instructions_per_second {
+        if !(ips.is_finite() && ips > 0.0) {
+            return Err(Fatal::usage(
+                format!("--instructions-per-second {ips}: must be positive"),
+                "for example --instructions-per-second 2.4e9",
+            ));
+        }
+    }
     let trials = a.trials.unwrap_or(if streaming { 100 } else { 10_000 });
     let warmup = a.warmup.unwrap_or(if streaming { 10 } else { 100 });
     if !(a.backend.timeout.is_finite() && a.backend.timeout > 0.0 && a.backend.timeout < 1e7) {
@@ -490,6 +531,7 @@ fn plan(kind: PatternKind, a: PingpongArgs) -> Result<Plan, Fatal> {
     }
     Ok(Plan {
         kind,
+        breakpoint,
         backend,
         sizes_spec,
         method,

@@ -117,7 +117,15 @@ pub fn finish(
             serde_json::to_value(plan.kind).unwrap_or_default(),
         );
     }
+    let fit = commbench::core::fit::fit_points(
+        &analysed,
+        plan.breakpoint,
+        plan.args.instructions_per_second,
+    )
+    .into_iter()
+    .next();
     let doc = ResultDoc {
+        fit,
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),

@@ -401,7 +401,7 @@ pub fn killed_peer_gives_error_and_partial_results(backend: &str) {
         serde_json::from_str(&std::fs::read_to_string(d.join("result.json")).unwrap()).unwrap();
     assert_eq!(doc["status"], "partial");
     let n = doc["points"].as_array().unwrap().len();
-    assert!(n >= 1 && n < 400, "{n} points");
+    assert!((1..400).contains(&n), "{n} points");
     assert!(doc["error"].as_str().unwrap().contains("rank 1"));
 }
 
@@ -519,4 +519,59 @@ fn sim_rejects_ranks_outside_the_machine() {
         ],
         "sim-config",
     );
+}
+
+#[test]
+fn shm_killed_peer() {
+    killed_peer_gives_error_and_partial_results("shm");
+}
+
+#[test]
+fn shm_is_the_default_and_records_wait_policy_and_pinning() {
+    let d = tmpdir("shm");
+    let j = d.join("r.json");
+    let before: Vec<String> = std::fs::read_dir("/dev/shm")
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let o = run(&[
+        "pingpong",
+        "--wait",
+        "spin-yield",
+        "--cpus",
+        "0",
+        "--trials",
+        "50",
+        "--samples",
+        "1000",
+        "--sizes",
+        "8,1M",
+        "--json",
+        j.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    check_contract(&doc, &[8, 1 << 20], 50);
+    assert_eq!(doc["environment"]["backend"], "shm");
+    let info = &doc["environment"]["backend_info"];
+    assert_eq!(info["wait"], "spin-yield", "{info}");
+    assert_eq!(info["cpu_affinity"], serde_json::json!([0]), "{info}");
+    let after: Vec<String> = std::fs::read_dir("/dev/shm")
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        after.iter().all(|f| before.contains(f)),
+        "left in /dev/shm: {after:?}"
+    );
+    assert_usage_error(&["pingpong", "--wait", "nap"], "--wait");
+    assert_usage_error(&["pingpong", "--cpus", "3-1"], "--cpus");
 }

@@ -655,6 +655,62 @@ fn decode_all(f: &[u8], size: u32) -> Result<Vec<Vec<u8>>> {
     Ok(all)
 }
 
+/// What a raw backend needs from whatever started its ranks: identity, an allgather and a
+/// barrier. [`Bootstrap`] (the TCP rendezvous) provides it, and so does MPI when raw backends
+/// run under `mpirun` beside the MPI backend, so that both measure the same two processes.
+pub trait Rendezvous {
+    /// This rank.
+    fn rank(&self) -> Rank;
+    /// Number of ranks.
+    fn size(&self) -> u32;
+    /// The local address peers can reach this rank on, when the rendezvous knows one.
+    fn local_ip(&self) -> Option<IpAddr>;
+    /// Every rank's `blob`, in rank order, on every rank.
+    fn allgather(&mut self, blob: &[u8]) -> Result<Vec<Vec<u8>>>;
+    /// Wait for every rank.
+    fn barrier(&mut self) -> Result<()>;
+}
+
+impl Rendezvous for Bootstrap {
+    fn rank(&self) -> Rank {
+        Bootstrap::rank(self)
+    }
+    fn size(&self) -> u32 {
+        Bootstrap::size(self)
+    }
+    fn local_ip(&self) -> Option<IpAddr> {
+        Some(Bootstrap::local_ip(self))
+    }
+    fn allgather(&mut self, blob: &[u8]) -> Result<Vec<Vec<u8>>> {
+        Bootstrap::allgather(self, blob)
+    }
+    fn barrier(&mut self) -> Result<()> {
+        Bootstrap::barrier(self)
+    }
+}
+
+/// A non-loopback address of this host (from its name), or loopback when it has none: where
+/// data connections are advertised when the rendezvous does not know the interface.
+pub fn host_ip() -> IpAddr {
+    use std::net::ToSocketAddrs;
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    if !name.is_empty() {
+        if let Ok(addrs) = (name.as_str(), 0).to_socket_addrs() {
+            let mut v: Vec<IpAddr> = addrs
+                .map(|a| a.ip())
+                .filter(|ip| !ip.is_loopback())
+                .collect();
+            v.sort_by_key(|ip| ip.is_ipv6());
+            if let Some(ip) = v.first() {
+                return *ip;
+            }
+        }
+    }
+    IpAddr::from([127, 0, 0, 1])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -844,60 +900,4 @@ mod tests {
             vec![vec![7]]
         );
     }
-}
-
-/// What a raw backend needs from whatever started its ranks: identity, an allgather and a
-/// barrier. [`Bootstrap`] (the TCP rendezvous) provides it, and so does MPI when raw backends
-/// run under `mpirun` beside the MPI backend, so that both measure the same two processes.
-pub trait Rendezvous {
-    /// This rank.
-    fn rank(&self) -> Rank;
-    /// Number of ranks.
-    fn size(&self) -> u32;
-    /// The local address peers can reach this rank on, when the rendezvous knows one.
-    fn local_ip(&self) -> Option<IpAddr>;
-    /// Every rank's `blob`, in rank order, on every rank.
-    fn allgather(&mut self, blob: &[u8]) -> Result<Vec<Vec<u8>>>;
-    /// Wait for every rank.
-    fn barrier(&mut self) -> Result<()>;
-}
-
-impl Rendezvous for Bootstrap {
-    fn rank(&self) -> Rank {
-        Bootstrap::rank(self)
-    }
-    fn size(&self) -> u32 {
-        Bootstrap::size(self)
-    }
-    fn local_ip(&self) -> Option<IpAddr> {
-        Some(Bootstrap::local_ip(self))
-    }
-    fn allgather(&mut self, blob: &[u8]) -> Result<Vec<Vec<u8>>> {
-        Bootstrap::allgather(self, blob)
-    }
-    fn barrier(&mut self) -> Result<()> {
-        Bootstrap::barrier(self)
-    }
-}
-
-/// A non-loopback address of this host (from its name), or loopback when it has none: where
-/// data connections are advertised when the rendezvous does not know the interface.
-pub fn host_ip() -> IpAddr {
-    use std::net::ToSocketAddrs;
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
-    if !name.is_empty() {
-        if let Ok(addrs) = (name.as_str(), 0).to_socket_addrs() {
-            let mut v: Vec<IpAddr> = addrs
-                .map(|a| a.ip())
-                .filter(|ip| !ip.is_loopback())
-                .collect();
-            v.sort_by_key(|ip| ip.is_ipv6());
-            if let Some(ip) = v.first() {
-                return *ip;
-            }
-        }
-    }
-    IpAddr::from([127, 0, 0, 1])
 }

@@ -291,24 +291,24 @@ impl Program for ControlPlane {
         for _ in 0..50 {
             ep.barrier()?;
         }
-        // The barrier really waits: rank 0 computes before entering, the others must wait.
-        let iters = 2_000_000;
+        // The barrier really waits: rank 0 computes, reads the clock and enters last; every
+        // other rank must leave after that reading (one host's monotonic clock, or the
+        // simulator's global virtual time, is shared by all ranks).
         ep.barrier()?;
-        let t0 = ep.now_ns();
+        let mut entered = Vec::new();
         if me == 0 {
-            ep.compute(iters);
+            ep.compute(2_000_000);
+            entered = ep.now_ns().to_le_bytes().to_vec();
         }
-        let t1 = ep.now_ns();
         ep.barrier()?;
-        let t2 = ep.now_ns();
-        let mut spent = (t1 - t0).to_le_bytes().to_vec();
-        ep.broadcast(0, &mut spent)?;
-        let busy = u64::from_le_bytes(spent[..8].try_into().unwrap_or([0; 8]));
-        if me != 0 && t2 - t0 < busy / 2 {
+        let left = ep.now_ns();
+        ep.broadcast(0, &mut entered)?;
+        let entered = u64::from_le_bytes(entered[..8].try_into().unwrap_or([0; 8]));
+        if left < entered {
             return Err(fail(
                 "barrier",
                 me,
-                format!("left after {} ns while rank 0 computed {busy} ns", t2 - t0),
+                format!("left at {left} ns, before rank 0 entered at {entered} ns"),
             ));
         }
         for root in 0..n {

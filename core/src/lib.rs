@@ -8,8 +8,8 @@
 
 pub mod bootstrap;
 pub mod clock;
-pub mod conformance;
 pub mod compare;
+pub mod conformance;
 pub mod error;
 pub mod fit;
 pub mod launch;

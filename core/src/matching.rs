@@ -312,7 +312,14 @@ mod tests {
         let r = m
             .post_recv(ReqId(0), Src::Any, TagSel::Any, vec![0; 8])
             .unwrap();
-        assert!(matches!(r, Err(Error::Truncated { len: 16, cap: 8, .. })));
+        assert!(matches!(
+            r,
+            Err(Error::Truncated {
+                len: 16,
+                cap: 8,
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -239,6 +239,10 @@ pub fn render(doc: &ResultDoc, detail: Detail) -> String {
         point(&mut out, p, detail);
     }
     npp_study(&mut out, &doc.points);
+    if let Some(f) = &doc.fit {
+        out.push('\n');
+        crate::fit::render_fit(&mut out, f);
+    }
     if let Some(err) = &doc.error {
         let _ = writeln!(
             out,

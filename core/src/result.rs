@@ -201,6 +201,10 @@ pub struct ResultDoc {
     pub timer: Option<TimerSection>,
     /// One entry per measured size, in the order measured.
     pub points: Vec<Point>,
+    /// Fitted models (seeds 002 and 003) of the median time against size, when the run
+    /// measured at least two sizes.
+    #[serde(default)]
+    pub fit: Option<crate::fit::FitSection>,
     /// `complete`, or `partial` when the run failed after some points.
     pub status: String,
     /// Why the run failed, when it did.

@@ -250,7 +250,11 @@ pub mod control {
         check_root(ep, first)?;
         let n = ep.size();
         let me = ep.rank();
-        let tag = if first == 0 { TAG_BARRIER } else { TAG_ABARRIER };
+        let tag = if first == 0 {
+            TAG_BARRIER
+        } else {
+            TAG_ABARRIER
+        };
         if me == first {
             let mut buf = Vec::new();
             for r in (0..n).filter(|&r| r != first) {

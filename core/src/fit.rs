@@ -1,0 +1,1152 @@
+//! Fitted communication models of a size sweep.
+//!
+//! * **Hockney** (seed 002, COMMS1/COMMS2): the time to send `n` bytes is fitted to the
+//!   linear timing model `t = (n + n_half) / r_inf` (seed 002 eq. 2), written here as
+//!   `t = t0 + n / r_inf`, which gives the asymptotic bandwidth `r_inf = 1 / slope`, the
+//!   start-up time `t0 = intercept` (eq. 5: `t0 = n_half / r_inf`), the half-performance
+//!   length `n_half = r_inf t0` and the specific performance `pi0 = 1 / t0 = r_inf / n_half`
+//!   (eq. 8). When messages have two modes of transmission, seed 002 fits the two regions
+//!   separately either side of a breakpoint; the breakpoint is given ([`Breakpoint::At`]) or
+//!   searched ([`Breakpoint::Auto`], criterion in [`auto_breakpoint`]).
+//! * **Latency and bandwidth** (seed 003, eq. 1-2): `TransferTime = T_s + T_c n` with latency
+//!   `T_s` the intercept and bandwidth `1 / T_c` the inverse slope; seed 003 takes latency
+//!   from the small sizes and bandwidth from the large ones, so with a breakpoint the latency
+//!   comes from the lower regime and the bandwidth from the upper one. With the processor's
+//!   instructions per second, eq. 3-4 turn it into cycles `a + b n` ([`Cycles`]).
+//!
+//! Units: sizes in bytes, times in microseconds, so a slope is us/B and its inverse B/us =
+//! MB/s (10^6 B/s).
+//!
+//! Every line is fitted by least squares weighted by `1 / t^2`, i.e. minimising the squared
+//! RELATIVE error. A sweep spans 1 B..4 MiB, six decades of time: ordinary least squares
+//! would be decided by the largest messages alone (their absolute residuals dwarf the whole
+//! small-message time) and give a meaningless intercept; relative weighting gives every size
+//! the same say, which is what the log-log plots show. On data that lie exactly on a line
+//! both give the same answer. Standard errors are the usual weighted-least-squares ones with
+//! the scale estimated from the residuals, and the derived parameters' uncertainties come
+//! from first-order error propagation including the intercept-slope covariance.
+
+use crate::result::Point;
+use crate::stats::{self, Interval};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+
+/// Below this root-mean-square relative residual a one-line fit counts as exact, and no
+/// breakpoint is searched for (rounding noise is not a second regime).
+pub const EXACT_RELATIVE_RMS: f64 = 1e-9;
+
+/// Significance level of the breakpoint F-test (Bonferroni-corrected over the candidates).
+pub const BREAKPOINT_ALPHA: f64 = 0.05;
+
+/// The two-segment fit must remove more than this fraction of the one-line residual sum of
+/// squares for a breakpoint to be reported.
+pub const BREAKPOINT_MIN_RSS_REDUCTION: f64 = 0.5;
+
+/// A weighted least-squares line `y = intercept + slope x` with its uncertainties.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WeightedLine {
+    /// Value at `x = 0`.
+    pub intercept: f64,
+    /// Slope.
+    pub slope: f64,
+    /// Standard error of the intercept (NaN with two points).
+    pub se_intercept: f64,
+    /// Standard error of the slope (NaN with two points).
+    pub se_slope: f64,
+    /// Covariance of intercept and slope (NaN with two points).
+    pub cov: f64,
+    /// Weighted coefficient of determination.
+    pub r2: f64,
+    /// Weighted residual sum of squares (relative squared error when weights are `1/y^2`).
+    pub rss: f64,
+    /// Largest absolute (unweighted) residual, the "max. error" of seed 001 Appendix B.
+    pub max_abs_err: f64,
+    /// Number of points.
+    pub n: usize,
+}
+
+/// Weighted least squares of `y` on `x` with weights `w`.
+///
+/// `None` when the lengths differ, there are fewer than two points, a value or weight is not
+/// finite, a weight is negative, or `x` has no spread.
+pub fn weighted_line(x: &[f64], y: &[f64], w: &[f64]) -> Option<WeightedLine> {
+    let n = x.len();
+    if n < 2 || y.len() != n || w.len() != n {
+        return None;
+    }
+    if x.iter().chain(y).chain(w).any(|v| !v.is_finite()) || w.iter().any(|&v| v < 0.0) {
+        return None;
+    }
+    let sw: f64 = w.iter().sum();
+    if sw <= 0.0 {
+        return None;
+    }
+    let xm = x.iter().zip(w).map(|(a, b)| a * b).sum::<f64>() / sw;
+    let ym = y.iter().zip(w).map(|(a, b)| a * b).sum::<f64>() / sw;
+    let (mut sxx, mut sxy, mut syy) = (0.0, 0.0, 0.0);
+    for ((&xi, &yi), &wi) in x.iter().zip(y).zip(w) {
+        let dx = xi - xm;
+        let dy = yi - ym;
+        sxx += wi * dx * dx;
+        sxy += wi * dx * dy;
+        syy += wi * dy * dy;
+    }
+    if sxx.is_nan() || sxx <= 0.0 || !sxx.is_finite() {
+        return None;
+    }
+    let slope = sxy / sxx;
+    let intercept = ym - slope * xm;
+    let mut rss = 0.0;
+    let mut max_abs_err = 0.0_f64;
+    for ((&xi, &yi), &wi) in x.iter().zip(y).zip(w) {
+        let r = yi - (intercept + slope * xi);
+        rss += wi * r * r;
+        max_abs_err = max_abs_err.max(r.abs());
+    }
+    let r2 = if syy > 0.0 { 1.0 - rss / syy } else { 1.0 };
+    let (se_intercept, se_slope, cov) = if n > 2 {
+        let s2 = rss / (n as f64 - 2.0);
+        (
+            (s2 * (1.0 / sw + xm * xm / sxx)).sqrt(),
+            (s2 / sxx).sqrt(),
+            -s2 * xm / sxx,
+        )
+    } else {
+        (f64::NAN, f64::NAN, f64::NAN)
+    };
+    Some(WeightedLine {
+        intercept,
+        slope,
+        se_intercept,
+        se_slope,
+        cov,
+        r2,
+        rss,
+        max_abs_err,
+        n,
+    })
+}
+
+/// Relative weights `1 / t^2`; plain weights 1 when some time is not positive.
+fn relative_weights(t: &[f64]) -> Vec<f64> {
+    if t.iter().all(|&v| v > 0.0 && v.is_finite()) {
+        t.iter().map(|&v| 1.0 / (v * v)).collect()
+    } else {
+        vec![1.0; t.len()]
+    }
+}
+
+/// One regime's Hockney parameters (seed 002 eq. 2-8), fitted to the sizes in
+/// `[from_bytes, to_bytes]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HockneySegment {
+    /// Smallest size in the regime, bytes.
+    pub from_bytes: u64,
+    /// Largest size in the regime, bytes.
+    pub to_bytes: u64,
+    /// Asymptotic bandwidth `r_inf = 1 / slope`, MB/s (10^6 B/s).
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub r_inf_mb_s: f64,
+    /// Half-performance message length `n_half = r_inf t0`, bytes.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub n_half_bytes: f64,
+    /// Start-up time `t0 = intercept`, us.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub t0_us: f64,
+    /// Specific performance `pi0 = 1 / t0`, per second (seed 002 eq. 8).
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub pi0_per_s: f64,
+    /// Standard error of `r_inf`, MB/s.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub se_r_inf_mb_s: f64,
+    /// Standard error of `t0`, us.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub se_t0_us: f64,
+    /// Standard error of `n_half`, bytes.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub se_n_half_bytes: f64,
+    /// Weighted coefficient of determination of the line.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub r2: f64,
+    /// Largest absolute residual, us.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub max_abs_err_us: f64,
+    /// Number of (size, time) points fitted.
+    pub points: usize,
+}
+
+impl HockneySegment {
+    /// Derive the Hockney parameters from a line fitted to `t(n)` in us against bytes.
+    fn from_line(l: &WeightedLine, from_bytes: u64, to_bytes: u64) -> Self {
+        let (a, b) = (l.intercept, l.slope);
+        let r_inf = 1.0 / b;
+        let n_half = a / b;
+        // Var(a/b) = (a/b)^2 (var_a/a^2 + var_b/b^2 - 2 cov/(a b)).
+        let rel2 =
+            l.se_intercept.powi(2) / (a * a) + l.se_slope.powi(2) / (b * b) - 2.0 * l.cov / (a * b);
+        HockneySegment {
+            from_bytes,
+            to_bytes,
+            r_inf_mb_s: r_inf,
+            n_half_bytes: n_half,
+            t0_us: a,
+            pi0_per_s: 1e6 / a,
+            se_r_inf_mb_s: l.se_slope / (b * b),
+            se_t0_us: l.se_intercept,
+            se_n_half_bytes: n_half.abs() * rel2.max(0.0).sqrt(),
+            r2: l.r2,
+            max_abs_err_us: l.max_abs_err,
+            points: l.n,
+        }
+    }
+
+    /// The model's time for `n` bytes, us.
+    pub fn time_us(&self, n: f64) -> f64 {
+        self.t0_us + n / self.r_inf_mb_s
+    }
+}
+
+/// The Hockney fit of a sweep: the whole-range fit, and the per-regime fits when there is a
+/// breakpoint (seed 002).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hockney {
+    /// Asymptotic bandwidth over the whole range, MB/s.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub r_inf_mb_s: f64,
+    /// Half-performance message length, bytes.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub n_half_bytes: f64,
+    /// Start-up time, us.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub t0_us: f64,
+    /// Specific performance, per second.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub pi0_per_s: f64,
+    /// Standard error of `r_inf`, MB/s.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub se_r_inf_mb_s: f64,
+    /// Standard error of `t0`, us.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub se_t0_us: f64,
+    /// Standard error of `n_half`, bytes.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub se_n_half_bytes: f64,
+    /// Weighted coefficient of determination.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub r2: f64,
+    /// Largest absolute residual, us.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub max_abs_err_us: f64,
+    /// Number of points fitted.
+    pub points: usize,
+    /// First size of the upper regime (sizes below it form the lower regime), or null.
+    pub breakpoint_bytes: Option<u64>,
+    /// `none`, `given` (by the user) or `auto` (found by [`auto_breakpoint`]).
+    pub breakpoint_source: String,
+    /// The per-regime fits (lower, upper) when there is a breakpoint; empty otherwise.
+    pub segments: Vec<HockneySegment>,
+    /// Why a requested breakpoint was not used, or what the automatic search concluded.
+    pub notes: Vec<String>,
+}
+
+impl Hockney {
+    /// The whole-range fit as a segment.
+    pub fn whole(&self) -> HockneySegment {
+        HockneySegment {
+            from_bytes: self.segments.first().map_or(0, |s| s.from_bytes),
+            to_bytes: self.segments.last().map_or(0, |s| s.to_bytes),
+            r_inf_mb_s: self.r_inf_mb_s,
+            n_half_bytes: self.n_half_bytes,
+            t0_us: self.t0_us,
+            pi0_per_s: self.pi0_per_s,
+            se_r_inf_mb_s: self.se_r_inf_mb_s,
+            se_t0_us: self.se_t0_us,
+            se_n_half_bytes: self.se_n_half_bytes,
+            r2: self.r2,
+            max_abs_err_us: self.max_abs_err_us,
+            points: self.points,
+        }
+    }
+
+    /// The model's time for `n` bytes, us: the regime's line when there is a breakpoint.
+    pub fn time_us(&self, n: u64) -> f64 {
+        match (self.breakpoint_bytes, self.segments.as_slice()) {
+            (Some(bp), [lo, hi]) => {
+                if n < bp {
+                    lo.time_us(n as f64)
+                } else {
+                    hi.time_us(n as f64)
+                }
+            }
+            _ => self.t0_us + n as f64 / self.r_inf_mb_s,
+        }
+    }
+}
+
+/// Seed 003 eq. 3-4: the transfer time in processor cycles, `a + b n`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cycles {
+    /// Instructions per second assumed (seed 003: 2.8 GHz x 2 = 5.6e9).
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub instructions_per_second: f64,
+    /// `a = instructions/second x T_s` (eq. 3), cycles.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub a_cycles: f64,
+    /// `b = instructions/second x T_c`, cycles per byte, so that `a + b n` is in cycles.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub b_cycles_per_byte: f64,
+    /// `T_c` in seconds per byte: what seed 003's Table 1 prints as "Beta".
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub beta_s_per_byte: f64,
+}
+
+/// Seed 003's latency and bandwidth (eq. 1-2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Linear {
+    /// Latency `T_s`: the intercept, us (of the lower regime when there is a breakpoint).
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub latency_us: f64,
+    /// Bandwidth `1 / T_c`: the inverse slope, MB/s (of the upper regime when there is a
+    /// breakpoint).
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub bandwidth_mb_s: f64,
+    /// Standard error of the latency, us.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub se_latency_us: f64,
+    /// Standard error of the bandwidth, MB/s.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub se_bandwidth_mb_s: f64,
+    /// 95 % confidence interval of the latency (Student t with `points - 2` degrees of
+    /// freedom), us.
+    pub ci95_latency_us: Interval,
+    /// 95 % confidence interval of the bandwidth, MB/s (the inverted interval of the slope;
+    /// the upper end is null, i.e. unbounded, when the slope's interval reaches 0).
+    pub ci95_bandwidth_mb_s: Interval,
+    /// Sizes the latency was fitted on, `[from, to]` bytes.
+    pub latency_sizes: [u64; 2],
+    /// Sizes the bandwidth was fitted on, `[from, to]` bytes.
+    pub bandwidth_sizes: [u64; 2],
+    /// Cycles `a + b n` (eq. 3-4) when the instructions per second were given.
+    pub cycles: Option<Cycles>,
+}
+
+/// One point the models were fitted to, with the model's prediction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FitPoint {
+    /// Message size, bytes.
+    pub size: u64,
+    /// Time fitted (median one-way time), us.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub time_us: f64,
+    /// The point's 95 % confidence interval (of the median), us, when known.
+    pub ci95_us: Option<Interval>,
+    /// The Hockney model's time for this size (the regime's line), us.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub model_us: f64,
+}
+
+/// The fits of one pattern's sweep: the `fit` object of the result document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FitSection {
+    /// Pattern fitted.
+    pub pattern: String,
+    /// What was fitted: `median one-way time`.
+    pub basis: String,
+    /// How residuals were weighted: `relative (1/t^2)` or `ordinary` (when a time is 0).
+    pub weighting: String,
+    /// Seed 002's model.
+    pub hockney: Hockney,
+    /// Seed 003's model.
+    pub linear: Linear,
+    /// The points, in increasing size.
+    pub points: Vec<FitPoint>,
+}
+
+/// Where the sweep is split into two regimes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Breakpoint {
+    /// One regime.
+    None,
+    /// Search for one ([`auto_breakpoint`]).
+    Auto,
+    /// Sizes below this form the lower regime, the rest the upper one.
+    At(u64),
+}
+
+impl std::str::FromStr for Breakpoint {
+    type Err = crate::Error;
+    /// `none`, `auto`, or a size (`100`, `4K`).
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s.trim() {
+            "none" => Ok(Breakpoint::None),
+            "auto" => Ok(Breakpoint::Auto),
+            t => crate::spec::parse_size(t).map(Breakpoint::At).map_err(|e| {
+                crate::Error::Config(format!(
+                    "breakpoint `{s}`: {e}; expected none, auto or a size in bytes"
+                ))
+            }),
+        }
+    }
+}
+
+/// The outcome of the automatic breakpoint search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BreakpointSearch {
+    /// The best split: the first size of the upper regime.
+    pub at: u64,
+    /// Weighted residual sum of squares of one line.
+    pub rss_one: f64,
+    /// Weighted residual sum of squares of the two lines at the best split.
+    pub rss_two: f64,
+    /// F statistic of two lines against one (2 and `n - 4` degrees of freedom).
+    pub f: f64,
+    /// Its p-value, Bonferroni-corrected for the number of candidate splits.
+    pub p_corrected: f64,
+    /// Whether the split is reported (see [`auto_breakpoint`]).
+    pub accepted: bool,
+}
+
+/// Survival function of the F distribution with 2 and `d2` degrees of freedom, which has
+/// the closed form `(1 + 2 f / d2)^(-d2 / 2)`.
+pub fn f2_survival(f: f64, d2: f64) -> f64 {
+    if f.is_nan() || d2 <= 0.0 {
+        return f64::NAN;
+    }
+    if f <= 0.0 {
+        return 1.0;
+    }
+    (1.0 + 2.0 * f / d2).powf(-d2 / 2.0)
+}
+
+/// Sort (size, time) pairs by size and return them with the sorted distinct sizes.
+fn sorted_pairs(sizes: &[u64], times: &[f64]) -> (Vec<(u64, f64)>, Vec<u64>) {
+    let mut v: Vec<(u64, f64)> = sizes.iter().copied().zip(times.iter().copied()).collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let mut distinct: Vec<u64> = v.iter().map(|p| p.0).collect();
+    distinct.dedup();
+    (v, distinct)
+}
+
+fn line_of(pairs: &[(u64, f64)]) -> Option<WeightedLine> {
+    let x: Vec<f64> = pairs.iter().map(|p| p.0 as f64).collect();
+    let y: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+    weighted_line(&x, &y, &relative_weights(&y))
+}
+
+/// Search the split of a sweep into two regimes (seed 002's breakpoint, found instead of read
+/// in).
+///
+/// Every split between consecutive distinct sizes that leaves at least 3 distinct sizes on
+/// each side (2 when the sweep has fewer than 6 distinct sizes) is tried; each side gets its
+/// own relative-weighted line, and the split with the smallest total weighted residual sum of
+/// squares `RSS2` wins. It is reported (`accepted`) only when the two lines are clearly better
+/// than one (`RSS1`): the one line's relative RMS residual is above [`EXACT_RELATIVE_RMS`]
+/// (an exact line has no regimes), the F-test of two lines (4 parameters) against one (2),
+/// `F = ((RSS1 - RSS2) / 2) / (RSS2 / (n - 4))`, is significant at [`BREAKPOINT_ALPHA`] after
+/// a Bonferroni correction for the number of candidate splits (the split was chosen to fit
+/// best, so the uncorrected test would be optimistic), and the two lines remove more than
+/// [`BREAKPOINT_MIN_RSS_REDUCTION`] of RSS1. `None` when no split can be tried (fewer than
+/// 5 points or too few distinct sizes) or the data do not fit.
+pub fn auto_breakpoint(sizes: &[u64], times_us: &[f64]) -> Option<BreakpointSearch> {
+    if sizes.len() != times_us.len() {
+        return None;
+    }
+    let (pairs, distinct) = sorted_pairs(sizes, times_us);
+    let n = pairs.len();
+    if n < 5 {
+        return None;
+    }
+    let min_side = if distinct.len() < 6 { 2 } else { 3 };
+    let one = line_of(&pairs)?;
+    let mut best: Option<(u64, f64)> = None;
+    let mut candidates = 0usize;
+    let last = distinct.len().saturating_sub(min_side);
+    for &at in distinct.iter().take(last + 1).skip(min_side) {
+        let split = pairs.partition_point(|p| p.0 < at);
+        let (lo, hi) = pairs.split_at(split);
+        let (Some(l), Some(h)) = (line_of(lo), line_of(hi)) else {
+            continue;
+        };
+        candidates += 1;
+        let rss = l.rss + h.rss;
+        if best.map_or(true, |(_, b)| rss < b) {
+            best = Some((at, rss));
+        }
+    }
+    let (at, rss_two) = best?;
+    let d2 = n as f64 - 4.0;
+    let f = if rss_two > 0.0 {
+        ((one.rss - rss_two) / 2.0) / (rss_two / d2)
+    } else if one.rss > rss_two {
+        f64::INFINITY
+    } else {
+        0.0
+    };
+    let p_corrected = if d2 > 0.0 {
+        (f2_survival(f, d2) * candidates as f64).min(1.0)
+    } else {
+        1.0
+    };
+    let rms_one = (one.rss / n as f64).sqrt();
+    let accepted = rms_one > EXACT_RELATIVE_RMS
+        && p_corrected < BREAKPOINT_ALPHA
+        && rss_two < (1.0 - BREAKPOINT_MIN_RSS_REDUCTION) * one.rss;
+    Some(BreakpointSearch {
+        at,
+        rss_one: one.rss,
+        rss_two,
+        f,
+        p_corrected,
+        accepted,
+    })
+}
+
+/// Check that a breakpoint leaves at least two distinct sizes on each side of `sizes`, so
+/// that both regimes can be fitted. The error says which side is short.
+pub fn validate_breakpoint(sizes: &[u64], at: u64) -> crate::Result<()> {
+    let mut d: Vec<u64> = sizes.to_vec();
+    d.sort_unstable();
+    d.dedup();
+    let below = d.iter().filter(|&&s| s < at).count();
+    let above = d.len() - below;
+    if below < 2 || above < 2 {
+        return Err(crate::Error::Config(format!(
+            "breakpoint {at} B leaves {below} distinct size(s) below it and {above} at or above it; each regime needs at least 2"
+        )));
+    }
+    Ok(())
+}
+
+fn ci_of(v: f64, se: f64, df: usize) -> Interval {
+    let t = stats::t_975(df as u64).unwrap_or(f64::NAN);
+    Interval {
+        lo: v - t * se,
+        hi: v + t * se,
+    }
+}
+
+/// The bandwidth interval from the slope's: `1 / [slope_hi, slope_lo]`.
+fn inverse_ci(slope: f64, se: f64, df: usize) -> Interval {
+    let s = ci_of(slope, se, df);
+    let hi = if s.lo > 0.0 {
+        1.0 / s.lo
+    } else {
+        f64::INFINITY
+    };
+    let lo = if s.hi > 0.0 { 1.0 / s.hi } else { f64::NAN };
+    Interval { lo, hi }
+}
+
+/// Fit both models to a sweep: `times_us[i]` is the time (us) of `sizes[i]` bytes.
+///
+/// `None` with fewer than two distinct sizes, mismatched lengths, or non-finite times. A
+/// [`Breakpoint::At`] that does not leave two distinct sizes on each side is not used (the
+/// fit is one regime and `hockney.notes` says why; [`validate_breakpoint`] checks it up
+/// front). `instructions_per_second` adds seed 003's cycles. The section's `pattern` is left
+/// empty for the caller to fill ([`fit_points`] does).
+pub fn fit(
+    sizes: &[u64],
+    times_us: &[f64],
+    breakpoint: Breakpoint,
+    instructions_per_second: Option<f64>,
+) -> Option<FitSection> {
+    fit_with_ci(sizes, times_us, None, breakpoint, instructions_per_second)
+}
+
+fn fit_with_ci(
+    sizes: &[u64],
+    times_us: &[f64],
+    cis: Option<&[Interval]>,
+    breakpoint: Breakpoint,
+    ips: Option<f64>,
+) -> Option<FitSection> {
+    if sizes.len() != times_us.len() || times_us.iter().any(|t| !t.is_finite()) {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by(|&a, &b| {
+        sizes[a]
+            .cmp(&sizes[b])
+            .then(times_us[a].total_cmp(&times_us[b]))
+    });
+    let pairs: Vec<(u64, f64)> = order.iter().map(|&i| (sizes[i], times_us[i])).collect();
+    let (&(first, _), &(last, _)) = (pairs.first()?, pairs.last()?);
+    let whole_line = line_of(&pairs)?;
+    let whole = HockneySegment::from_line(&whole_line, first, last);
+    let weighting = if times_us.iter().all(|&t| t > 0.0) {
+        "relative (1/t^2)"
+    } else {
+        "ordinary"
+    };
+
+    let mut notes = Vec::new();
+    let (bp, source) = match breakpoint {
+        Breakpoint::None => (None, "none"),
+        Breakpoint::At(at) => match validate_breakpoint(sizes, at) {
+            Ok(()) => (Some(at), "given"),
+            Err(e) => {
+                notes.push(format!(
+                    "{}; fitted as one regime",
+                    e.to_string().trim_start_matches("bad configuration: ")
+                ));
+                (None, "none")
+            }
+        },
+        Breakpoint::Auto => match auto_breakpoint(sizes, times_us) {
+            Some(s) if s.accepted => {
+                notes.push(format!(
+                    "breakpoint found automatically: two lines reduce the relative RSS from {:.3e} to {:.3e} (F = {:.3}, corrected p = {:.2e})",
+                    s.rss_one, s.rss_two, s.f, s.p_corrected
+                ));
+                (Some(s.at), "auto")
+            }
+            Some(s) => {
+                notes.push(format!(
+                    "no breakpoint: the best split at {} B reduces the relative RSS from {:.3e} to {:.3e} (F = {:.3}, corrected p = {:.2e}), not clearly better than one line",
+                    s.at, s.rss_one, s.rss_two, s.f, s.p_corrected
+                ));
+                (None, "none")
+            }
+            None => {
+                notes.push("no breakpoint: too few sizes to search for one".into());
+                (None, "none")
+            }
+        },
+    };
+
+    let mut segments = Vec::new();
+    let mut seg_lines = Vec::new();
+    if let Some(at) = bp {
+        let split = pairs.partition_point(|p| p.0 < at);
+        let (lo, hi) = pairs.split_at(split);
+        if let (Some(l), Some(h)) = (line_of(lo), line_of(hi)) {
+            segments.push(HockneySegment::from_line(&l, lo[0].0, lo[lo.len() - 1].0));
+            segments.push(HockneySegment::from_line(&h, hi[0].0, hi[hi.len() - 1].0));
+            seg_lines.push((l, lo[0].0, lo[lo.len() - 1].0));
+            seg_lines.push((h, hi[0].0, hi[hi.len() - 1].0));
+        }
+    }
+    let bp = if segments.is_empty() { None } else { bp };
+    let source = if bp.is_some() { source } else { "none" };
+
+    // Seed 003: latency from the small sizes, bandwidth from the large ones.
+    let (lat, bw) = match seg_lines.as_slice() {
+        [l, h] => (*l, *h),
+        _ => ((whole_line, first, last), (whole_line, first, last)),
+    };
+    let latency_us = lat.0.intercept;
+    let bandwidth_mb_s = 1.0 / bw.0.slope;
+    let cycles = ips.map(|ips| Cycles {
+        instructions_per_second: ips,
+        a_cycles: ips * latency_us * 1e-6,
+        b_cycles_per_byte: ips * bw.0.slope * 1e-6,
+        beta_s_per_byte: bw.0.slope * 1e-6,
+    });
+    let linear = Linear {
+        latency_us,
+        bandwidth_mb_s,
+        se_latency_us: lat.0.se_intercept,
+        se_bandwidth_mb_s: bw.0.se_slope / (bw.0.slope * bw.0.slope),
+        ci95_latency_us: ci_of(latency_us, lat.0.se_intercept, lat.0.n.saturating_sub(2)),
+        ci95_bandwidth_mb_s: inverse_ci(bw.0.slope, bw.0.se_slope, bw.0.n.saturating_sub(2)),
+        latency_sizes: [lat.1, lat.2],
+        bandwidth_sizes: [bw.1, bw.2],
+        cycles,
+    };
+    let mut hockney = Hockney {
+        r_inf_mb_s: whole.r_inf_mb_s,
+        n_half_bytes: whole.n_half_bytes,
+        t0_us: whole.t0_us,
+        pi0_per_s: whole.pi0_per_s,
+        se_r_inf_mb_s: whole.se_r_inf_mb_s,
+        se_t0_us: whole.se_t0_us,
+        se_n_half_bytes: whole.se_n_half_bytes,
+        r2: whole.r2,
+        max_abs_err_us: whole.max_abs_err_us,
+        points: whole.points,
+        breakpoint_bytes: bp,
+        breakpoint_source: source.into(),
+        segments,
+        notes,
+    };
+    if whole.t0_us <= 0.0 {
+        hockney.notes.push(
+            "the fitted start-up time t0 is not positive, so n_half and pi0 are not meaningful"
+                .into(),
+        );
+    }
+    let points = order
+        .iter()
+        .map(|&i| FitPoint {
+            size: sizes[i],
+            time_us: times_us[i],
+            ci95_us: cis.and_then(|c| c.get(i).copied()),
+            model_us: hockney.time_us(sizes[i]),
+        })
+        .collect();
+    Some(FitSection {
+        pattern: String::new(),
+        basis: "median one-way time".into(),
+        weighting: weighting.into(),
+        hockney,
+        linear,
+        points,
+    })
+}
+
+/// Fit every pattern present in `points` to the median one-way time of each size, with the
+/// median's 95 % confidence interval kept per point. One [`FitSection`] per pattern (in
+/// order of first appearance) that has at least two distinct sizes.
+pub fn fit_points(points: &[Point], breakpoint: Breakpoint, ips: Option<f64>) -> Vec<FitSection> {
+    let mut patterns: Vec<&str> = Vec::new();
+    for p in points {
+        if !patterns.contains(&p.pattern.as_str()) {
+            patterns.push(&p.pattern);
+        }
+    }
+    patterns
+        .into_iter()
+        .filter_map(|pat| {
+            let mine: Vec<&Point> = points.iter().filter(|p| p.pattern == pat).collect();
+            let sizes: Vec<u64> = mine.iter().map(|p| p.size).collect();
+            let times: Vec<f64> = mine.iter().map(|p| p.one_way_us.median).collect();
+            let cis: Vec<Interval> = mine.iter().map(|p| p.one_way_us.ci95_median).collect();
+            let mut f = fit_with_ci(&sizes, &times, Some(&cis), breakpoint, ips)?;
+            f.pattern = pat.to_string();
+            Some(f)
+        })
+        .collect()
+}
+
+/// `x` with `prec` decimals, more for values below 1 so that four significant digits remain.
+fn num(x: f64, prec: usize) -> String {
+    if !x.is_finite() {
+        return "undefined".into();
+    }
+    let a = x.abs();
+    let prec = if a > 0.0 && a < 1.0 {
+        prec.max((3.0 - a.log10().floor()).min(12.0) as usize)
+    } else {
+        prec
+    };
+    format!("{x:.prec$}")
+}
+
+fn sci(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.4e}")
+    } else {
+        "undefined".into()
+    }
+}
+
+fn segment_lines(out: &mut String, s: &HockneySegment, indent: &str) {
+    let _ = writeln!(
+        out,
+        "{indent}r_inf  = {} +- {} MB/s      t0   = {} +- {} us",
+        num(s.r_inf_mb_s, 2),
+        num(s.se_r_inf_mb_s, 2),
+        num(s.t0_us, 4),
+        num(s.se_t0_us, 4)
+    );
+    let _ = writeln!(
+        out,
+        "{indent}n_half = {} +- {} bytes   pi0  = {} per s",
+        num(s.n_half_bytes, 1),
+        num(s.se_n_half_bytes, 1),
+        sci(s.pi0_per_s)
+    );
+    let _ = writeln!(
+        out,
+        "{indent}r2 = {}   max error = {} us   points = {}",
+        num(s.r2, 6),
+        num(s.max_abs_err_us, 4),
+        s.points
+    );
+}
+
+/// Append the fit section of the text report.
+pub fn render_fit(out: &mut String, f: &FitSection) {
+    let _ = writeln!(
+        out,
+        "\nFITTED MODELS of {} ({}, least squares weighted {})",
+        f.pattern, f.basis, f.weighting
+    );
+    let h = &f.hockney;
+    let _ = writeln!(
+        out,
+        "  HOCKNEY t = t0 + n / r_inf (seed 002), whole range {}..{} bytes",
+        f.points.first().map_or(0, |p| p.size),
+        f.points.last().map_or(0, |p| p.size)
+    );
+    segment_lines(out, &h.whole(), "    ");
+    match h.breakpoint_bytes {
+        Some(bp) => {
+            let _ = writeln!(out, "  breakpoint = {bp} bytes ({})", h.breakpoint_source);
+            for (name, s) in ["below", "at and above"].iter().zip(&h.segments) {
+                let _ = writeln!(
+                    out,
+                    "  regime {name} the breakpoint: {}..{} bytes",
+                    s.from_bytes, s.to_bytes
+                );
+                segment_lines(out, s, "    ");
+            }
+        }
+        None => {
+            let _ = writeln!(out, "  breakpoint = none");
+        }
+    }
+    for n in &h.notes {
+        let _ = writeln!(out, "  note: {n}");
+    }
+    let l = &f.linear;
+    let _ = writeln!(out, "  LATENCY AND BANDWIDTH (seed 003 eq. 1-2)");
+    let _ = writeln!(
+        out,
+        "    latency   = {} us, 95% CI [{}, {}] (intercept over {}..{} bytes)",
+        num(l.latency_us, 4),
+        num(l.ci95_latency_us.lo, 4),
+        num(l.ci95_latency_us.hi, 4),
+        l.latency_sizes[0],
+        l.latency_sizes[1]
+    );
+    let _ = writeln!(
+        out,
+        "    bandwidth = {} MB/s, 95% CI [{}, {}] (1/slope over {}..{} bytes)",
+        num(l.bandwidth_mb_s, 2),
+        num(l.ci95_bandwidth_mb_s.lo, 2),
+        num(l.ci95_bandwidth_mb_s.hi, 2),
+        l.bandwidth_sizes[0],
+        l.bandwidth_sizes[1]
+    );
+    if let Some(c) = &l.cycles {
+        let _ = writeln!(
+            out,
+            "    cycles    = {} + {} n  (eq. 3-4, {} instructions/s; T_c = {} s/byte)",
+            num(c.a_cycles, 4),
+            sci(c.b_cycles_per_byte),
+            sci(c.instructions_per_second),
+            sci(c.beta_s_per_byte)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  POINTS: size (bytes), median one-way time (us), its 95% CI, model (us), relative error"
+    );
+    for p in &f.points {
+        let ci = p.ci95_us.map_or_else(
+            || "-".to_string(),
+            |c| format!("[{}, {}]", num(c.lo, 4), num(c.hi, 4)),
+        );
+        let _ = writeln!(
+            out,
+            "    {:>10} {:>12} {:>26} {:>12} {:>+9.4}",
+            p.size,
+            num(p.time_us, 4),
+            ci,
+            num(p.model_us, 4),
+            (p.model_us - p.time_us) / p.time_us
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64, rel: f64) -> bool {
+        (a - b).abs() <= rel * b.abs().max(1e-300)
+    }
+
+    fn pow2_sizes(max_log2: u32) -> Vec<u64> {
+        (0..=max_log2).map(|k| 1u64 << k).collect()
+    }
+
+    /// Deterministic noise in [-1, 1].
+    fn noise(i: usize) -> f64 {
+        let x =
+            ((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64;
+        2.0 * x - 1.0
+    }
+
+    #[test]
+    fn exact_line_recovers_parameters() {
+        // t = 2 us + n / 1000 MB/s: n_half = 2000 B, pi0 = 5e5 /s.
+        let sizes = pow2_sizes(22);
+        let t: Vec<f64> = sizes.iter().map(|&n| 2.0 + n as f64 / 1000.0).collect();
+        let f = fit(&sizes, &t, Breakpoint::Auto, None).unwrap();
+        let h = &f.hockney;
+        assert!(close(h.r_inf_mb_s, 1000.0, 1e-9), "{}", h.r_inf_mb_s);
+        assert!(close(h.t0_us, 2.0, 1e-9));
+        assert!(close(h.n_half_bytes, 2000.0, 1e-9));
+        assert!(close(h.pi0_per_s, 5e5, 1e-9));
+        assert!(h.se_t0_us < 1e-9 && h.se_r_inf_mb_s < 1e-6);
+        assert!(close(h.r2, 1.0, 1e-12));
+        assert!(h.max_abs_err_us < 1e-6);
+        assert_eq!(h.breakpoint_bytes, None, "{:?}", h.notes);
+        assert_eq!(h.breakpoint_source, "none");
+        assert!(h.segments.is_empty());
+        assert!(close(f.linear.latency_us, 2.0, 1e-9));
+        assert!(close(f.linear.bandwidth_mb_s, 1000.0, 1e-9));
+        assert_eq!(f.points.len(), sizes.len());
+        assert!(f.points.iter().all(|p| close(p.model_us, p.time_us, 1e-9)));
+    }
+
+    #[test]
+    fn hockney_identities_hold() {
+        // Seed 002 eq. 5 and 8: t0 = n_half / r_inf, pi0 = 1/t0 = r_inf / n_half.
+        let sizes = pow2_sizes(16);
+        let t: Vec<f64> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (3.5 + n as f64 / 250.0) * (1.0 + 0.02 * noise(i)))
+            .collect();
+        let h = fit(&sizes, &t, Breakpoint::None, None).unwrap().hockney;
+        assert!(close(h.t0_us, h.n_half_bytes / h.r_inf_mb_s, 1e-12));
+        assert!(close(h.pi0_per_s, 1e6 / h.t0_us, 1e-12));
+        assert!(close(
+            h.pi0_per_s,
+            1e6 * h.r_inf_mb_s / h.n_half_bytes,
+            1e-12
+        ));
+        // Rate at n_half is half of r_inf (eq. 3 with n = n_half).
+        let n = h.n_half_bytes;
+        let r = n / (h.t0_us + n / h.r_inf_mb_s);
+        assert!(close(r, h.r_inf_mb_s / 2.0, 1e-12));
+    }
+
+    #[test]
+    fn noisy_line_within_confidence_interval() {
+        // 2 % multiplicative noise on t = 1.2 + n / 3000.
+        let sizes: Vec<u64> = (0..40).map(|k| 64 + k * 4096).collect();
+        let t: Vec<f64> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (1.2 + n as f64 / 3000.0) * (1.0 + 0.02 * noise(i)))
+            .collect();
+        let f = fit(&sizes, &t, Breakpoint::None, None).unwrap();
+        let l = &f.linear;
+        assert!(
+            l.ci95_latency_us.contains(1.2),
+            "{:?} ({})",
+            l.ci95_latency_us,
+            l.latency_us
+        );
+        assert!(
+            l.ci95_bandwidth_mb_s.contains(3000.0),
+            "{:?}",
+            l.ci95_bandwidth_mb_s
+        );
+        assert!(l.se_latency_us > 0.0 && l.se_bandwidth_mb_s > 0.0);
+        assert!(close(l.bandwidth_mb_s, 3000.0, 0.02));
+        let h = &f.hockney;
+        // Whole-range Hockney equals seed 003's line without a breakpoint.
+        assert_eq!(h.t0_us, l.latency_us);
+        assert_eq!(h.r_inf_mb_s, l.bandwidth_mb_s);
+        assert!((h.n_half_bytes - 3600.0).abs() < 3.0 * h.se_n_half_bytes + 1.0);
+    }
+
+    #[test]
+    fn se_matches_ordinary_least_squares_with_unit_weights() {
+        // With equal weights the weighted fit is stats::fit_line.
+        let x = [1.0, 2.0, 3.0, 4.0, 6.0];
+        let y = [1.1, 1.9, 3.2, 3.9, 6.3];
+        let w = weighted_line(&x, &y, &[1.0; 5]).unwrap();
+        let o = stats::fit_line(&x, &y).unwrap();
+        assert!(close(w.slope, o.slope, 1e-12) && close(w.intercept, o.intercept, 1e-12));
+        assert!(close(w.se_slope, o.se_slope, 1e-12));
+        assert!(close(w.se_intercept, o.se_intercept, 1e-12));
+        assert!(close(w.r2, o.r2, 1e-12) && close(w.max_abs_err, o.max_abs_err, 1e-12));
+        assert_eq!(weighted_line(&[1.0], &[1.0], &[1.0]), None);
+        assert_eq!(weighted_line(&[1.0, 1.0], &[1.0, 2.0], &[1.0, 1.0]), None);
+        assert_eq!(
+            weighted_line(&[1.0, 2.0], &[1.0, f64::NAN], &[1.0, 1.0]),
+            None
+        );
+        assert_eq!(weighted_line(&[1.0, 2.0], &[1.0, 2.0], &[1.0, -1.0]), None);
+    }
+
+    fn two_regimes(sizes: &[u64], noise_amp: f64) -> Vec<f64> {
+        // Eager below 1 KiB: 1 us + n / 500 MB/s; rendezvous from 1 KiB: 6 us + n / 4000.
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let t = if n < 1024 {
+                    1.0 + n as f64 / 500.0
+                } else {
+                    6.0 + n as f64 / 4000.0
+                };
+                t * (1.0 + noise_amp * noise(i))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn two_regime_sweep_finds_breakpoint() {
+        let sizes = pow2_sizes(22);
+        for amp in [0.0, 0.01] {
+            let t = two_regimes(&sizes, amp);
+            let s = auto_breakpoint(&sizes, &t).unwrap();
+            assert_eq!(s.at, 1024, "noise {amp}");
+            assert!(s.accepted, "{s:?}");
+            let f = fit(&sizes, &t, Breakpoint::Auto, Some(5.6e9)).unwrap();
+            let h = &f.hockney;
+            assert_eq!(h.breakpoint_bytes, Some(1024));
+            assert_eq!(h.breakpoint_source, "auto");
+            assert_eq!(h.segments.len(), 2);
+            let (lo, hi) = (&h.segments[0], &h.segments[1]);
+            assert_eq!((lo.from_bytes, lo.to_bytes), (1, 512));
+            assert_eq!((hi.from_bytes, hi.to_bytes), (1024, 1 << 22));
+            assert_eq!(lo.points + hi.points, sizes.len());
+            let tol = if amp == 0.0 { 1e-9 } else { 0.05 };
+            assert!(close(lo.t0_us, 1.0, tol), "{}", lo.t0_us);
+            assert!(close(hi.r_inf_mb_s, 4000.0, tol), "{}", hi.r_inf_mb_s);
+            assert!(close(hi.t0_us, 6.0, tol.max(0.1)), "{}", hi.t0_us);
+            // Seed 003: latency from the lower regime, bandwidth from the upper.
+            assert_eq!(f.linear.latency_us, lo.t0_us);
+            assert_eq!(f.linear.bandwidth_mb_s, hi.r_inf_mb_s);
+            assert_eq!(f.linear.latency_sizes, [1, 512]);
+            assert_eq!(f.linear.bandwidth_sizes, [1024, 1 << 22]);
+            assert!(f.linear.cycles.is_some());
+        }
+    }
+
+    #[test]
+    fn given_breakpoint_and_invalid_one() {
+        let sizes = pow2_sizes(12);
+        let t = two_regimes(&sizes, 0.0);
+        let f = fit(&sizes, &t, Breakpoint::At(1000), None).unwrap();
+        assert_eq!(f.hockney.breakpoint_bytes, Some(1000));
+        assert_eq!(f.hockney.breakpoint_source, "given");
+        assert_eq!(f.hockney.segments[1].from_bytes, 1024);
+        assert!(close(f.hockney.segments[0].r_inf_mb_s, 500.0, 1e-9));
+        // 2 B leaves one size below: not usable.
+        assert!(validate_breakpoint(&sizes, 2).is_err());
+        assert!(validate_breakpoint(&sizes, 4).is_ok());
+        assert!(validate_breakpoint(&sizes, 4096).is_err());
+        let f = fit(&sizes, &t, Breakpoint::At(2), None).unwrap();
+        assert_eq!(f.hockney.breakpoint_bytes, None);
+        assert!(f.hockney.segments.is_empty());
+        assert!(
+            f.hockney.notes[0].contains("1 distinct size(s) below"),
+            "{:?}",
+            f.hockney.notes
+        );
+    }
+
+    #[test]
+    fn noisy_single_line_has_no_breakpoint() {
+        let sizes = pow2_sizes(20);
+        let t: Vec<f64> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0.8 + n as f64 / 2000.0) * (1.0 + 0.01 * noise(i)))
+            .collect();
+        let f = fit(&sizes, &t, Breakpoint::Auto, None).unwrap();
+        assert_eq!(f.hockney.breakpoint_bytes, None, "{:?}", f.hockney.notes);
+        assert!(f.hockney.notes[0].starts_with("no breakpoint"));
+    }
+
+    #[test]
+    fn seed_003_table_1_cycles() {
+        // Single node: latency 0.17333704 us, 7957.8435 MB/s, 5.6e9 instructions/s give
+        // Alpha = 970.6874 and Beta = 1.2566215e-10 (Table 1).
+        let (ts, bw) = (0.173_337_04, 7957.8435);
+        let sizes = [1024u64, 1 << 20, 4 << 20];
+        let t: Vec<f64> = sizes.iter().map(|&n| ts + n as f64 / bw).collect();
+        let f = fit(&sizes, &t, Breakpoint::None, Some(5.6e9)).unwrap();
+        let c = f.linear.cycles.unwrap();
+        assert!((c.a_cycles - 970.6874).abs() < 1e-3, "{}", c.a_cycles);
+        assert!((c.beta_s_per_byte - 1.256_621_5e-10).abs() < 1e-16);
+        assert!(close(c.b_cycles_per_byte, 5.6e9 * 1.256_621_5e-10, 1e-6));
+    }
+
+    #[test]
+    fn degenerate_input() {
+        assert!(fit(&[8, 8, 8], &[1.0, 2.0, 3.0], Breakpoint::Auto, None).is_none());
+        assert!(fit(&[8], &[1.0], Breakpoint::None, None).is_none());
+        assert!(fit(&[], &[], Breakpoint::None, None).is_none());
+        assert!(fit(&[1, 2], &[1.0], Breakpoint::None, None).is_none());
+        assert!(fit(&[1, 2], &[1.0, f64::NAN], Breakpoint::None, None).is_none());
+        // Two points: exact, standard errors undefined, still serialisable.
+        let f = fit(&[0, 100], &[1.0, 2.0], Breakpoint::Auto, None).unwrap();
+        assert!(close(f.hockney.r_inf_mb_s, 100.0, 1e-12));
+        assert!(f.hockney.se_t0_us.is_nan());
+        let json = serde_json::to_string(&f).unwrap();
+        let back: FitSection = serde_json::from_str(&json).unwrap();
+        assert!(back.hockney.se_t0_us.is_nan());
+        assert_eq!(back.hockney.r_inf_mb_s, f.hockney.r_inf_mb_s);
+        // A zero time falls back to ordinary least squares.
+        let f = fit(&[0, 1, 2], &[0.0, 1.0, 2.0], Breakpoint::None, None).unwrap();
+        assert_eq!(f.weighting, "ordinary");
+        assert!(f.hockney.notes.iter().any(|n| n.contains("not positive")));
+    }
+
+    #[test]
+    fn json_keys_contract() {
+        let sizes = pow2_sizes(12);
+        let f = fit(&sizes, &two_regimes(&sizes, 0.0), Breakpoint::Auto, None).unwrap();
+        let v = serde_json::to_value(&f).unwrap();
+        for k in [
+            "r_inf_mb_s",
+            "n_half_bytes",
+            "t0_us",
+            "pi0_per_s",
+            "breakpoint_bytes",
+            "segments",
+        ] {
+            assert!(v["hockney"].get(k).is_some(), "hockney.{k}");
+        }
+        for k in ["latency_us", "bandwidth_mb_s"] {
+            assert!(v["linear"].get(k).is_some(), "linear.{k}");
+        }
+        let back: FitSection = serde_json::from_value(v).unwrap();
+        assert_eq!(back, f);
+        let f = fit(&sizes, &two_regimes(&sizes, 0.0), Breakpoint::None, None).unwrap();
+        let v = serde_json::to_value(&f).unwrap();
+        assert!(v["hockney"]["breakpoint_bytes"].is_null());
+    }
+
+    #[test]
+    fn breakpoint_parses() {
+        assert_eq!("auto".parse::<Breakpoint>().unwrap(), Breakpoint::Auto);
+        assert_eq!("none".parse::<Breakpoint>().unwrap(), Breakpoint::None);
+        assert_eq!("4K".parse::<Breakpoint>().unwrap(), Breakpoint::At(4096));
+        assert!("x".parse::<Breakpoint>().is_err());
+    }
+
+    #[test]
+    fn f2_survival_known_values() {
+        // F(2, 10): P(F > 4.10) = 0.0500 (F table).
+        assert!((f2_survival(4.1028, 10.0) - 0.05).abs() < 1e-4);
+        assert_eq!(f2_survival(0.0, 5.0), 1.0);
+        assert_eq!(f2_survival(f64::INFINITY, 5.0), 0.0);
+    }
+
+    #[test]
+    fn render_has_sections() {
+        let sizes = pow2_sizes(12);
+        let mut f = fit(
+            &sizes,
+            &two_regimes(&sizes, 0.0),
+            Breakpoint::Auto,
+            Some(5.6e9),
+        )
+        .unwrap();
+        f.pattern = "pingpong".into();
+        let mut s = String::new();
+        render_fit(&mut s, &f);
+        assert!(
+            s.contains("HOCKNEY") && s.contains("breakpoint = 1024 bytes (auto)"),
+            "{s}"
+        );
+        assert!(s.contains("LATENCY AND BANDWIDTH") && s.contains("cycles"));
+        assert_eq!(
+            s.lines()
+                .filter(|l| l.starts_with("    ") && l.trim_start().starts_with(char::is_numeric))
+                .count(),
+            sizes.len()
+        );
+    }
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Side-by-side check of the tcp backend against NetPIPE (NPtcp) and sockperf on loopback.
+#
+#   cargo build --release && bash benches/compare_tcp.sh [ROUNDS]
+#
+# Needs the Debian packages netpipe-tcp and sockperf. Each round runs every tool once, in the
+# same order, so all of them see the same machine; the script prints each round and then the
+# median over rounds and the ratios the tcp backend is judged by:
+#   8-byte one-way time: blocking <= NPtcp, --poll <= NPtcp / 2;
+#   4 MiB ping-pong bandwidth >= 0.9 x NPtcp's.
+# NPtcp reports the best of its repetitions' averages (half a round trip); sockperf's smallest
+# message is 14 bytes and it reports the median half round trip; commbench reports the median
+# of its trials (seed 000), here with npp calculated from the timer resolution.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${COMMBENCH:-target/release/commbench}
+ROUNDS=${1:-3}
+T=$(mktemp -d)
+trap 'pkill -f "NPtcp -l" 2>/dev/null || true; pkill -f "sockperf server" 2>/dev/null || true; rm -rf "$T"' EXIT
+for t in NPtcp sockperf python3; do command -v $t >/dev/null || { echo "needs $t"; exit 1; }; done
+[ -x "$B" ] || { echo "build first: cargo build --release"; exit 1; }
+
+median_of() { python3 -c 'import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+cb() { # cb OUT.json ARGS... -> prints median one-way us and median rate MB/s of the last point
+    local out=$1; shift
+    "$B" "$@" --samples 1000000 --quiet --json "$out" >/dev/null
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["points"][-1]; print(p["one_way_us"]["median"], p["rate_mb_s"]["median"])' "$out"
+}
+nptcp() { # nptcp SIZE -> one-way us and MB/s
+    local s=$1
+    NPtcp -l "$s" -u "$s" -p 0 >/dev/null 2>&1 &
+    sleep 0.3
+    NPtcp -h 127.0.0.1 -l "$s" -u "$s" -p 0 -o "$T/np.out" >/dev/null 2>&1
+    wait
+    awk '{ printf "%.4f %.2f\n", $3*1e6, $2*1e6/8/1e6 }' "$T/np.out"
+}
+sock() { # 14-byte median one-way us
+    sockperf server --tcp -i 127.0.0.1 -p 11111 >/dev/null 2>&1 &
+    local pid=$!
+    sleep 0.3
+    sockperf ping-pong --tcp -i 127.0.0.1 -p 11111 -m 14 -t 3 2>&1 | awk '/percentile 50.000/ { print $NF }'
+    kill $pid 2>/dev/null; wait $pid 2>/dev/null || true
+}
+
+declare -a cbb cbp np8 sp cb4 np4
+for r in $(seq "$ROUNDS"); do
+    read -r a _ < <(cb "$T/b.json" pingpong --backend tcp --sizes 8 --trials 20000)
+    read -r b _ < <(cb "$T/p.json" pingpong --backend tcp --poll --sizes 8 --trials 20000)
+    read -r n _ < <(nptcp 8)
+    s=$(sock)
+    read -r _ c4 < <(cb "$T/b4.json" pingpong --backend tcp --sizes 4M --trials 200 --warmup 10)
+    read -r _ n4 < <(nptcp 4194304)
+    echo "round $r: 8 B one-way us: commbench blocking $a, poll $b, NPtcp $n, sockperf(14 B) $s | 4 MiB MB/s: commbench $c4, NPtcp $n4"
+    cbb+=("$a"); cbp+=("$b"); np8+=("$n"); sp+=("$s"); cb4+=("$c4"); np4+=("$n4")
+done
+mb=$(median_of "${cbb[@]}"); mp=$(median_of "${cbp[@]}"); mn=$(median_of "${np8[@]}")
+ms=$(median_of "${sp[@]}"); mc4=$(median_of "${cb4[@]}"); mn4=$(median_of "${np4[@]}")
+echo "median over $ROUNDS rounds:"
+echo "  8 B one-way: commbench blocking $mb us, commbench --poll $mp us, NPtcp $mn us, sockperf (14 B) $ms us"
+python3 - "$mb" "$mp" "$mn" "$mc4" "$mn4" <<'PY'
+import sys
+b, p, n, c4, n4 = map(float, sys.argv[1:])
+print(f"  blocking / NPtcp = {b/n:.3f} (target <= 1)   NPtcp / poll = {n/p:.2f} (target >= 2)")
+print(f"  4 MiB: commbench {c4:.0f} MB/s, NPtcp {n4:.0f} MB/s, ratio {c4/n4:.3f} (target >= 0.9)")
+PY

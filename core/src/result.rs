@@ -216,10 +216,11 @@ pub struct ResultDoc {
 }
 
 impl ResultDoc {
-    /// Write as pretty JSON to `w`, streaming (the trial arrays are never copied into a tree).
+    /// Write as compact JSON to `w`, streaming (the trial arrays are never copied into a tree;
+    /// compact because a run of 2^25 trials holds 2^25 numbers: `jq .` pretty-prints it).
     pub fn write_json<W: Write>(&self, w: W) -> Result<()> {
         let mut w = std::io::BufWriter::new(w);
-        serde_json::to_writer_pretty(&mut w, &JsonSafe(self))
+        serde_json::to_writer(&mut w, &JsonSafe(self))
             .map_err(|e| Error::io("writing the result document", e.into()))?;
         w.write_all(b"\n")
             .map_err(|e| Error::io("writing the result document", e))?;

@@ -44,7 +44,7 @@ const ABOUT: &str = "Point-to-point communication latency and rates, measured wi
 
 const LONG_ABOUT: &str = "\
 Point-to-point communication latency and rates, measured with one statistically sound method on
-every transport (shared memory, TCP, a simulated hypercube; MPI, libfabric and UCX are planned).
+every transport (shared memory, TCP, a simulated hypercube, MPI; libfabric and UCX are planned).
 
 The method is that of Luecke et al. (2009): the clock's overhead and resolution are measured
 first; every timed trial is preceded by a barrier and a handshake; each trial times `npp`
@@ -57,7 +57,7 @@ Examples:
   commbench pingpong --backend tcp --poll --sizes 1..4M:x2 --output out/
   commbench pingpong --backend sim --sim-config ncube7 --source 0 --dest 63
   commbench timer                             the clock's overhead and resolution
-  mpirun -np 2 commbench pingpong --backend tcp --rendezvous node1:7000";
+  mpirun -np 2 commbench pingpong --backend mpi,tcp,shm   (built with --features mpi)";
 
 #[derive(Debug, Parser)]
 #[command(name = "commbench", version, about = ABOUT, long_about = LONG_ABOUT)]
@@ -74,6 +74,9 @@ enum Command {
     Exchange(PingpongArgs),
     /// Streaming bandwidth: a window of outstanding sends, then a short acknowledgement.
     Bandwidth(BandwidthArgs),
+    /// Seed 003's column transpose: the source sends the columns of an N x N matrix of doubles,
+    /// the dest stores them as rows (packed; on MPI also with a derived vector datatype).
+    Transpose(TransposeArgs),
     /// Re-render a result document (text, markdown or csv) without measuring again.
     Report(crate::analyze::ReportArgs),
     /// Draw a result document as SVG: latency, bandwidth, histogram or signature graph.
@@ -172,10 +175,25 @@ pub struct BandwidthArgs {
 }
 
 #[derive(Debug, Args, Clone)]
+pub struct TransposeArgs {
+    #[command(flatten)]
+    pub common: PingpongArgs,
+
+    /// Matrix order N (the message is N x N doubles).
+    #[arg(long, value_name = "N")]
+    pub n: usize,
+}
+
+#[derive(Debug, Args, Clone)]
 pub struct BackendArgs {
-    /// Transport: shm (default), tcp, sim; mpi, ofi and ucx are recognised but not in this build.
-    #[arg(long, value_name = "NAME")]
+    /// Transport: shm (default), tcp, sim, mpi (with --features mpi, under mpirun). Under mpirun
+    /// a list (mpi,tcp,shm) measures each between the same processes, side by side.
+    #[arg(long, value_name = "NAME[,NAME...]")]
     pub backend: Option<String>,
+
+    /// mpi: the clock to read, wtime (MPI_Wtime, default) or monotonic (CLOCK_MONOTONIC).
+    #[arg(long, value_name = "CLOCK", help_heading = "mpi")]
+    pub clock: Option<String>,
 
     /// Ranks to start locally (default: enough for --source and --dest). The simulator always
     /// runs every node of its hypercube.
@@ -278,6 +296,10 @@ struct TimerArgs {
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub kind: PatternKind,
+    /// Every backend to measure, in order (more than one only under an MPI launcher).
+    pub backends: Vec<&'static str>,
+    /// Matrix order of a transpose run.
+    pub transpose_n: Option<usize>,
     pub breakpoint: commbench::core::fit::Breakpoint,
     pub backend: &'static str,
     pub sizes_spec: String,
@@ -299,6 +321,27 @@ pub fn main() -> ExitCode {
     };
     let r = match cli.cmd {
         Command::Pingpong(a) => plan(PatternKind::PingPong, a).and_then(launch::measure),
+        Command::Transpose(t) => {
+            if t.common.sizes.is_some() || t.common.sweep {
+                Err(Fatal::usage(
+                    "transpose measures one N x N matrix: --sizes and --sweep do not apply",
+                    "give the matrix order with --n",
+                ))
+            } else if t.n == 0 || t.n > 16384 {
+                Err(Fatal::usage(
+                    format!("--n {}: the matrix order must be 1..=16384", t.n),
+                    "for example --n 256",
+                ))
+            } else {
+                let n = t.n;
+                plan(PatternKind::PingPong, t.common).and_then(|mut p| {
+                    p.transpose_n = Some(n);
+                    p.method.sizes = vec![(n * n * 8) as u64];
+                    p.sizes_spec = format!("{n}x{n} doubles");
+                    launch::measure(p)
+                })
+            }
+        }
         Command::Exchange(a) => plan(PatternKind::Exchange, a).and_then(launch::measure),
         Command::Bandwidth(b) => {
             if b.window == 0 {
@@ -377,15 +420,47 @@ pub fn resolve_backend(name: Option<&str>) -> Result<&'static str, Fatal> {
                     "backend `{}` ({}) is not available in this version of commbench",
                     b.name, b.about
                 ),
-                "use shm, tcp or sim; `commbench backends` lists them",
+                "`commbench backends` lists the backends this build has",
             )
         });
     }
     Ok(b.name)
 }
 
+/// Resolve `--backend`, a name or a comma-separated list of distinct names.
+fn resolve_backends(spec: Option<&str>) -> Result<Vec<&'static str>, Fatal> {
+    let Some(spec) = spec else {
+        return Ok(vec![resolve_backend(None)?]);
+    };
+    let mut out = Vec::new();
+    for name in spec.split(',').map(str::trim) {
+        if name.is_empty() {
+            return Err(Fatal::usage(
+                format!("--backend {spec}: empty name in the list"),
+                "for example --backend mpi,tcp,shm",
+            ));
+        }
+        let b = resolve_backend(Some(name))?;
+        if out.contains(&b) {
+            return Err(Fatal::usage(
+                format!("--backend {spec}: `{b}` is listed twice"),
+                "list each backend once",
+            ));
+        }
+        out.push(b);
+    }
+    if out.len() > 1 && out.contains(&"sim") {
+        return Err(Fatal::usage(
+            "the simulator cannot be measured beside real processes",
+            "run --backend sim on its own",
+        ));
+    }
+    Ok(out)
+}
+
 fn plan(kind: PatternKind, a: PingpongArgs) -> Result<Plan, Fatal> {
-    let backend = resolve_backend(a.backend.backend.as_deref())?;
+    let backends = resolve_backends(a.backend.backend.as_deref())?;
+    let backend = backends[0];
     let streaming = matches!(
         kind,
         PatternKind::Bandwidth { .. } | PatternKind::BiBandwidth { .. }
@@ -511,13 +586,13 @@ fn plan(kind: PatternKind, a: PingpongArgs) -> Result<Plan, Fatal> {
             )
         })?;
     }
-    if backend != "shm" && (a.backend.wait.is_some() || a.backend.cpus.is_some()) {
+    if !backends.contains(&"shm") && (a.backend.wait.is_some() || a.backend.cpus.is_some()) {
         return Err(Fatal::usage(
             "--wait and --cpus apply to the shm backend only",
             "add --backend shm or drop them",
         ));
     }
-    if backend != "tcp" && (a.backend.poll || a.backend.bind.is_some()) {
+    if !backends.contains(&"tcp") && (a.backend.poll || a.backend.bind.is_some()) {
         return Err(Fatal::usage(
             "--poll and --bind apply to the tcp backend only",
             "add --backend tcp or drop them",
@@ -529,8 +604,16 @@ fn plan(kind: PatternKind, a: PingpongArgs) -> Result<Plan, Fatal> {
             "add --backend sim",
         ));
     }
+    if a.backend.clock.is_some() && !backends.contains(&"mpi") {
+        return Err(Fatal::usage(
+            "--clock applies to the mpi backend only",
+            "add --backend mpi or drop it",
+        ));
+    }
     Ok(Plan {
         kind,
+        backends,
+        transpose_n: None,
         breakpoint,
         backend,
         sizes_spec,

@@ -4,7 +4,7 @@
 use crate::cli::{self, Fatal, Plan};
 use crate::output;
 use commbench::core::launch::{self as cl, RankEnv};
-use commbench::core::pattern::{Benchmark, Progress};
+use commbench::core::pattern::{Benchmark, Collected, Progress};
 use commbench::core::timer::TimerReport;
 use commbench::core::{Error, Program};
 use std::process::{Child, Command, Stdio};
@@ -22,13 +22,58 @@ pub struct Ran {
     pub result: Result<(), Error>,
 }
 
+/// The programs a run can measure: a pattern, or the column transpose with packing.
+pub enum Prog<'a> {
+    /// Ping-pong, exchange or bandwidth.
+    Bench(Benchmark<'a>),
+    /// Seed 003's column transpose, packed.
+    Pack(commbench::core::transpose::Transpose<'a>),
+}
+
+impl Program for Prog<'_> {
+    type Output = ();
+    fn run<E: commbench::core::Endpoint>(&self, ep: &mut E) -> Result<(), Error> {
+        match self {
+            Prog::Bench(b) => b.run(ep),
+            Prog::Pack(t) => t.run(ep),
+        }
+    }
+}
+
+impl<'a> Prog<'a> {
+    fn new(plan: &Plan, progress: Option<&'a commbench::core::pattern::ProgressFn<'a>>) -> Self {
+        match plan.transpose_n {
+            Some(n) => Prog::Pack(commbench::core::transpose::Transpose::new(
+                n,
+                plan.method.clone(),
+                progress,
+            )),
+            None => Prog::Bench(Benchmark::new(plan.kind, plan.method.clone(), progress)),
+        }
+    }
+
+    fn take(&self) -> Collected {
+        match self {
+            Prog::Bench(b) => b.take_collected(),
+            Prog::Pack(t) => t.take_collected(),
+        }
+    }
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
 /// Run the benchmark of `plan` and report it.
 pub fn measure(plan: Plan) -> Result<(), Fatal> {
     let started = Instant::now();
-    let started_unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let started_unix = now_unix();
+    if plan.backends.len() > 1 || plan.backends[0] == "mpi" {
+        return under_mpi(&plan, started, started_unix);
+    }
     let env = if plan.backend == "sim" {
         None
     } else {
@@ -37,7 +82,7 @@ pub fn measure(plan: Plan) -> Result<(), Fatal> {
     let is_root = env.as_ref().map(|e| e.rank == 0).unwrap_or(true);
     let bar = output::ProgressBar::new(&plan.args.out.progress, is_root && !plan.args.out.quiet);
     let cb = |p: Progress| bar.update(p);
-    let prog = Benchmark::new(plan.kind, plan.method.clone(), Some(&cb));
+    let prog = Prog::new(&plan, Some(&cb));
     let ran = run(&plan, env, &prog)?;
     bar.finish();
     if ran.rank != 0 {
@@ -46,8 +91,149 @@ pub fn measure(plan: Plan) -> Result<(), Fatal> {
             .result
             .map_err(|e| Fatal::run(format!("rank {}: {e}", ran.rank), None));
     }
-    let collected = prog.take_collected();
-    output::finish(&plan, ran, collected, started, started_unix)
+    let Ran {
+        ranks,
+        launcher,
+        rank,
+        result,
+    } = ran;
+    let runs = vec![output::BackendRun {
+        backend: plan.backend,
+        collected: prog.take(),
+        result,
+    }];
+    output::finish(
+        &plan,
+        Ran {
+            ranks,
+            launcher,
+            rank,
+            result: Ok(()),
+        },
+        runs,
+        started,
+        started_unix,
+    )
+}
+
+/// Under an MPI launcher: initialise MPI, then measure each listed backend in turn between the
+/// same processes, the raw ones bootstrapped through MPI.
+#[cfg(feature = "mpi")]
+fn under_mpi(plan: &Plan, started: Instant, started_unix: u64) -> Result<(), Fatal> {
+    use commbench::mpi::{Mpi, MpiConfig};
+    let mpi = Mpi::init().map_err(|e| {
+        Fatal::usage(
+            e.to_string()
+                .trim_start_matches("bad configuration: ")
+                .to_string(),
+            "for example: mpirun -np 2 commbench pingpong --backend mpi,tcp,shm",
+        )
+    })?;
+    let (rank, size) = (mpi.rank(), mpi.size());
+    plan.method.validate(size).map_err(|e| {
+        Fatal::usage(
+            e.to_string()
+                .trim_start_matches("bad configuration: ")
+                .to_string(),
+            format!("mpirun started {size} ranks"),
+        )
+    })?;
+    let mut mcfg = MpiConfig {
+        timeout: plan.timeout,
+        ..Default::default()
+    };
+    if let Some(c) = &plan.args.backend.clock {
+        mcfg.clock = c
+            .parse()
+            .map_err(|e| Fatal::usage(format!("--clock {c}: {e}"), "use wtime or monotonic"))?;
+    }
+    let token = mpi
+        .shared_token(plan.timeout)
+        .map_err(|e| Fatal::run(e.to_string(), None))?;
+    let bar = output::ProgressBar::new(&plan.args.out.progress, rank == 0 && !plan.args.out.quiet);
+    let cb = |p: Progress| bar.update(p);
+    let mut runs = Vec::new();
+    for &b in &plan.backends {
+        let prog = Prog::new(plan, Some(&cb));
+        let result = match b {
+            "mpi" => mpi.run(&mcfg, &prog),
+            #[cfg(feature = "tcp")]
+            "tcp" => mpi.rendezvous(plan.timeout).and_then(|mut r| {
+                commbench::tcp::run_rank_over(&mut r, &token, &tcp_config(plan), &prog)
+            }),
+            #[cfg(feature = "shm")]
+            "shm" => {
+                let cfg = shm_config(plan)?;
+                RankEnv::detect(None, None, size).and_then(|mut env| {
+                    env.token = Some(token.clone());
+                    commbench::shm::run_rank(&env, None, &cfg, &prog)
+                })
+            }
+            other => Err(Error::Config(format!(
+                "backend `{other}` cannot run beside MPI"
+            ))),
+        };
+        let failed = result.is_err();
+        runs.push(output::BackendRun {
+            backend: b,
+            collected: prog.take(),
+            result,
+        });
+        // On MPI the transpose is measured twice: packed as everywhere, and straight from the
+        // matrix with a derived vector datatype.
+        if b == "mpi" && !failed {
+            if let Some(n) = plan.transpose_n {
+                let tv = commbench::mpi::TransposeVector::new(n, plan.method.clone(), Some(&cb));
+                let result = tv.run(&mpi, &mcfg);
+                let failed = result.is_err();
+                runs.push(output::BackendRun {
+                    backend: "mpi",
+                    collected: tv.take_collected(),
+                    result,
+                });
+                if failed {
+                    break;
+                }
+            }
+        }
+        if failed {
+            break;
+        }
+    }
+    bar.finish();
+    if rank != 0 {
+        for r in runs {
+            if let Err(e) = r.result {
+                return Err(Fatal::run(format!("rank {rank}: {}: {e}", r.backend), None));
+            }
+        }
+        return Ok(());
+    }
+    let env = RankEnv::detect(None, None, size).ok();
+    let launcher = env
+        .as_ref()
+        .map(launcher_name)
+        .unwrap_or_else(|| "mpi".into());
+    output::finish(
+        plan,
+        Ran {
+            ranks: size,
+            launcher,
+            rank,
+            result: Ok(()),
+        },
+        runs,
+        started,
+        started_unix,
+    )
+}
+
+#[cfg(not(feature = "mpi"))]
+fn under_mpi(_plan: &Plan, _started: Instant, _started_unix: u64) -> Result<(), Fatal> {
+    Err(Fatal::usage(
+        "measuring several backends in one run, or the mpi backend, needs MPI",
+        "rebuild with `cargo build --release --features mpi` and start it under mpirun",
+    ))
 }
 
 fn run<P: Program>(plan: &Plan, env: Option<RankEnv>, prog: &P) -> Result<Ran, Fatal> {
@@ -99,13 +285,18 @@ fn launcher_name(env: &RankEnv) -> String {
 }
 
 #[cfg(feature = "tcp")]
-fn run_tcp<P: Program>(plan: &Plan, mut env: RankEnv, prog: &P) -> Result<Ran, Fatal> {
-    use commbench::core::bootstrap::Bootstrap;
-    let cfg = commbench::tcp::TcpConfig {
+fn tcp_config(plan: &Plan) -> commbench::tcp::TcpConfig {
+    commbench::tcp::TcpConfig {
         poll: plan.args.backend.poll,
         timeout: plan.timeout,
         bind_host: plan.args.backend.bind.clone(),
-    };
+    }
+}
+
+#[cfg(feature = "tcp")]
+fn run_tcp<P: Program>(plan: &Plan, mut env: RankEnv, prog: &P) -> Result<Ran, Fatal> {
+    use commbench::core::bootstrap::Bootstrap;
+    let cfg = tcp_config(plan);
     if !env.is_local_launcher() {
         let launcher = launcher_name(&env);
         if env.rendezvous.is_none() {
@@ -156,7 +347,7 @@ fn run_tcp<P: Program>(plan: &Plan, mut env: RankEnv, prog: &P) -> Result<Ran, F
 }
 
 #[cfg(feature = "shm")]
-fn run_shm<P: Program>(plan: &Plan, env: RankEnv, prog: &P) -> Result<Ran, Fatal> {
+fn shm_config(plan: &Plan) -> Result<commbench::shm::ShmConfig, Fatal> {
     let a = &plan.args.backend;
     let mut cfg = commbench::shm::ShmConfig {
         timeout: plan.timeout,
@@ -184,6 +375,12 @@ fn run_shm<P: Program>(plan: &Plan, env: RankEnv, prog: &P) -> Result<Ran, Fatal
             ));
         }
     }
+    Ok(cfg)
+}
+
+#[cfg(feature = "shm")]
+fn run_shm<P: Program>(plan: &Plan, env: RankEnv, prog: &P) -> Result<Ran, Fatal> {
+    let cfg = shm_config(plan)?;
     if !env.is_local_launcher() {
         let launcher = launcher_name(&env);
         let result = commbench::shm::run_rank(&env, None, &cfg, prog).map(drop);

@@ -2,7 +2,7 @@
 //!
 //! Point-to-point communication latency and rates with one statistically sound method on every
 //! transport. This facade re-exports the core and the backends compiled in by Cargo features:
-//! `tcp`, `shm` and `sim` by default.
+//! `tcp`, `shm` and `sim` by default, `mpi` on request.
 //!
 //! ```
 //! use commbench::core::method::npp_formula;
@@ -11,6 +11,8 @@
 //! ```
 
 pub use commbench_core as core;
+#[cfg(feature = "mpi")]
+pub use commbench_mpi as mpi;
 #[cfg(feature = "shm")]
 pub use commbench_shm as shm;
 #[cfg(feature = "sim")]
@@ -59,8 +61,8 @@ pub const BACKENDS: &[BackendName] = &[
     BackendName {
         name: "mpi",
         feature: "mpi",
-        compiled: false,
-        implemented: false,
+        compiled: cfg!(feature = "mpi"),
+        implemented: true,
         about: "MPI through rsmpi, under mpirun/srun",
     },
     BackendName {

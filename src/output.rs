@@ -68,37 +68,76 @@ impl ProgressBar {
     }
 }
 
-/// Analyse what rank 0 collected, print it, write the files, and turn a failure into exit 1.
+/// One backend's part of a run, as rank 0 saw it.
+pub struct BackendRun {
+    /// Backend name.
+    pub backend: &'static str,
+    /// What rank 0 collected (also from a failed run).
+    pub collected: Collected,
+    /// The outcome.
+    pub result: Result<(), commbench::core::Error>,
+}
+
+/// Analyse what rank 0 collected from each backend, print it, write the files, and turn a
+/// failure into exit 1.
 pub fn finish(
     plan: &Plan,
     ran: Ran,
-    collected: Collected,
+    runs: Vec<BackendRun>,
     started: Instant,
     started_unix: u64,
 ) -> Result<(), Fatal> {
-    let Collected {
-        timer,
-        backend_info,
-        points,
-    } = collected;
-    let mut analysed = Vec::with_capacity(points.len());
+    let mut analysed = Vec::new();
     let mut analysis_error = None;
-    for raw in points {
-        match Point::from_raw(raw, plan.backend, plan.method.cut_coef) {
-            Ok(p) => analysed.push(p),
-            Err(e) => analysis_error = Some(e.to_string()),
+    let mut timer = None;
+    let mut infos = serde_json::Map::new();
+    let mut error = None;
+    let names: Vec<&str> = runs.iter().map(|r| r.backend).collect();
+    for run in runs {
+        let Collected {
+            timer: t,
+            backend_info,
+            points,
+        } = run.collected;
+        if timer.is_none() {
+            timer = t;
+        }
+        if let Some(i) = backend_info {
+            infos.insert(run.backend.to_string(), serde_json::Value::Object(i));
+        }
+        for raw in points {
+            match Point::from_raw(raw, run.backend, plan.method.cut_coef) {
+                Ok(p) => analysed.push(p),
+                Err(e) => analysis_error = Some(e.to_string()),
+            }
+        }
+        if let Err(e) = run.result {
+            if error.is_none() {
+                error = Some(if names.len() > 1 {
+                    format!("{}: {e}", run.backend)
+                } else {
+                    e.to_string()
+                });
+            }
         }
     }
-    let error = ran
-        .result
-        .as_ref()
-        .err()
-        .map(|e| e.to_string())
-        .or(analysis_error);
+    if let Err(e) = &ran.result {
+        error.get_or_insert_with(|| e.to_string());
+    }
+    let error = error.or(analysis_error);
+    // One backend: its own record; several: each under its name.
+    let backend_info = if names.len() == 1 {
+        match infos.into_iter().next() {
+            Some((_, serde_json::Value::Object(m))) => m,
+            _ => serde_json::Map::new(),
+        }
+    } else {
+        infos
+    };
     let mut config = serde_json::to_value(&plan.method).unwrap_or(serde_json::Value::Null);
     if let Some(m) = config.as_object_mut() {
         let a = &plan.args.backend;
-        m.insert("backend".into(), plan.backend.into());
+        m.insert("backend".into(), names.join(",").into());
         m.insert("ranks".into(), ran.ranks.into());
         m.insert("timeout_s".into(), plan.timeout.as_secs_f64().into());
         m.insert("poll".into(), a.poll.into());
@@ -111,14 +150,26 @@ pub fn finish(
         if let Some(s) = &a.sim_config {
             m.insert("sim_config".into(), s.clone().into());
         }
+        if let Some(c) = &a.clock {
+            m.insert("clock".into(), c.clone().into());
+        }
         m.insert("sizes_spec".into(), plan.sizes_spec.clone().into());
         m.insert(
             "pattern".into(),
             serde_json::to_value(plan.kind).unwrap_or_default(),
         );
+        if let Some(n) = plan.transpose_n {
+            m.insert("transpose_n".into(), n.into());
+        }
     }
+    // Fitted models describe one backend's sweep: the first backend's.
+    let first: Vec<Point> = analysed
+        .iter()
+        .filter(|p| p.backend == names[0])
+        .cloned()
+        .collect();
     let fit = commbench::core::fit::fit_points(
-        &analysed,
+        &first,
         plan.breakpoint,
         plan.args.instructions_per_second,
     )
@@ -131,12 +182,7 @@ pub fn finish(
         tool_version: env!("CARGO_PKG_VERSION").into(),
         command: std::env::args().collect(),
         config,
-        environment: Environment::probe(
-            plan.backend,
-            backend_info.unwrap_or_default(),
-            ran.ranks,
-            &ran.launcher,
-        ),
+        environment: Environment::probe(&names.join(","), backend_info, ran.ranks, &ran.launcher),
         timer: timer.map(Into::into),
         status: if error.is_some() {
             "partial".into()
@@ -195,7 +241,7 @@ pub fn finish(
                 "no size was completed".to_string()
             } else {
                 format!(
-                    "the {} size(s) measured before the failure are reported above and written",
+                    "the {} point(s) measured before the failure are reported and written",
                     doc.points.len()
                 )
             };

@@ -239,6 +239,7 @@ pub fn render(doc: &ResultDoc, detail: Detail) -> String {
         point(&mut out, p, detail);
     }
     npp_study(&mut out, &doc.points);
+    side_by_side(&mut out, &doc.points);
     if let Some(f) = &doc.fit {
         out.push('\n');
         crate::fit::render_fit(&mut out, f);
@@ -337,5 +338,62 @@ pub fn npp_study(out: &mut String, points: &[Point]) {
             }
             let _ = writeln!(out, "{line}");
         }
+    }
+}
+
+/// Several backends measured between the same ranks: per pattern and size, each backend's
+/// median time (us) and its ratio to the first backend's, with the 95% CI of each median.
+pub fn side_by_side(out: &mut String, points: &[Point]) {
+    let mut backends: Vec<&str> = Vec::new();
+    let mut keys: Vec<(&str, u64)> = Vec::new();
+    for p in points {
+        if !backends.contains(&p.backend.as_str()) {
+            backends.push(&p.backend);
+        }
+        if !keys.contains(&(p.pattern.as_str(), p.size)) {
+            keys.push((p.pattern.as_str(), p.size));
+        }
+    }
+    if backends.len() < 2 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nSIDE BY SIDE (median time per message in us [95% CI]; ratio to {})",
+        backends[0]
+    );
+    let mut head = format!("  {:24}", "pattern / size");
+    for b in &backends {
+        let _ = write!(head, "{:>34}", b);
+    }
+    let _ = writeln!(out, "{head}");
+    for (pattern, size) in keys {
+        let find = |b: &str| {
+            points
+                .iter()
+                .find(|p| p.pattern == pattern && p.size == size && p.backend == b)
+        };
+        let base = find(backends[0]).map(|p| p.one_way_us.median);
+        let mut line = format!("  {:24}", format!("{pattern} {}", format_size(size)));
+        for b in &backends {
+            let cell = match find(b) {
+                Some(p) => {
+                    let s = &p.one_way_us;
+                    let ratio = match base {
+                        Some(m) if m > 0.0 => format!("x{:.2}", s.median / m),
+                        _ => "-".to_string(),
+                    };
+                    format!(
+                        "{} [{}, {}] {ratio}",
+                        sig(s.median),
+                        sig(s.ci95_median.lo),
+                        sig(s.ci95_median.hi)
+                    )
+                }
+                None => "-".to_string(),
+            };
+            let _ = write!(line, "{cell:>34}");
+        }
+        let _ = writeln!(out, "{line}");
     }
 }

@@ -92,6 +92,8 @@ impl Environment {
 /// The `timer` section: the contract keys plus the full characterisation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimerSection {
+    /// The clock characterised (`CLOCK_MONOTONIC`, `MPI_Wtime`, virtual time).
+    pub clock: String,
     /// Clock-read pairs.
     pub samples: u64,
     /// `min_ov`, ns.
@@ -105,6 +107,7 @@ pub struct TimerSection {
 impl From<TimerReport> for TimerSection {
     fn from(t: TimerReport) -> Self {
         TimerSection {
+            clock: t.clock.clone(),
             samples: t.samples,
             min_overhead_ns: t.min_overhead_ns,
             resolution_ns: t.resolution_ns,

@@ -110,11 +110,7 @@ impl Counts {
 
 /// Characterise the endpoint's clock with `samples` back-to-back read pairs (seed 000 §3.1).
 pub fn characterize<E: Endpoint>(ep: &mut E, samples: u64) -> TimerReport {
-    let claimed = if ep.backend() == "sim" {
-        None
-    } else {
-        crate::clock::monotonic_claimed_resolution_ns().map(|x| x as f64)
-    };
+    let claimed = ep.claimed_resolution_ns();
     let name = ep.clock_name();
     characterize_with(|| ep.now_ns(), name, samples, claimed)
 }

@@ -181,6 +181,12 @@ pub trait Endpoint {
         "CLOCK_MONOTONIC".to_string()
     }
 
+    /// The resolution the clock's provider claims, ns (`clock_getres`, `MPI_Wtick`), recorded
+    /// beside the resolution the method of seed 000 measures; `None` when there is no claim.
+    fn claimed_resolution_ns(&self) -> Option<f64> {
+        clock::monotonic_claimed_resolution_ns().map(|x| x as f64)
+    }
+
     /// Busy computation of `iters` iterations of [`clock::spin`] (seed 001's Q). The simulator
     /// turns it into virtual CPU time that its message handlers preempt.
     fn compute(&mut self, iters: u64) {

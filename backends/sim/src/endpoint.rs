@@ -231,6 +231,11 @@ impl Endpoint for SimEndpoint<'_> {
         }
     }
 
+    fn claimed_resolution_ns(&self) -> Option<f64> {
+        // The configured tick is the simulated machine's claim; the method measures it too.
+        Some(self.info.tick_ns as f64)
+    }
+
     fn clock_name(&self) -> String {
         format!(
             "simulated virtual time (integer ns, tick {} ns)",

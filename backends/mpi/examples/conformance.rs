@@ -1,0 +1,143 @@
+//! The conformance suite of commbench-core over MPI, plus every pattern between the last two
+//! ranks and both transposes. Run under a launcher:
+//!
+//! ```text
+//! mpirun -np 2 target/debug/examples/conformance
+//! mpirun -np 4 --oversubscribe target/debug/examples/conformance
+//! ```
+//!
+//! With `-np N` the checks run on 2..=N ranks (sub-communicators of the first n ranks).
+//! Exits non-zero (and aborts the job) on the first failure.
+
+use commbench_core::conformance::{run_check, Harness, CHECKS};
+use commbench_core::method::{MethodConfig, NppChoice};
+use commbench_core::pattern::{Benchmark, PatternKind};
+use commbench_core::transpose::Transpose;
+use commbench_core::{Program, Result};
+use commbench_mpi::{Mpi, MpiClock, MpiConfig, TransposeVector};
+use std::time::Duration;
+
+struct World<'a> {
+    mpi: &'a Mpi,
+    cfg: MpiConfig,
+}
+
+impl Harness for World<'_> {
+    fn run<P: Program>(&self, n: u32, p: &P) -> Result<Vec<P::Output>> {
+        // Only this rank's output exists here; ranks outside the first n return nothing.
+        Ok(self.mpi.run_subset(n, &self.cfg, p)?.into_iter().collect())
+    }
+}
+
+fn quick(source: u32, dest: u32, sizes: Vec<u64>) -> MethodConfig {
+    MethodConfig {
+        sizes,
+        trials: 30,
+        warmup: 5,
+        npp: NppChoice::Auto {
+            res_npp: 50,
+            npp_init: 2,
+            npptrial: 10,
+        },
+        timer_samples: 1 << 14,
+        source,
+        dest,
+        ..MethodConfig::default()
+    }
+}
+
+fn all(mpi: &Mpi) -> Result<usize> {
+    // The control-plane check compares clock readings across ranks, so it needs one clock
+    // shared by all: CLOCK_MONOTONIC on one host. MPI_Wtime is per process in Open MPI
+    // (MPI_WTIME_IS_GLOBAL is false); the patterns below use it too.
+    let cfg = MpiConfig {
+        timeout: Duration::from_secs(20),
+        clock: MpiClock::Monotonic,
+    };
+    let h = World {
+        mpi,
+        cfg: cfg.clone(),
+    };
+    let mut passed = 0;
+    for n in 2..=mpi.size() {
+        for name in CHECKS {
+            run_check(&h, name, n, 1 << 22)
+                .map_err(|e| e.in_phase(format!("conformance check `{name}` on {n} ranks")))?;
+            passed += 1;
+        }
+    }
+    // Every pattern between any two ranks (the last two, in reverse order), on both clocks.
+    let (s, d) = (mpi.size() - 1, mpi.size() - 2);
+    for (kind, clock) in [
+        (PatternKind::PingPong, MpiClock::Wtime),
+        (PatternKind::Exchange, MpiClock::Monotonic),
+        (PatternKind::Bandwidth { window: 8 }, MpiClock::Wtime),
+        (PatternKind::BiBandwidth { window: 8 }, MpiClock::Monotonic),
+    ] {
+        let b = Benchmark::new(kind, quick(s, d, vec![0, 8, 70_000]), None);
+        mpi.run(
+            &MpiConfig {
+                clock,
+                ..cfg.clone()
+            },
+            &b,
+        )
+        .map_err(|e| e.in_phase(kind.name()))?;
+        if mpi.rank() == 0 {
+            let c = b.take_collected();
+            let ok = c.points.len() == 3
+                && c.points.iter().all(|p| p.trial_ns.len() == 30)
+                && c.timer.as_ref().is_some_and(|t| t.clock == clock.name());
+            if !ok {
+                return Err(commbench_core::Error::Protocol(format!(
+                    "{}: rank 0 collected {} points",
+                    kind.name(),
+                    c.points.len()
+                )));
+            }
+        }
+        passed += 1;
+    }
+    // Both transposes of seed 003, verified.
+    let t = Transpose::new(33, quick(0, 1, vec![]), None);
+    mpi.run(&cfg, &t)
+        .map_err(|e| e.in_phase("transpose-pack"))?;
+    let v = TransposeVector::new(33, quick(0, 1, vec![]), None);
+    v.run(mpi, &cfg)
+        .map_err(|e| e.in_phase("transpose-vector"))?;
+    if mpi.rank() == 0 {
+        let (a, b) = (t.take_collected(), v.take_collected());
+        if a.points.len() != 1 || b.points.len() != 1 || b.points[0].pattern != "transpose-vector" {
+            return Err(commbench_core::Error::Protocol(
+                "transposes collected nothing".into(),
+            ));
+        }
+    }
+    passed += 2;
+    Ok(passed)
+}
+
+fn main() {
+    let mpi = match Mpi::init() {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("conformance: {e}");
+            std::process::exit(2);
+        }
+    };
+    match all(&mpi) {
+        Ok(n) => {
+            if mpi.rank() == 0 {
+                println!(
+                    "conformance over MPI: {n} checks passed on up to {} ranks ({})",
+                    mpi.size(),
+                    commbench_mpi::library_version()
+                );
+            }
+        }
+        Err(e) => {
+            eprintln!("conformance: rank {}: {e}", mpi.rank());
+            mpi.abort(1);
+        }
+    }
+}

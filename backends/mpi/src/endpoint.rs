@@ -1,0 +1,805 @@
+//! [`MpiEndpoint`]: the commbench data plane on `MPI_Isend`/`MPI_Irecv`/`MPI_Test`, and the
+//! control plane on MPI's own (non-blocking) collectives.
+
+use crate::sys::{self, Spin};
+use crate::MpiConfig;
+use commbench_core::transport::{BackendInfo, TAG_UB};
+use commbench_core::{
+    clock, Completion, Endpoint, Error, OpKind, Rank, ReqId, Result, Src, Tag, TagSel,
+};
+use mpi::ffi;
+use std::os::raw::{c_int, c_void};
+use std::time::{Duration, Instant};
+
+/// The clock an [`MpiEndpoint`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MpiClock {
+    /// `MPI_Wtime()` (seconds as a double), in nanoseconds.
+    #[default]
+    Wtime,
+    /// `CLOCK_MONOTONIC`, as the other backends read.
+    Monotonic,
+}
+
+impl MpiClock {
+    /// Name in the result document.
+    pub fn name(self) -> &'static str {
+        match self {
+            MpiClock::Wtime => "MPI_Wtime",
+            MpiClock::Monotonic => "CLOCK_MONOTONIC",
+        }
+    }
+}
+
+impl std::str::FromStr for MpiClock {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "wtime" | "mpi_wtime" | "mpi" => Ok(MpiClock::Wtime),
+            "monotonic" | "clock_monotonic" => Ok(MpiClock::Monotonic),
+            _ => Err(Error::Config(format!(
+                "unknown clock {s:?}: expected wtime or monotonic"
+            ))),
+        }
+    }
+}
+
+/// A posted operation whose buffer MPI may still use.
+#[derive(Debug)]
+struct Active {
+    req: ffi::MPI_Request,
+    kind: OpKind,
+    buf: Vec<u8>,
+    /// Destination of a send; source asked for by a receive (`None`: any).
+    peer: Option<Rank>,
+    /// Tag of a send; tag asked for by a receive (`None`: any).
+    tag: Option<Tag>,
+    /// Whether the operation runs on the control communicator (tags from `TAG_UB` up).
+    ctrl: bool,
+    /// A blocking call timed out on it: nobody will collect it.
+    orphan: bool,
+}
+
+#[derive(Debug)]
+struct Slot {
+    generation: u32,
+    op: Option<Active>,
+}
+
+/// One rank's endpoint on MPI.
+///
+/// * Data plane: commbench tags below `TAG_UB` go to a duplicate of the run's communicator
+///   with their own value; `Src::Any` is `MPI_ANY_SOURCE` and `TagSel::Any` is `MPI_ANY_TAG`,
+///   which is safe because nothing else travels on that communicator.
+/// * Control plane (barrier, broadcast, gather, and tags from `TAG_UB` up) goes to a second
+///   duplicate: `MPI_Ibarrier`, `MPI_Ibcast`, `MPI_Igather(v)`, and point-to-point for seed
+///   004's asymmetric barrier, each waited for with the endpoint's timeout.
+/// * Buffers of posted operations are parked in a slab until `MPI_Test` reports them complete,
+///   so their memory stays valid while MPI uses it.
+/// * Blocking `send`/`recv` take a lean path: `MPI_Isend`/`MPI_Irecv` and an `MPI_Test` spin
+///   on a request on the stack (no slab), the clock read every 1024 tests for the timeout.
+///   `MPI_Send`/`MPI_Recv` are never used: they could block forever on a silent peer.
+/// * Every MPI call's return code is checked (`MPI_ERRORS_RETURN` is set on both
+///   communicators); a failure is [`Error::Backend`] with MPI's error string.
+#[derive(Debug)]
+pub struct MpiEndpoint {
+    data: ffi::MPI_Comm,
+    ctrl: ffi::MPI_Comm,
+    rank: Rank,
+    size: u32,
+    timeout: Duration,
+    clock: MpiClock,
+    tag_ub: u32,
+    byte: ffi::MPI_Datatype,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    info: BackendInfo,
+}
+
+impl MpiEndpoint {
+    /// An endpoint on two fresh duplicates of `comm` (collective over `comm`). The
+    /// duplicates are freed when the endpoint is dropped; `comm` is left alone.
+    pub(crate) fn on(comm: ffi::MPI_Comm, cfg: &MpiConfig, info: BackendInfo) -> Result<Self> {
+        let (rank, _) = sys::rank_size(comm)?;
+        let data = dup(comm, rank, cfg.timeout)?;
+        let ctrl = match dup(comm, rank, cfg.timeout) {
+            Ok(c) => c,
+            Err(e) => {
+                free_comm(data);
+                return Err(e);
+            }
+        };
+        let mut ep = MpiEndpoint {
+            data,
+            ctrl,
+            rank,
+            size: 0,
+            timeout: cfg.timeout,
+            clock: cfg.clock,
+            tag_ub: 0,
+            byte: sys::byte_type(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            info,
+        };
+        let (rank, size) = sys::rank_size(data)?;
+        ep.rank = rank;
+        ep.size = size;
+        ep.tag_ub = crate::tag_ub(data)?;
+        ep.info
+            .insert("clock".into(), serde_json::Value::from(cfg.clock.name()));
+        ep.info
+            .insert("tag_ub".into(), serde_json::Value::from(ep.tag_ub));
+        Ok(ep)
+    }
+
+    /// The data communicator (for kernels that use MPI directly, such as the derived-datatype
+    /// transpose).
+    pub(crate) fn data_comm(&self) -> ffi::MPI_Comm {
+        self.data
+    }
+
+    fn check_rank(&self, r: Rank, what: &str) -> Result<()> {
+        if r >= self.size {
+            return Err(Error::Invalid(format!(
+                "{what} rank {r} out of range for {} ranks",
+                self.size
+            )));
+        }
+        Ok(())
+    }
+
+    /// The communicator and MPI tag for a commbench tag.
+    #[inline]
+    fn route(&self, tag: Tag) -> Result<(ffi::MPI_Comm, c_int, bool)> {
+        let (comm, t, ctrl) = if tag < TAG_UB {
+            (self.data, tag, false)
+        } else {
+            (self.ctrl, tag - TAG_UB, true)
+        };
+        if t > self.tag_ub {
+            return Err(Error::Invalid(format!(
+                "tag {tag} is above this MPI library's MPI_TAG_UB ({})",
+                self.tag_ub
+            )));
+        }
+        Ok((comm, t as c_int, ctrl))
+    }
+
+    fn park(&mut self, op: Active) -> ReqId {
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    op: None,
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let s = &mut self.slots[i as usize];
+        s.generation = s.generation.wrapping_add(1);
+        s.op = Some(op);
+        ReqId(((s.generation as u64) << 32) | i as u64)
+    }
+
+    fn slot_index(&self, req: ReqId) -> Result<usize> {
+        let i = (req.0 & 0xFFFF_FFFF) as usize;
+        let g = (req.0 >> 32) as u32;
+        match self.slots.get(i) {
+            Some(s) if s.generation == g && s.op.as_ref().is_some_and(|a| !a.orphan) => Ok(i),
+            _ => Err(Error::Invalid(format!(
+                "unknown or finished request {}",
+                req.0
+            ))),
+        }
+    }
+
+    fn release(&mut self, i: usize) -> Option<Active> {
+        let op = self.slots[i].op.take();
+        self.free.push(i as u32);
+        op
+    }
+
+    /// Turn a finished request into a completion or error (the request is released by MPI).
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        rc: c_int,
+        st: &ffi::MPI_Status,
+        kind: OpKind,
+        buf: Vec<u8>,
+        peer: Option<Rank>,
+        tag: Option<Tag>,
+        ctrl: bool,
+    ) -> Result<Completion> {
+        let err = if rc == sys::ERR_IN_STATUS {
+            st.MPI_ERROR
+        } else {
+            rc
+        };
+        if kind == OpKind::Send {
+            sys::check(err, "MPI_Isend")?;
+            let len = buf.len();
+            return Ok(Completion {
+                kind,
+                buf,
+                peer: peer.unwrap_or(0),
+                tag: tag.unwrap_or(0),
+                len,
+            });
+        }
+        let source = st.MPI_SOURCE.max(0) as Rank;
+        let t = st.MPI_TAG.max(0) as Tag + if ctrl { TAG_UB } else { 0 };
+        let truncated = err == sys::ERR_TRUNCATE || st.MPI_ERROR == sys::ERR_TRUNCATE;
+        if err != sys::SUCCESS && !truncated {
+            return Err(sys::mpi_error("MPI_Irecv", err));
+        }
+        let mut n: c_int = 0;
+        // SAFETY: `st` was filled by MPI_Test for a receive of bytes.
+        let rc = unsafe { ffi::MPI_Get_count(st, self.byte, &mut n) };
+        sys::check(rc, "MPI_Get_count")?;
+        let cap = buf.len();
+        if truncated {
+            // Open MPI reports the length sent; a library that reports only what fitted
+            // still tells that the message was longer.
+            let len = (n.max(0) as usize).max(cap + 1);
+            return Err(Error::Truncated {
+                len,
+                cap,
+                source_rank: source,
+                tag: t,
+            });
+        }
+        Ok(Completion {
+            kind,
+            buf,
+            peer: source,
+            tag: t,
+            len: (n.max(0) as usize).min(cap),
+        })
+    }
+
+    fn timeout_error(&self, kind: OpKind, peer: Option<Rank>, tag: Option<Tag>) -> Error {
+        let who = match peer {
+            Some(p) => format!("rank {p}"),
+            None => "any rank".to_string(),
+        };
+        let what = match (kind, tag) {
+            (OpKind::Send, Some(t)) => format!("a send to {who} (tag {t}) to complete"),
+            (OpKind::Send, None) => format!("a send to {who} to complete"),
+            (OpKind::Recv, Some(t)) => format!("a message from {who} (tag {t})"),
+            (OpKind::Recv, None) => format!("a message from {who}"),
+        };
+        Error::Timeout {
+            rank: self.rank,
+            what,
+            timeout: self.timeout,
+        }
+    }
+
+    /// A blocking operation on a request on the stack: spin, and on timeout park the request
+    /// (its buffer stays valid) as an orphan that the endpoint cleans up when dropped.
+    #[inline]
+    fn block(
+        &mut self,
+        mut req: ffi::MPI_Request,
+        kind: OpKind,
+        buf: Vec<u8>,
+        peer: Option<Rank>,
+        tag: Option<Tag>,
+        ctrl: bool,
+    ) -> Result<Completion> {
+        let mut st = sys::empty_status();
+        match sys::spin(&mut req, &mut st, self.timeout) {
+            Spin::Done(rc) => self.finish(rc, &st, kind, buf, peer, tag, ctrl),
+            Spin::Failed(rc) => {
+                self.park(Active {
+                    req,
+                    kind,
+                    buf,
+                    peer,
+                    tag,
+                    ctrl,
+                    orphan: true,
+                });
+                Err(sys::mpi_error("MPI_Test", rc))
+            }
+            Spin::TimedOut => {
+                self.park(Active {
+                    req,
+                    kind,
+                    buf,
+                    peer,
+                    tag,
+                    ctrl,
+                    orphan: true,
+                });
+                Err(self.timeout_error(kind, peer, tag))
+            }
+        }
+    }
+
+    #[inline]
+    fn post_send(&self, dest: Rank, tag: Tag, buf: &[u8]) -> Result<(ffi::MPI_Request, bool)> {
+        self.check_rank(dest, "destination")?;
+        let (comm, t, ctrl) = self.route(tag)?;
+        let n = sys::count(buf.len(), "a message")?;
+        let mut req = sys::request_null();
+        // SAFETY: `buf` is a live heap buffer of `n` bytes that the caller keeps (in the slab
+        // or on its stack frame) until the request completes; `comm` is valid.
+        let rc = unsafe {
+            ffi::MPI_Isend(
+                buf.as_ptr() as *const c_void,
+                n,
+                self.byte,
+                dest as c_int,
+                t,
+                comm,
+                &mut req,
+            )
+        };
+        sys::check(rc, "MPI_Isend")?;
+        Ok((req, ctrl))
+    }
+
+    #[inline]
+    fn post_recv(&self, src: Src, tag: TagSel, buf: &mut [u8]) -> Result<(ffi::MPI_Request, bool)> {
+        let s = match src {
+            Src::Any => {
+                // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
+                unsafe { ffi::RSMPI_ANY_SOURCE }
+            }
+            Src::Rank(r) => {
+                self.check_rank(r, "source")?;
+                r as c_int
+            }
+        };
+        let (comm, t, ctrl) = match tag {
+            TagSel::Any => {
+                // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
+                (self.data, unsafe { ffi::RSMPI_ANY_TAG }, false)
+            }
+            TagSel::Tag(t) => self.route(t)?,
+        };
+        let n = sys::count(buf.len(), "a receive buffer")?;
+        let mut req = sys::request_null();
+        // SAFETY: `buf` is a live heap buffer of `n` bytes that the caller keeps (in the slab
+        // or on its stack frame) until the request completes; `comm` is valid.
+        let rc = unsafe {
+            ffi::MPI_Irecv(
+                buf.as_mut_ptr() as *mut c_void,
+                n,
+                self.byte,
+                s,
+                t,
+                comm,
+                &mut req,
+            )
+        };
+        sys::check(rc, "MPI_Irecv")?;
+        Ok((req, ctrl))
+    }
+
+    fn check_root(&self, root: Rank) -> Result<()> {
+        self.check_rank(root, "root")
+    }
+
+    /// Spin on a control-plane request; on timeout leak `keep` (MPI may still use it).
+    fn wait_ctrl(&self, req: &mut ffi::MPI_Request, what: &str, keep: Vec<Vec<u8>>) -> Result<()> {
+        let r = sys::wait_collective(req, self.rank, self.timeout, what);
+        if matches!(r, Err(Error::Timeout { .. })) {
+            for k in keep {
+                sys::leak(k);
+            }
+        }
+        r
+    }
+
+    /// Spin on an MPI request of a kernel that uses MPI directly (derived datatypes).
+    pub(crate) fn spin_raw(
+        &self,
+        req: &mut ffi::MPI_Request,
+        st: &mut ffi::MPI_Status,
+        what: &'static str,
+        peer: Rank,
+    ) -> Result<()> {
+        match sys::spin(req, st, self.timeout) {
+            Spin::Done(rc) => {
+                let e = if rc == sys::ERR_IN_STATUS {
+                    st.MPI_ERROR
+                } else {
+                    rc
+                };
+                sys::check(e, what)
+            }
+            Spin::Failed(rc) => Err(sys::mpi_error(what, rc)),
+            Spin::TimedOut => Err(Error::Timeout {
+                rank: self.rank,
+                what: format!("{what} with rank {peer}"),
+                timeout: self.timeout,
+            }),
+        }
+    }
+}
+
+fn dup(comm: ffi::MPI_Comm, rank: Rank, timeout: Duration) -> Result<ffi::MPI_Comm> {
+    let mut new = sys::comm_null();
+    let mut req = sys::request_null();
+    // SAFETY: `comm` is valid; `new` is written by MPI when the request completes, and lives
+    // until then (on timeout it is leaked with the request, see below).
+    let rc = unsafe { ffi::MPI_Comm_idup(comm, &mut new, &mut req) };
+    sys::check(rc, "MPI_Comm_idup")?;
+    if let Err(e) = sys::wait_collective(&mut req, rank, timeout, "MPI_Comm_idup") {
+        // MPI may still write the new handle: give it a place that outlives this frame.
+        if matches!(e, Error::Timeout { .. }) {
+            std::mem::forget(Box::new(new));
+        }
+        return Err(e);
+    }
+    sys::errors_return(new)?;
+    Ok(new)
+}
+
+fn free_comm(mut c: ffi::MPI_Comm) {
+    if c != sys::comm_null() {
+        // SAFETY: `c` is a communicator this crate duplicated and frees once. MPI defers the
+        // release until pending operations on it finish. The code is ignored: this runs in
+        // clean-up, where there is nobody to report to.
+        unsafe {
+            ffi::MPI_Comm_free(&mut c);
+        }
+    }
+}
+
+impl Drop for MpiEndpoint {
+    fn drop(&mut self) {
+        // Requests nobody collected: cancel receives, give every request a moment to finish,
+        // and leak the buffers of those that did not, since MPI may still use them.
+        let deadline = Instant::now() + Duration::from_millis(200);
+        for s in &mut self.slots {
+            let Some(mut a) = s.op.take() else { continue };
+            if a.kind == OpKind::Recv {
+                // SAFETY: `a.req` is an active request of this endpoint.
+                unsafe {
+                    ffi::MPI_Cancel(&mut a.req);
+                }
+            }
+            let mut st = sys::empty_status();
+            let mut done = false;
+            while Instant::now() < deadline {
+                let mut flag: c_int = 0;
+                // SAFETY: as above; its buffer `a.buf` is still alive.
+                let rc = unsafe { ffi::MPI_Test(&mut a.req, &mut flag, &mut st) };
+                if flag != 0 {
+                    done = true;
+                    break;
+                }
+                if rc != sys::SUCCESS {
+                    break;
+                }
+            }
+            if !done {
+                sys::leak(std::mem::take(&mut a.buf));
+            }
+        }
+        free_comm(self.data);
+        free_comm(self.ctrl);
+    }
+}
+
+impl Endpoint for MpiEndpoint {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.size
+    }
+    fn backend(&self) -> &'static str {
+        "mpi"
+    }
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
+        let (req, ctrl) = self.post_send(dest, tag, &buf)?;
+        Ok(self.park(Active {
+            req,
+            kind: OpKind::Send,
+            buf,
+            peer: Some(dest),
+            tag: Some(tag),
+            ctrl,
+            orphan: false,
+        }))
+    }
+
+    fn irecv(&mut self, src: Src, tag: TagSel, mut buf: Vec<u8>) -> Result<ReqId> {
+        let (req, ctrl) = self.post_recv(src, tag, &mut buf)?;
+        Ok(self.park(Active {
+            req,
+            kind: OpKind::Recv,
+            buf,
+            peer: match src {
+                Src::Any => None,
+                Src::Rank(r) => Some(r),
+            },
+            tag: match tag {
+                TagSel::Any => None,
+                TagSel::Tag(t) => Some(t),
+            },
+            ctrl,
+            orphan: false,
+        }))
+    }
+
+    fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
+        let i = self.slot_index(req)?;
+        let mut st = sys::empty_status();
+        let mut flag: c_int = 0;
+        let rc = {
+            let a = self.slots[i]
+                .op
+                .as_mut()
+                .ok_or_else(|| Error::Invalid(format!("unknown or finished request {}", req.0)))?;
+            // SAFETY: `a.req` is an active request whose buffer `a.buf` lives in the slab.
+            unsafe { ffi::MPI_Test(&mut a.req, &mut flag, &mut st) }
+        };
+        if flag == 0 {
+            if rc != sys::SUCCESS {
+                // The request may still be active: keep it (and its buffer) as an orphan.
+                if let Some(a) = self.slots[i].op.as_mut() {
+                    a.orphan = true;
+                }
+                return Err(sys::mpi_error("MPI_Test", rc));
+            }
+            return Ok(None);
+        }
+        let a = self
+            .release(i)
+            .ok_or_else(|| Error::Invalid(format!("unknown or finished request {}", req.0)))?;
+        self.finish(rc, &st, a.kind, a.buf, a.peer, a.tag, a.ctrl)
+            .map(Some)
+    }
+
+    fn wait(&mut self, req: ReqId) -> Result<Completion> {
+        let start = Instant::now();
+        let mut spins: u32 = 0;
+        loop {
+            if let Some(c) = self.test(req)? {
+                return Ok(c);
+            }
+            spins = spins.wrapping_add(1);
+            if spins % 1024 == 0 && start.elapsed() > self.timeout {
+                let i = self.slot_index(req)?;
+                let (kind, peer, tag) = match &self.slots[i].op {
+                    Some(a) => (a.kind, a.peer, a.tag),
+                    None => (OpKind::Recv, None, None),
+                };
+                return Err(self.timeout_error(kind, peer, tag));
+            }
+        }
+    }
+
+    #[inline]
+    fn send(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<Vec<u8>> {
+        let (req, ctrl) = self.post_send(dest, tag, &buf)?;
+        Ok(self
+            .block(req, OpKind::Send, buf, Some(dest), Some(tag), ctrl)?
+            .buf)
+    }
+
+    #[inline]
+    fn recv(&mut self, src: Src, tag: TagSel, mut buf: Vec<u8>) -> Result<Completion> {
+        let (req, ctrl) = self.post_recv(src, tag, &mut buf)?;
+        let peer = match src {
+            Src::Any => None,
+            Src::Rank(r) => Some(r),
+        };
+        let t = match tag {
+            TagSel::Any => None,
+            TagSel::Tag(t) => Some(t),
+        };
+        self.block(req, OpKind::Recv, buf, peer, t, ctrl)
+    }
+
+    #[inline]
+    fn now_ns(&mut self) -> u64 {
+        match self.clock {
+            // SAFETY: MPI_Wtime has no preconditions once MPI is initialised.
+            MpiClock::Wtime => (unsafe { ffi::RSMPI_Wtime() } * 1e9) as u64,
+            MpiClock::Monotonic => clock::monotonic_ns(),
+        }
+    }
+
+    fn clock_name(&self) -> String {
+        self.clock.name().to_string()
+    }
+
+    fn claimed_resolution_ns(&self) -> Option<f64> {
+        match self.clock {
+            // The seed found MPI_Wtick unreliable; it is recorded beside the measured value.
+            // SAFETY: MPI_Wtick takes no arguments and may be called once MPI is initialised,
+            // which an endpoint guarantees.
+            MpiClock::Wtime => Some(unsafe { mpi::ffi::MPI_Wtick() } * 1e9),
+            MpiClock::Monotonic => {
+                commbench_core::clock::monotonic_claimed_resolution_ns().map(|x| x as f64)
+            }
+        }
+    }
+
+    fn info(&self) -> BackendInfo {
+        self.info.clone()
+    }
+
+    fn barrier(&mut self) -> Result<()> {
+        let mut req = sys::request_null();
+        // SAFETY: valid communicator; the request is waited for below.
+        let rc = unsafe { ffi::MPI_Ibarrier(self.ctrl, &mut req) };
+        sys::check(rc, "MPI_Ibarrier")?;
+        self.wait_ctrl(&mut req, "MPI_Ibarrier", Vec::new())
+    }
+
+    fn barrier_first(&mut self, first: Rank) -> Result<()> {
+        // Point-to-point on the control communicator (tags from TAG_UB up route there).
+        commbench_core::transport::control::barrier_first(self, first)
+    }
+
+    fn broadcast(&mut self, root: Rank, data: &mut Vec<u8>) -> Result<()> {
+        self.check_root(root)?;
+        let mut len = (data.len() as u64).to_le_bytes().to_vec();
+        let mut req = sys::request_null();
+        // SAFETY: `len` is an 8-byte heap buffer kept until the request completes (leaked on
+        // timeout); valid communicator.
+        let rc = unsafe {
+            ffi::MPI_Ibcast(
+                len.as_mut_ptr() as *mut c_void,
+                8,
+                self.byte,
+                root as c_int,
+                self.ctrl,
+                &mut req,
+            )
+        };
+        sys::check(rc, "MPI_Ibcast")?;
+        if let Err(e) =
+            sys::wait_collective(&mut req, self.rank, self.timeout, "MPI_Ibcast (length)")
+        {
+            if matches!(e, Error::Timeout { .. }) {
+                sys::leak(len);
+            }
+            return Err(e);
+        }
+        let n = u64::from_le_bytes(len[..8].try_into().unwrap_or([0; 8]));
+        let n = usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= 1 << 40)
+            .ok_or_else(|| Error::Protocol(format!("broadcast of {n} bytes")))?;
+        if self.rank != root {
+            data.clear();
+            data.resize(n, 0);
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let c = sys::count(n, "a broadcast")?;
+        let mut buf = std::mem::take(data);
+        // SAFETY: `buf` holds `c` bytes and is kept until the request completes (leaked on
+        // timeout); valid communicator.
+        let rc = unsafe {
+            ffi::MPI_Ibcast(
+                buf.as_mut_ptr() as *mut c_void,
+                c,
+                self.byte,
+                root as c_int,
+                self.ctrl,
+                &mut req,
+            )
+        };
+        if let Err(e) = sys::check(rc, "MPI_Ibcast") {
+            *data = buf;
+            return Err(e);
+        }
+        let r = sys::wait_collective(&mut req, self.rank, self.timeout, "MPI_Ibcast");
+        match r {
+            Err(e @ Error::Timeout { .. }) => {
+                sys::leak(buf);
+                Err(e)
+            }
+            r => {
+                *data = buf;
+                r
+            }
+        }
+    }
+
+    fn gather(&mut self, root: Rank, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+        self.check_root(root)?;
+        let n = self.size as usize;
+        let me_root = self.rank == root;
+        // 1: every rank's length to the root.
+        let mine = (data.len() as u64).to_le_bytes().to_vec();
+        let mut lens = vec![0u8; if me_root { 8 * n } else { 8 }];
+        let mut req = sys::request_null();
+        // SAFETY: `mine` (8 bytes) and `lens` (8 per rank on the root) are heap buffers kept
+        // until the request completes (leaked on timeout); valid communicator.
+        let rc = unsafe {
+            ffi::MPI_Igather(
+                mine.as_ptr() as *const c_void,
+                8,
+                self.byte,
+                lens.as_mut_ptr() as *mut c_void,
+                8,
+                self.byte,
+                root as c_int,
+                self.ctrl,
+                &mut req,
+            )
+        };
+        sys::check(rc, "MPI_Igather")?;
+        let r = sys::wait_collective(&mut req, self.rank, self.timeout, "MPI_Igather (lengths)");
+        if let Err(e) = r {
+            if matches!(e, Error::Timeout { .. }) {
+                sys::leak(mine);
+                sys::leak(lens);
+            }
+            return Err(e);
+        }
+        // 2: the bytes.
+        let mut counts: Vec<c_int> = Vec::new();
+        let mut displs: Vec<c_int> = Vec::new();
+        let mut all: Vec<u8> = sys::heap_zeroes(0);
+        if me_root {
+            let mut off: usize = 0;
+            for c in lens.chunks_exact(8) {
+                let l = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+                let l = usize::try_from(l)
+                    .map_err(|_| Error::Protocol(format!("gather part of {l} bytes")))?;
+                counts.push(sys::count(l, "a gather part")?);
+                displs.push(sys::count(off, "a gather")?);
+                off += l;
+            }
+            sys::count(off, "a gather")?;
+            all = sys::heap_zeroes(off);
+        }
+        let sc = sys::count(data.len(), "a gather part")?;
+        let send = sys::heap_bytes(data);
+        // SAFETY: `send`, `all`, `counts` and `displs` are heap buffers kept until the request
+        // completes (leaked on timeout); on the root `all` holds the sum of `counts` bytes.
+        let rc = unsafe {
+            ffi::MPI_Igatherv(
+                send.as_ptr() as *const c_void,
+                sc,
+                self.byte,
+                all.as_mut_ptr() as *mut c_void,
+                counts.as_ptr(),
+                displs.as_ptr(),
+                self.byte,
+                root as c_int,
+                self.ctrl,
+                &mut req,
+            )
+        };
+        sys::check(rc, "MPI_Igatherv")?;
+        let r = sys::wait_collective(&mut req, self.rank, self.timeout, "MPI_Igatherv");
+        if let Err(e) = r {
+            if matches!(e, Error::Timeout { .. }) {
+                sys::leak(send);
+                sys::leak(all);
+                sys::leak(counts);
+                sys::leak(displs);
+            }
+            return Err(e);
+        }
+        if !me_root {
+            return Ok(None);
+        }
+        let parts = counts
+            .iter()
+            .zip(&displs)
+            .map(|(&c, &d)| all[d as usize..d as usize + c as usize].to_vec())
+            .collect();
+        Ok(Some(parts))
+    }
+}

@@ -1,0 +1,213 @@
+//! Thin checked wrappers over `mpi::ffi`: every return code becomes an [`Error`].
+//!
+//! rsmpi's safe calls ignore MPI's return codes, so this crate calls the C functions through
+//! `mpi::ffi` with `MPI_ERRORS_RETURN` set on every communicator it uses, and checks each code.
+
+use commbench_core::{Error, Result};
+use mpi::ffi;
+use std::os::raw::{c_char, c_int};
+use std::time::{Duration, Instant};
+
+/// `MPI_SUCCESS`.
+pub(crate) const SUCCESS: c_int = ffi::MPI_SUCCESS as c_int;
+/// `MPI_ERR_TRUNCATE`.
+pub(crate) const ERR_TRUNCATE: c_int = ffi::MPI_ERR_TRUNCATE as c_int;
+/// `MPI_ERR_IN_STATUS`.
+pub(crate) const ERR_IN_STATUS: c_int = ffi::MPI_ERR_IN_STATUS as c_int;
+
+/// MPI's text for an error code, with the code.
+pub(crate) fn error_string(code: c_int) -> String {
+    let mut buf = [0 as c_char; ffi::MPI_MAX_ERROR_STRING as usize + 1];
+    let mut len: c_int = 0;
+    // SAFETY: `buf` holds MPI_MAX_ERROR_STRING characters as MPI_Error_string requires, and
+    // `len` is a valid place for the length.
+    let rc = unsafe { ffi::MPI_Error_string(code, buf.as_mut_ptr(), &mut len) };
+    if rc != SUCCESS {
+        return format!("MPI error code {code}");
+    }
+    let len = (len.max(0) as usize).min(buf.len());
+    let bytes: Vec<u8> = buf[..len].iter().map(|&c| c as u8).collect();
+    format!(
+        "{} (MPI error code {code})",
+        String::from_utf8_lossy(&bytes).trim()
+    )
+}
+
+/// The error of a failed MPI call.
+#[cold]
+pub(crate) fn mpi_error(what: &str, rc: c_int) -> Error {
+    Error::Backend {
+        backend: "mpi",
+        message: format!("{what}: {}", error_string(rc)),
+    }
+}
+
+/// `Ok` for `MPI_SUCCESS`, else the error of `what`.
+#[inline]
+pub(crate) fn check(rc: c_int, what: &str) -> Result<()> {
+    if rc == SUCCESS {
+        Ok(())
+    } else {
+        Err(mpi_error(what, rc))
+    }
+}
+
+/// An empty status to be filled by MPI.
+#[inline]
+pub(crate) fn empty_status() -> ffi::MPI_Status {
+    // SAFETY: MPI_Status is a plain C struct of integers, for which all zeroes is a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+/// `MPI_REQUEST_NULL`.
+#[inline]
+pub(crate) fn request_null() -> ffi::MPI_Request {
+    // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
+    unsafe { ffi::RSMPI_REQUEST_NULL }
+}
+
+/// `MPI_COMM_WORLD`.
+#[inline]
+pub(crate) fn comm_world() -> ffi::MPI_Comm {
+    // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
+    unsafe { ffi::RSMPI_COMM_WORLD }
+}
+
+/// `MPI_COMM_NULL`.
+#[inline]
+pub(crate) fn comm_null() -> ffi::MPI_Comm {
+    // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
+    unsafe { ffi::RSMPI_COMM_NULL }
+}
+
+/// The datatype of one byte (`MPI_UINT8_T`).
+#[inline]
+pub(crate) fn byte_type() -> ffi::MPI_Datatype {
+    // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
+    unsafe { ffi::RSMPI_UINT8_T }
+}
+
+/// `MPI_DOUBLE`.
+#[inline]
+pub(crate) fn double_type() -> ffi::MPI_Datatype {
+    // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
+    unsafe { ffi::RSMPI_DOUBLE }
+}
+
+/// Set `MPI_ERRORS_RETURN` on `comm`, so that failures come back as codes instead of aborting.
+pub(crate) fn errors_return(comm: ffi::MPI_Comm) -> Result<()> {
+    // SAFETY: `comm` is a valid communicator and MPI_ERRORS_RETURN a predefined handler.
+    let rc = unsafe { ffi::MPI_Comm_set_errhandler(comm, ffi::RSMPI_ERRORS_RETURN) };
+    check(rc, "MPI_Comm_set_errhandler(MPI_ERRORS_RETURN)")
+}
+
+/// This process's rank in `comm` and the size of `comm`.
+pub(crate) fn rank_size(comm: ffi::MPI_Comm) -> Result<(u32, u32)> {
+    let (mut r, mut s): (c_int, c_int) = (0, 0);
+    // SAFETY: valid communicator and out-pointers.
+    check(unsafe { ffi::MPI_Comm_rank(comm, &mut r) }, "MPI_Comm_rank")?;
+    // SAFETY: as above.
+    check(unsafe { ffi::MPI_Comm_size(comm, &mut s) }, "MPI_Comm_size")?;
+    Ok((r as u32, s as u32))
+}
+
+/// Outcome of spinning on a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Spin {
+    /// `MPI_Test` said the request finished (with this return code: the request is released).
+    Done(c_int),
+    /// `MPI_Test` failed without completing the request: it may still be active.
+    Failed(c_int),
+    /// The timeout ran out: the request is still active.
+    TimedOut,
+}
+
+/// Spin on `MPI_Test` until `req` completes or `timeout` passes without completion. The clock
+/// is read only every 1024 tests, so that a message that is already there costs one test.
+#[inline]
+pub(crate) fn spin(
+    req: &mut ffi::MPI_Request,
+    status: &mut ffi::MPI_Status,
+    timeout: Duration,
+) -> Spin {
+    let mut flag: c_int = 0;
+    let mut spins: u32 = 0;
+    let mut start: Option<Instant> = None;
+    loop {
+        // SAFETY: `req` is a request this crate started (or MPI_REQUEST_NULL) and the
+        // buffers it refers to are kept alive by the caller until it completes.
+        let rc = unsafe { ffi::MPI_Test(req, &mut flag, status) };
+        if flag != 0 {
+            return Spin::Done(rc);
+        }
+        if rc != SUCCESS {
+            return Spin::Failed(rc);
+        }
+        spins = spins.wrapping_add(1);
+        if spins % 1024 == 0 {
+            match start {
+                None => start = Some(Instant::now()),
+                Some(s) if s.elapsed() > timeout => return Spin::TimedOut,
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+/// Wait for a non-blocking collective (or other request without a buffer owned here): an
+/// error for a failure, [`Error::Timeout`] naming `what` after `timeout`.
+pub(crate) fn wait_collective(
+    req: &mut ffi::MPI_Request,
+    rank: u32,
+    timeout: Duration,
+    what: &str,
+) -> Result<()> {
+    let mut st = empty_status();
+    match spin(req, &mut st, timeout) {
+        Spin::Done(rc) => {
+            check(rc, what)?;
+            if st.MPI_ERROR != SUCCESS && rc == ERR_IN_STATUS {
+                return Err(mpi_error(what, st.MPI_ERROR));
+            }
+            Ok(())
+        }
+        Spin::Failed(rc) => Err(mpi_error(what, rc)),
+        Spin::TimedOut => Err(Error::Timeout {
+            rank,
+            what: format!("{what} (the other ranks)"),
+            timeout,
+        }),
+    }
+}
+
+/// Leak `v` on purpose: MPI may still write into it (a request that timed out is still
+/// active and may not be freed), so its memory must stay valid for the rest of the process.
+pub(crate) fn leak<T>(v: Vec<T>) {
+    std::mem::forget(v);
+}
+
+/// A usize as an MPI count, or an error naming what was too large.
+pub(crate) fn count(n: usize, what: &str) -> Result<c_int> {
+    c_int::try_from(n).map_err(|_| {
+        Error::Invalid(format!(
+            "{what} of {n} elements: MPI counts stop at {}",
+            c_int::MAX
+        ))
+    })
+}
+
+/// A copy of `data` in a heap allocation of at least one byte. An empty `Vec<u8>` points at
+/// address 1, which is `MPI_IN_PLACE` in Open MPI: a collective given it would read it as
+/// "in place" (or refuse it), so collectives never see an empty vector's pointer.
+pub(crate) fn heap_bytes(data: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(data.len().max(1));
+    v.extend_from_slice(data);
+    v
+}
+
+/// `len` zero bytes in a heap allocation of at least one byte (see [`heap_bytes`]).
+pub(crate) fn heap_zeroes(len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len.max(1));
+    v.resize(len, 0);
+    v
+}

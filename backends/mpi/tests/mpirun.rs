@@ -1,0 +1,122 @@
+//! The MPI backend under `mpirun`: the examples of this crate (built by `cargo test`) started
+//! with 2 ranks, each bounded in time so that a hang is a failure, not a stuck test. Also the
+//! transpose of seed 003 on tcp threads, which needs no launcher.
+
+use commbench_core::method::{MethodConfig, NppChoice};
+use commbench_core::transpose::Transpose;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn example(name: &str) -> PathBuf {
+    // target/<profile>/deps/<this test> -> target/<profile>/examples/<name>
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent()
+        .and_then(|d| d.parent())
+        .expect("target directory")
+        .join("examples")
+        .join(name)
+}
+
+/// Run `cmd`, killing it after `limit`; the output and whether it finished in time.
+fn run_bounded(mut cmd: Command, limit: Duration) -> (Output, bool) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mpirun");
+    let start = Instant::now();
+    let mut in_time = true;
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > limit {
+            in_time = false;
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child.wait_with_output().expect("output"), in_time)
+}
+
+fn mpirun(np: u32, exe: &str) -> Command {
+    let mut c = Command::new("mpirun");
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["-np", &np.to_string()]);
+    if np > 2 {
+        c.arg("--oversubscribe");
+    }
+    c.arg(example(exe));
+    c
+}
+
+#[test]
+fn conformance_suite_over_mpi_on_two_ranks() {
+    let (out, in_time) = run_bounded(mpirun(2, "conformance"), Duration::from_secs(120));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(in_time, "conformance hung\n{stdout}\n{stderr}");
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("13 checks passed on up to 2 ranks"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_killed_rank_ends_the_run_with_an_error() {
+    let (out, in_time) = run_bounded(mpirun(2, "victim"), Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(in_time, "a killed rank made the run hang\n{stderr}");
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("killing rank 1"), "{stderr}");
+}
+
+#[test]
+fn without_a_launcher_it_says_how_to_start() {
+    let mut c = Command::new(example("conformance"));
+    for v in commbench_mpi::LAUNCHER_VARIABLES {
+        c.env_remove(v);
+    }
+    let (out, in_time) = run_bounded(c, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(in_time);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("mpirun -np 2 commbench pingpong --backend mpi"),
+        "{stderr}"
+    );
+}
+
+fn quick(source: u32, dest: u32) -> MethodConfig {
+    MethodConfig {
+        sizes: vec![],
+        trials: 20,
+        warmup: 2,
+        npp: NppChoice::Fixed(2),
+        timer_samples: 1 << 12,
+        source,
+        dest,
+        ..MethodConfig::default()
+    }
+}
+
+#[test]
+fn packed_transpose_is_verified_on_tcp() {
+    let cfg = commbench_tcp::TcpConfig::default();
+    for (n, ranks, s, d) in [(1, 2, 0, 1), (7, 2, 1, 0), (40, 3, 2, 0)] {
+        let t = Transpose::new(n, quick(s, d), None);
+        commbench_tcp::run_threads(ranks, &cfg, &t).unwrap();
+        let c = t.take_collected();
+        assert_eq!(c.points.len(), 1);
+        let p = &c.points[0];
+        assert_eq!(
+            (p.pattern.as_str(), p.size, p.npp, p.trips_per_iteration),
+            ("transpose-pack", (n * n * 8) as u64, 2, 1)
+        );
+        assert_eq!(p.trial_ns.len(), 20);
+        assert!(c.timer.is_some());
+    }
+    let t = Transpose::new(0, quick(0, 1), None);
+    assert!(commbench_tcp::run_threads(2, &cfg, &t).is_err());
+}

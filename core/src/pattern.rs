@@ -196,13 +196,6 @@ impl<'a> Benchmark<'a> {
         }
     }
 
-    fn with_collected(&self, f: impl FnOnce(&mut Collected)) {
-        match self.collected.lock() {
-            Ok(mut g) => f(&mut g),
-            Err(p) => f(&mut p.into_inner()),
-        }
-    }
-
     fn report(&self, p: Progress) {
         if let Some(cb) = self.progress {
             cb(p);
@@ -356,55 +349,10 @@ impl Looper {
         }
         Ok(())
     }
-
-    /// Seed 000 §3.2: `ntrial` trials of `npp` iterations, each after a barrier and the
-    /// handshake. Returns the trial times (ns, `min_ov` subtracted) on the source rank and an
-    /// empty vector elsewhere. `tick` is called after every trial, outside the timed region.
-    fn trials<E: Endpoint>(
-        &mut self,
-        ep: &mut E,
-        npp: u64,
-        ntrial: u64,
-        min_ov: i64,
-        mut tick: impl FnMut(u64),
-    ) -> Result<Vec<i64>> {
-        let mut times = Vec::new();
-        if self.me == self.src {
-            times.try_reserve_exact(ntrial as usize).map_err(|_| {
-                Error::Config(format!("cannot hold {ntrial} trial times in memory"))
-            })?;
-        }
-        for k in 0..ntrial {
-            ep.barrier()
-                .phase_with(|| format!("barrier before trial {k}"))?;
-            if self.me == self.src {
-                let hs = std::mem::take(&mut self.hs);
-                self.hs = ep
-                    .recv(Src::Rank(self.dst), TagSel::Tag(TAG_HANDSHAKE), hs)
-                    .phase_with(|| format!("handshake of trial {k}"))?
-                    .buf;
-                let t1 = ep.now_ns();
-                for _ in 0..npp {
-                    self.iteration(ep).phase_with(|| format!("trial {k}"))?;
-                }
-                let t2 = ep.now_ns();
-                times.push(t2 as i64 - t1 as i64 - min_ov);
-            } else if self.me == self.dst {
-                let hs = std::mem::take(&mut self.hs);
-                self.hs = ep
-                    .send(self.src, TAG_HANDSHAKE, hs)
-                    .phase_with(|| format!("handshake of trial {k}"))?;
-                for _ in 0..npp {
-                    self.iteration(ep).phase_with(|| format!("trial {k}"))?;
-                }
-            }
-            tick(k + 1);
-        }
-        Ok(times)
-    }
 }
 
-fn encode_i64s(v: &[i64]) -> Vec<u8> {
+/// Trial times as bytes (little-endian), for the control plane.
+pub fn encode_i64s(v: &[i64]) -> Vec<u8> {
     let mut out = Vec::with_capacity(v.len() * 8);
     for x in v {
         out.extend_from_slice(&x.to_le_bytes());
@@ -412,13 +360,229 @@ fn encode_i64s(v: &[i64]) -> Vec<u8> {
     out
 }
 
-fn decode_i64s(b: &[u8]) -> Result<Vec<i64>> {
+/// The inverse of [`encode_i64s`].
+pub fn decode_i64s(b: &[u8]) -> Result<Vec<i64>> {
     if b.len() % 8 != 0 {
         return Err(Error::Protocol(format!("{} bytes of trial times", b.len())));
     }
     Ok(b.chunks_exact(8)
         .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
         .collect())
+}
+
+/// Lock a [`Collected`] (also when poisoned) and change it.
+pub fn with_collected(c: &Mutex<Collected>, f: impl FnOnce(&mut Collected)) {
+    match c.lock() {
+        Ok(mut g) => f(&mut g),
+        Err(p) => f(&mut p.into_inner()),
+    }
+}
+
+/// Seed 000 §3.1 for a run: the `source` rank characterises its clock, every rank learns
+/// `(min_ov, res_timing)`, and rank 0 keeps the report and its backend's description.
+pub fn characterise_timer<E: Endpoint>(
+    ep: &mut E,
+    cfg: &MethodConfig,
+    collected: &Mutex<Collected>,
+) -> Result<(i64, f64)> {
+    let me = ep.rank();
+    if me == 0 {
+        let info = ep.info();
+        with_collected(collected, |c| c.backend_info = Some(info));
+    }
+    ep.barrier().phase("start-up barrier")?;
+    let mut tb = Vec::new();
+    if me == cfg.source {
+        let t = timer::characterize(ep, cfg.timer_samples);
+        tb = serde_json::to_vec(&t)
+            .map_err(|e| Error::Protocol(format!("encoding the timer report: {e}")))?;
+    }
+    ep.broadcast(cfg.source, &mut tb)
+        .phase("sharing the timer characterisation")?;
+    let timer: TimerReport = serde_json::from_slice(&tb)
+        .map_err(|e| Error::Protocol(format!("decoding the timer report: {e}")))?;
+    let out = (timer.min_overhead_ns.round() as i64, timer.resolution_ns);
+    if me == 0 {
+        with_collected(collected, |c| c.timer = Some(timer));
+    }
+    Ok(out)
+}
+
+/// Seed 000 §3.2: `ntrial` trials of `npp` kernel iterations, each after a barrier and the
+/// handshake (dest sends one element, source receives it, then source reads the clock).
+/// Returns the trial times (ns, `min_ov` subtracted) on `source` and an empty vector
+/// elsewhere; ranks other than `source` and `dest` only join the barriers. `tick` is called
+/// after every trial, outside the timed region. Generic over the iteration so the timed loop
+/// has no dynamic dispatch.
+#[allow(clippy::too_many_arguments)]
+pub fn trials<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
+    ep: &mut E,
+    iteration: &mut I,
+    cfg: &MethodConfig,
+    hs: &mut Vec<u8>,
+    npp: u64,
+    ntrial: u64,
+    min_ov: i64,
+    mut tick: impl FnMut(u64),
+) -> Result<Vec<i64>> {
+    let (me, src, dst) = (ep.rank(), cfg.source, cfg.dest);
+    let mut times = Vec::new();
+    if me == src {
+        times
+            .try_reserve_exact(ntrial as usize)
+            .map_err(|_| Error::Config(format!("cannot hold {ntrial} trial times in memory")))?;
+    }
+    for k in 0..ntrial {
+        ep.barrier()
+            .phase_with(|| format!("barrier before trial {k}"))?;
+        if me == src {
+            let b = std::mem::take(hs);
+            *hs = ep
+                .recv(Src::Rank(dst), TagSel::Tag(TAG_HANDSHAKE), b)
+                .phase_with(|| format!("handshake of trial {k}"))?
+                .buf;
+            let t1 = ep.now_ns();
+            for _ in 0..npp {
+                iteration(ep).phase_with(|| format!("trial {k}"))?;
+            }
+            let t2 = ep.now_ns();
+            times.push(t2 as i64 - t1 as i64 - min_ov);
+        } else if me == dst {
+            let b = std::mem::take(hs);
+            *hs = ep
+                .send(src, TAG_HANDSHAKE, b)
+                .phase_with(|| format!("handshake of trial {k}"))?;
+            for _ in 0..npp {
+                iteration(ep).phase_with(|| format!("trial {k}"))?;
+            }
+        }
+        tick(k + 1);
+    }
+    Ok(times)
+}
+
+/// One measured size: what [`measure_size`] needs besides the endpoint and the kernel.
+#[derive(Clone, Copy)]
+pub struct SizeRun<'a> {
+    /// The method's parameters.
+    pub cfg: &'a MethodConfig,
+    /// Pattern name for the points.
+    pub pattern: &'a str,
+    /// Message (or matrix) size, bytes.
+    pub size: u64,
+    /// Message times per kernel iteration.
+    pub trips: u64,
+    /// `min_ov` of the timer, ns.
+    pub min_ov: i64,
+    /// `res_timing` of the timer, ns.
+    pub res_timing: f64,
+    /// Where rank 0 keeps the points.
+    pub collected: &'a Mutex<Collected>,
+    /// Progress of this size (rank 0 only).
+    pub progress: &'a dyn Fn(Stage, u64, u64),
+}
+
+impl std::fmt::Debug for SizeRun<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SizeRun")
+            .field("pattern", &self.pattern)
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// npp for one size (seed 000 §3.3: estimated from the timer resolution and the median
+/// iteration time, or the values given), then the timed trials (§3.2) for each npp; rank 0
+/// collects one [`RawPoint`] per npp, trial times gathered from `source` when it is not rank 0.
+pub fn measure_size<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
+    ep: &mut E,
+    iteration: &mut I,
+    hs: &mut Vec<u8>,
+    run: SizeRun<'_>,
+) -> Result<()> {
+    let SizeRun {
+        cfg,
+        pattern,
+        size,
+        trips,
+        min_ov,
+        res_timing,
+        collected,
+        progress,
+    } = run;
+    let (me, src) = (ep.rank(), cfg.source);
+    let phase = format!("{pattern} {size} B");
+    let runs: Vec<(u64, Option<u64>, Option<f64>)> = match &cfg.npp {
+        NppChoice::Auto {
+            res_npp,
+            npp_init,
+            npptrial,
+        } => {
+            let (res_npp, npp_init, npptrial) = (*res_npp, *npp_init, *npptrial);
+            progress(Stage::Npp, 0, npptrial);
+            let t = trials(ep, iteration, cfg, hs, npp_init, npptrial, min_ov, |k| {
+                if k % 64 == 0 {
+                    progress(Stage::Npp, k, npptrial)
+                }
+            })
+            .phase_with(|| format!("{phase}: estimating npp"))?;
+            let mut b = Vec::new();
+            if me == src {
+                let ppt = method::median_ppt(&t, npp_init);
+                let n = method::npp_formula(res_npp, res_timing, ppt);
+                b.extend_from_slice(&n.to_le_bytes());
+                b.extend_from_slice(&ppt.to_le_bytes());
+            }
+            ep.broadcast(src, &mut b)
+                .phase_with(|| format!("{phase}: sharing npp"))?;
+            if b.len() != 16 {
+                return Err(Error::Protocol(format!("npp message of {} bytes", b.len())));
+            }
+            let n = u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]));
+            let ppt = f64::from_le_bytes(b[8..].try_into().unwrap_or([0; 8]));
+            vec![(n, Some(n), Some(ppt))]
+        }
+        other => other
+            .fixed_values()
+            .into_iter()
+            .map(|n| (n, None, None))
+            .collect(),
+    };
+    for (npp, npp_calculated, median_ppt_ns) in runs {
+        progress(Stage::Trials, 0, cfg.trials);
+        let every = (cfg.trials / 200).max(1);
+        let times = trials(ep, iteration, cfg, hs, npp, cfg.trials, min_ov, |k| {
+            if k % every == 0 || k == cfg.trials {
+                progress(Stage::Trials, k, cfg.trials)
+            }
+        })
+        .phase_with(|| format!("{phase}, npp {npp}"))?;
+        let times = if src == 0 {
+            times
+        } else {
+            let g = ep
+                .gather(0, &encode_i64s(&times))
+                .phase_with(|| format!("{phase}: collecting trial times"))?;
+            match g {
+                Some(all) => decode_i64s(&all[src as usize])?,
+                None => Vec::new(),
+            }
+        };
+        if me == 0 {
+            with_collected(collected, |c| {
+                c.points.push(RawPoint {
+                    pattern: pattern.into(),
+                    size,
+                    npp,
+                    npp_calculated,
+                    median_ppt_ns,
+                    trips_per_iteration: trips,
+                    trial_ns: times,
+                })
+            });
+        }
+    }
+    Ok(())
 }
 
 impl Program for Benchmark<'_> {
@@ -429,46 +593,23 @@ impl Program for Benchmark<'_> {
         cfg.validate(ep.size())?;
         let me = ep.rank();
         let (src, dst) = (cfg.source, cfg.dest);
-        if me == 0 {
-            let info = ep.info();
-            self.with_collected(|c| c.backend_info = Some(info));
-        }
         let nsizes = cfg.sizes.len();
-        let first = cfg.sizes[0];
         let name = self.kind.name();
-
-        // §3.1: characterise the timer on the rank that times.
-        ep.barrier().phase("start-up barrier")?;
         if me == 0 {
             self.report(Progress {
                 size_index: 0,
                 sizes: nsizes,
-                size: first,
+                size: cfg.sizes[0],
                 stage: Stage::Timer,
                 done: 0,
                 total: 1,
             });
         }
-        let mut tb = Vec::new();
-        if me == src {
-            let t = timer::characterize(ep, cfg.timer_samples);
-            tb = serde_json::to_vec(&t)
-                .map_err(|e| Error::Protocol(format!("encoding the timer report: {e}")))?;
-        }
-        ep.broadcast(src, &mut tb)
-            .phase("sharing the timer characterisation")?;
-        let timer: TimerReport = serde_json::from_slice(&tb)
-            .map_err(|e| Error::Protocol(format!("decoding the timer report: {e}")))?;
-        let min_ov = timer.min_overhead_ns.round() as i64;
-        let res_timing = timer.resolution_ns;
-        if me == 0 {
-            self.with_collected(|c| c.timer = Some(timer));
-        }
-
+        let (min_ov, res_timing) = characterise_timer(ep, cfg, &self.collected)?;
+        let mut hs = vec![0u8; 8];
         for (i, &size) in cfg.sizes.iter().enumerate() {
             let len = usize::try_from(size)
                 .map_err(|_| Error::Config(format!("size {size} does not fit in memory")))?;
-            let phase = format!("{name} {size} B");
             let mut lp = Looper::new(self.kind, src, dst, me, len);
             let progress = |stage: Stage, done: u64, total: u64| {
                 if me == 0 {
@@ -482,88 +623,22 @@ impl Program for Benchmark<'_> {
                     });
                 }
             };
-
-            ep.barrier().phase_with(|| format!("{phase}: barrier"))?;
+            ep.barrier()
+                .phase_with(|| format!("{name} {size} B: barrier"))?;
             progress(Stage::Warmup, 0, cfg.warmup);
             lp.untimed(ep, cfg.warmup)
-                .phase_with(|| format!("{phase}: warm-up"))?;
-
-            // §3.3: npp from the timer resolution and the median iteration time, or the
-            // values given (one row each for the npp study of Tables 4.1-4.3).
-            let runs: Vec<(u64, Option<u64>, Option<f64>)> = match &cfg.npp {
-                NppChoice::Auto {
-                    res_npp,
-                    npp_init,
-                    npptrial,
-                } => {
-                    let (res_npp, npp_init, npptrial) = (*res_npp, *npp_init, *npptrial);
-                    progress(Stage::Npp, 0, npptrial);
-                    let t = lp
-                        .trials(ep, npp_init, npptrial, min_ov, |k| {
-                            if k % 64 == 0 {
-                                progress(Stage::Npp, k, npptrial)
-                            }
-                        })
-                        .phase_with(|| format!("{phase}: estimating npp"))?;
-                    let mut b = Vec::new();
-                    if me == src {
-                        let ppt = method::median_ppt(&t, npp_init);
-                        let n = method::npp_formula(res_npp, res_timing, ppt);
-                        b.extend_from_slice(&n.to_le_bytes());
-                        b.extend_from_slice(&ppt.to_le_bytes());
-                    }
-                    ep.broadcast(src, &mut b)
-                        .phase_with(|| format!("{phase}: sharing npp"))?;
-                    if b.len() != 16 {
-                        return Err(Error::Protocol(format!("npp message of {} bytes", b.len())));
-                    }
-                    let n = u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]));
-                    let ppt = f64::from_le_bytes(b[8..].try_into().unwrap_or([0; 8]));
-                    vec![(n, Some(n), Some(ppt))]
-                }
-                other => other
-                    .fixed_values()
-                    .into_iter()
-                    .map(|n| (n, None, None))
-                    .collect(),
+                .phase_with(|| format!("{name} {size} B: warm-up"))?;
+            let run = SizeRun {
+                cfg,
+                pattern: name,
+                size,
+                trips: self.kind.trips_per_iteration(size),
+                min_ov,
+                res_timing,
+                collected: &self.collected,
+                progress: &progress,
             };
-
-            for (npp, npp_calculated, median_ppt_ns) in runs {
-                // §3.2: the timed trials.
-                progress(Stage::Trials, 0, cfg.trials);
-                let every = (cfg.trials / 200).max(1);
-                let times = lp
-                    .trials(ep, npp, cfg.trials, min_ov, |k| {
-                        if k % every == 0 || k == cfg.trials {
-                            progress(Stage::Trials, k, cfg.trials)
-                        }
-                    })
-                    .phase_with(|| format!("{phase}, npp {npp}"))?;
-                let times = if src == 0 {
-                    times
-                } else {
-                    let g = ep
-                        .gather(0, &encode_i64s(&times))
-                        .phase_with(|| format!("{phase}: collecting trial times"))?;
-                    match g {
-                        Some(all) => decode_i64s(&all[src as usize])?,
-                        None => Vec::new(),
-                    }
-                };
-                if me == 0 {
-                    self.with_collected(|c| {
-                        c.points.push(RawPoint {
-                            pattern: name.into(),
-                            size,
-                            npp,
-                            npp_calculated,
-                            median_ppt_ns,
-                            trips_per_iteration: self.kind.trips_per_iteration(size),
-                            trial_ns: times,
-                        })
-                    });
-                }
-            }
+            measure_size(ep, &mut |ep: &mut E| lp.iteration(ep), &mut hs, run)?;
         }
         ep.barrier().phase("final barrier")
     }

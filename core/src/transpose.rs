@@ -30,9 +30,8 @@
 //! verification is an error of the run on every rank.
 
 use crate::error::{Error, Result, ResultExt};
-use crate::method::{self, MethodConfig, NppChoice};
-use crate::pattern::{Collected, Progress, ProgressFn, RawPoint, Stage, TAG_HANDSHAKE};
-use crate::timer::{self, TimerReport};
+use crate::method::MethodConfig;
+use crate::pattern::{self, Collected, Progress, ProgressFn, SizeRun, Stage};
 use crate::transport::{Completion, Endpoint, Program, Rank, ReqId, Src, Tag, TagSel};
 use std::sync::Mutex;
 
@@ -259,13 +258,6 @@ pub fn take(c: &Mutex<Collected>) -> Collected {
     }
 }
 
-fn with_collected(c: &Mutex<Collected>, f: impl FnOnce(&mut Collected)) {
-    match c.lock() {
-        Ok(mut g) => f(&mut g),
-        Err(p) => f(&mut p.into_inner()),
-    }
-}
-
 impl Program for Transpose<'_> {
     type Output = ();
 
@@ -280,66 +272,6 @@ impl Program for Transpose<'_> {
             &mut k,
         )
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn trials<E: Endpoint, K: TransposeKernel<E>>(
-    ep: &mut E,
-    k: &mut K,
-    (src, dst): (Rank, Rank),
-    hs: &mut Vec<u8>,
-    npp: u64,
-    ntrial: u64,
-    min_ov: i64,
-    mut tick: impl FnMut(u64),
-) -> Result<Vec<i64>> {
-    let me = ep.rank();
-    let mut times = Vec::new();
-    if me == src {
-        times
-            .try_reserve_exact(ntrial as usize)
-            .map_err(|_| Error::Config(format!("cannot hold {ntrial} trial times in memory")))?;
-    }
-    for t in 0..ntrial {
-        ep.barrier()
-            .phase_with(|| format!("barrier before trial {t}"))?;
-        if me == src {
-            let b = std::mem::take(hs);
-            *hs = ep
-                .recv(Src::Rank(dst), TagSel::Tag(TAG_HANDSHAKE), b)
-                .phase_with(|| format!("handshake of trial {t}"))?
-                .buf;
-            let t1 = ep.now_ns();
-            for _ in 0..npp {
-                k.iteration(ep).phase_with(|| format!("trial {t}"))?;
-            }
-            let t2 = ep.now_ns();
-            times.push(t2 as i64 - t1 as i64 - min_ov);
-        } else if me == dst {
-            let b = std::mem::take(hs);
-            *hs = ep
-                .send(src, TAG_HANDSHAKE, b)
-                .phase_with(|| format!("handshake of trial {t}"))?;
-            for _ in 0..npp {
-                k.iteration(ep).phase_with(|| format!("trial {t}"))?;
-            }
-        }
-        tick(t + 1);
-    }
-    Ok(times)
-}
-
-fn encode_i64s(v: &[i64]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn decode_i64s(b: &[u8]) -> Result<Vec<i64>> {
-    if b.len() % 8 != 0 {
-        return Err(Error::Protocol(format!("{} bytes of trial times", b.len())));
-    }
-    Ok(b.chunks_exact(8)
-        .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-        .collect())
 }
 
 /// Measure `kernel` with the method of seed 000 (timer §3.1, npp §3.3, trials §3.2), verify
@@ -374,29 +306,9 @@ pub fn measure<E: Endpoint, K: TransposeKernel<E>>(
             });
         }
     };
-    if me == 0 {
-        let info = ep.info();
-        with_collected(collected, |c| c.backend_info = Some(info));
-    }
-
     // §3.1: the timer of the rank that times.
-    ep.barrier().phase("start-up barrier")?;
     report(Stage::Timer, 0, 1);
-    let mut tb = Vec::new();
-    if me == src {
-        let t = timer::characterize(ep, cfg.timer_samples);
-        tb = serde_json::to_vec(&t)
-            .map_err(|e| Error::Protocol(format!("encoding the timer report: {e}")))?;
-    }
-    ep.broadcast(src, &mut tb)
-        .phase("sharing the timer characterisation")?;
-    let timer: TimerReport = serde_json::from_slice(&tb)
-        .map_err(|e| Error::Protocol(format!("decoding the timer report: {e}")))?;
-    let min_ov = timer.min_overhead_ns.round() as i64;
-    let res_timing = timer.resolution_ns;
-    if me == 0 {
-        with_collected(collected, |c| c.timer = Some(timer));
-    }
+    let (min_ov, res_timing) = pattern::characterise_timer(ep, &mcfg, collected)?;
 
     let phase = format!("{name} {n} x {n}");
     let participant = me == src || me == dst;
@@ -411,97 +323,19 @@ pub fn measure<E: Endpoint, K: TransposeKernel<E>>(
         }
     }
 
-    // §3.3: npp from the timer resolution and the median iteration time, or as given.
-    let runs: Vec<(u64, Option<u64>, Option<f64>)> = match &cfg.npp {
-        NppChoice::Auto {
-            res_npp,
-            npp_init,
-            npptrial,
-        } => {
-            let (res_npp, npp_init, npptrial) = (*res_npp, *npp_init, *npptrial);
-            report(Stage::Npp, 0, npptrial);
-            let t = trials(
-                ep,
-                kernel,
-                (src, dst),
-                &mut hs,
-                npp_init,
-                npptrial,
-                min_ov,
-                |k| {
-                    if k % 64 == 0 {
-                        report(Stage::Npp, k, npptrial)
-                    }
-                },
-            )
-            .phase_with(|| format!("{phase}: estimating npp"))?;
-            let mut b = Vec::new();
-            if me == src {
-                let ppt = method::median_ppt(&t, npp_init);
-                let npp = method::npp_formula(res_npp, res_timing, ppt);
-                b.extend_from_slice(&npp.to_le_bytes());
-                b.extend_from_slice(&ppt.to_le_bytes());
-            }
-            ep.broadcast(src, &mut b)
-                .phase_with(|| format!("{phase}: sharing npp"))?;
-            if b.len() != 16 {
-                return Err(Error::Protocol(format!("npp message of {} bytes", b.len())));
-            }
-            let npp = u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]));
-            let ppt = f64::from_le_bytes(b[8..].try_into().unwrap_or([0; 8]));
-            vec![(npp, Some(npp), Some(ppt))]
-        }
-        other => other
-            .fixed_values()
-            .into_iter()
-            .map(|v| (v, None, None))
-            .collect(),
+    // §3.3 and §3.2: npp, then the timed trials, as for every pattern.
+    let run = SizeRun {
+        cfg: &mcfg,
+        pattern: name,
+        size: bytes,
+        trips: 1,
+        min_ov,
+        res_timing,
+        collected,
+        progress: &report,
     };
-
-    // §3.2: the timed trials.
-    for (npp, npp_calculated, median_ppt_ns) in runs {
-        report(Stage::Trials, 0, cfg.trials);
-        let every = (cfg.trials / 200).max(1);
-        let times = trials(
-            ep,
-            kernel,
-            (src, dst),
-            &mut hs,
-            npp,
-            cfg.trials,
-            min_ov,
-            |k| {
-                if k % every == 0 || k == cfg.trials {
-                    report(Stage::Trials, k, cfg.trials)
-                }
-            },
-        )
-        .phase_with(|| format!("{phase}, npp {npp}"))?;
-        let times = if src == 0 {
-            times
-        } else {
-            let g = ep
-                .gather(0, &encode_i64s(&times))
-                .phase_with(|| format!("{phase}: collecting trial times"))?;
-            match g {
-                Some(all) => decode_i64s(&all[src as usize])?,
-                None => Vec::new(),
-            }
-        };
-        if me == 0 {
-            with_collected(collected, |c| {
-                c.points.push(RawPoint {
-                    pattern: name.into(),
-                    size: bytes,
-                    npp,
-                    npp_calculated,
-                    median_ppt_ns,
-                    trips_per_iteration: 1,
-                    trial_ns: times,
-                })
-            });
-        }
-    }
+    pattern::measure_size(ep, &mut |ep: &mut E| kernel.iteration(ep), &mut hs, run)
+        .phase_with(|| phase.clone())?;
 
     // Verification: dest forgets its matrix, one more transpose refills it, dest checks.
     ep.barrier()

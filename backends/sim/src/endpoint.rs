@@ -205,23 +205,8 @@ impl Endpoint for SimEndpoint<'_> {
         }
     }
 
-    fn wait_all(&mut self, reqs: &[ReqId], out: &mut Vec<Completion>) -> Result<()> {
-        for &r in reqs {
-            let c = self.wait(r)?;
-            out.push(c);
-        }
-        Ok(())
-    }
-
-    fn send(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<Vec<u8>> {
-        let r = self.isend(dest, tag, buf)?;
-        Ok(self.wait(r)?.buf)
-    }
-
-    fn recv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<Completion> {
-        let r = self.irecv(src, tag, buf)?;
-        self.wait(r)
-    }
+    // wait_all, send and recv: the trait's defaults, built on the blocking `wait` above, which
+    // suspends the node's coroutine until the kernel completes the request.
 
     fn now_ns(&mut self) -> u64 {
         match self.ask(Req::Now) {

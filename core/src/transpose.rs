@@ -11,7 +11,7 @@
 //! `source` sends the `N` columns, `dest` waits for all of them and returns an 8-byte
 //! acknowledgement, which `source` waits for. The acknowledgement closes the iteration so that
 //! the time `source` measures covers the whole transfer; it is included in the time (one small
-//! message, next to `N` column messages). A [`RawPoint`] therefore has pattern
+//! message, next to `N` column messages). A [`RawPoint`](crate::pattern::RawPoint) therefore has pattern
 //! `transpose-pack` (or `transpose-vector` for MPI's derived datatype), `size = N * N * 8`
 //! bytes, and `trips_per_iteration = 1`: the statistics are of the time of one whole transpose,
 //! and rates are bytes of the matrix per second.

@@ -508,6 +508,14 @@ impl Svg {
                         x + 28.0
                     );
                 }
+                "dot" => {
+                    let _ = writeln!(
+                        self.s,
+                        r#"<line x1="{:.1}" y1="{cy:.1}" x2="{:.1}" y2="{cy:.1}" stroke="{color}" stroke-width="1.5" stroke-dasharray="2 3"/>"#,
+                        x + 4.0,
+                        x + 28.0
+                    );
+                }
                 _ => {
                     let _ = writeln!(
                         self.s,
@@ -925,14 +933,12 @@ fn bandwidth(doc: &ResultDoc, fits: &[FitSection]) -> Result<String> {
             LEFT,
             WIDTH - RIGHT
         );
-        svg.text(
-            "annotation",
-            WIDTH - RIGHT - 6.0,
-            py - 5.0,
-            "end",
-            r##" font-size="12" fill="#555555""##,
-            &format!("r_inf = {} MB/s", num(r)),
-        );
+        // Named in the legend rather than beside the line, where the largest sizes' points sit.
+        legend.push((
+            "#888888".to_string(),
+            format!("r_inf = {} MB/s (asymptote)", num(r)),
+            "dot",
+        ));
     }
     svg.legend(&legend, false);
     svg.caption(&[

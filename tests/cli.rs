@@ -204,6 +204,12 @@ fn tcp_run_writes_the_documented_outputs() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("median time") && text.contains("FILTERED"));
+    // Piped, there is no progress bar: standard error holds only the names of the files.
+    let err = stderr(&o);
+    assert!(
+        err.lines().all(|l| l.starts_with("wrote ")),
+        "unexpected standard error: {err}"
+    );
     for f in [
         "commbench.output.txt",
         "commbench.summary.txt",

@@ -385,17 +385,6 @@ impl MpiEndpoint {
         self.check_rank(root, "root")
     }
 
-    /// Spin on a control-plane request; on timeout leak `keep` (MPI may still use it).
-    fn wait_ctrl(&self, req: &mut ffi::MPI_Request, what: &str, keep: Vec<Vec<u8>>) -> Result<()> {
-        let r = sys::wait_collective(req, self.rank, self.timeout, what);
-        if matches!(r, Err(Error::Timeout { .. })) {
-            for k in keep {
-                sys::leak(k);
-            }
-        }
-        r
-    }
-
     /// Spin on an MPI request of a kernel that uses MPI directly (derived datatypes).
     pub(crate) fn spin_raw(
         &self,
@@ -638,7 +627,7 @@ impl Endpoint for MpiEndpoint {
         // SAFETY: valid communicator; the request is waited for below.
         let rc = unsafe { ffi::MPI_Ibarrier(self.ctrl, &mut req) };
         sys::check(rc, "MPI_Ibarrier")?;
-        self.wait_ctrl(&mut req, "MPI_Ibarrier", Vec::new())
+        sys::wait_collective(&mut req, self.rank, self.timeout, "MPI_Ibarrier")
     }
 
     fn barrier_first(&mut self, first: Rank) -> Result<()> {
@@ -663,14 +652,13 @@ impl Endpoint for MpiEndpoint {
             )
         };
         sys::check(rc, "MPI_Ibcast")?;
-        if let Err(e) =
-            sys::wait_collective(&mut req, self.rank, self.timeout, "MPI_Ibcast (length)")
-        {
-            if matches!(e, Error::Timeout { .. }) {
-                sys::leak(len);
-            }
-            return Err(e);
-        }
+        let len = sys::wait_keeping(
+            &mut req,
+            self.rank,
+            self.timeout,
+            "MPI_Ibcast (length)",
+            len,
+        )?;
         let n = u64::from_le_bytes(len[..8].try_into().unwrap_or([0; 8]));
         let n = usize::try_from(n)
             .ok()
@@ -701,17 +689,8 @@ impl Endpoint for MpiEndpoint {
             *data = buf;
             return Err(e);
         }
-        let r = sys::wait_collective(&mut req, self.rank, self.timeout, "MPI_Ibcast");
-        match r {
-            Err(e @ Error::Timeout { .. }) => {
-                sys::leak(buf);
-                Err(e)
-            }
-            r => {
-                *data = buf;
-                r
-            }
-        }
+        *data = sys::wait_keeping(&mut req, self.rank, self.timeout, "MPI_Ibcast", buf)?;
+        Ok(())
     }
 
     fn gather(&mut self, root: Rank, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
@@ -738,31 +717,20 @@ impl Endpoint for MpiEndpoint {
             )
         };
         sys::check(rc, "MPI_Igather")?;
-        let r = sys::wait_collective(&mut req, self.rank, self.timeout, "MPI_Igather (lengths)");
-        if let Err(e) = r {
-            if matches!(e, Error::Timeout { .. }) {
-                sys::leak(mine);
-                sys::leak(lens);
-            }
-            return Err(e);
-        }
+        let (_, lens) = sys::wait_keeping(
+            &mut req,
+            self.rank,
+            self.timeout,
+            "MPI_Igather (lengths)",
+            (mine, lens),
+        )?;
         // 2: the bytes.
-        let mut counts: Vec<c_int> = Vec::new();
-        let mut displs: Vec<c_int> = Vec::new();
-        let mut all: Vec<u8> = sys::heap_zeroes(0);
-        if me_root {
-            let mut off: usize = 0;
-            for c in lens.chunks_exact(8) {
-                let l = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-                let l = usize::try_from(l)
-                    .map_err(|_| Error::Protocol(format!("gather part of {l} bytes")))?;
-                counts.push(sys::count(l, "a gather part")?);
-                displs.push(sys::count(off, "a gather")?);
-                off += l;
-            }
-            sys::count(off, "a gather")?;
-            all = sys::heap_zeroes(off);
-        }
+        let (counts, displs, total) = if me_root {
+            sys::counts_displs(&lens, "a gather")?
+        } else {
+            (Vec::new(), Vec::new(), 0)
+        };
+        let mut all: Vec<u8> = sys::heap_zeroes(total);
         let sc = sys::count(data.len(), "a gather part")?;
         let send = sys::heap_bytes(data);
         // SAFETY: `send`, `all`, `counts` and `displs` are heap buffers kept until the request
@@ -782,16 +750,13 @@ impl Endpoint for MpiEndpoint {
             )
         };
         sys::check(rc, "MPI_Igatherv")?;
-        let r = sys::wait_collective(&mut req, self.rank, self.timeout, "MPI_Igatherv");
-        if let Err(e) = r {
-            if matches!(e, Error::Timeout { .. }) {
-                sys::leak(send);
-                sys::leak(all);
-                sys::leak(counts);
-                sys::leak(displs);
-            }
-            return Err(e);
-        }
+        let (_, all, counts, displs) = sys::wait_keeping(
+            &mut req,
+            self.rank,
+            self.timeout,
+            "MPI_Igatherv",
+            (send, all, counts, displs),
+        )?;
         if !me_root {
             return Ok(None);
         }

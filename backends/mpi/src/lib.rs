@@ -295,12 +295,7 @@ impl Mpi {
             )
         };
         sys::check(rc, "MPI_Ibcast (token)")?;
-        if let Err(e) = sys::wait_collective(&mut req, self.rank, timeout, "MPI_Ibcast (token)") {
-            if matches!(e, Error::Timeout { .. }) {
-                sys::leak(b);
-            }
-            return Err(e);
-        }
+        let b = sys::wait_keeping(&mut req, self.rank, timeout, "MPI_Ibcast (token)", b)?;
         let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
         String::from_utf8(b[..end].to_vec())
             .map_err(|_| Error::Protocol("the run token is not text".into()))
@@ -368,26 +363,15 @@ impl Rendezvous for MpiRendezvous<'_> {
             )
         };
         sys::check(rc, "MPI_Iallgather")?;
-        if let Err(e) = sys::wait_collective(&mut req, self.rank, self.timeout, "MPI_Iallgather") {
-            if matches!(e, Error::Timeout { .. }) {
-                sys::leak(mine);
-                sys::leak(lens);
-            }
-            return Err(e);
-        }
-        let mut counts = Vec::with_capacity(n);
-        let mut displs = Vec::with_capacity(n);
-        let mut off = 0usize;
-        for c in lens.chunks_exact(8) {
-            let l = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-            let l = usize::try_from(l)
-                .map_err(|_| Error::Protocol(format!("allgather part of {l} bytes")))?;
-            counts.push(sys::count(l, "an allgather part")?);
-            displs.push(sys::count(off, "an allgather")?);
-            off += l;
-        }
-        sys::count(off, "an allgather")?;
-        let mut all = sys::heap_zeroes(off);
+        let (_, lens) = sys::wait_keeping(
+            &mut req,
+            self.rank,
+            self.timeout,
+            "MPI_Iallgather",
+            (mine, lens),
+        )?;
+        let (counts, displs, total) = sys::counts_displs(&lens, "an allgather")?;
+        let mut all = sys::heap_zeroes(total);
         let send = sys::heap_bytes(blob);
         // SAFETY: all buffers are kept until the request completes (leaked on timeout); `all`
         // holds the sum of `counts` bytes.
@@ -405,15 +389,13 @@ impl Rendezvous for MpiRendezvous<'_> {
             )
         };
         sys::check(rc, "MPI_Iallgatherv")?;
-        if let Err(e) = sys::wait_collective(&mut req, self.rank, self.timeout, "MPI_Iallgatherv") {
-            if matches!(e, Error::Timeout { .. }) {
-                sys::leak(send);
-                sys::leak(all);
-                sys::leak(counts);
-                sys::leak(displs);
-            }
-            return Err(e);
-        }
+        let (_, all, counts, displs) = sys::wait_keeping(
+            &mut req,
+            self.rank,
+            self.timeout,
+            "MPI_Iallgatherv",
+            (send, all, counts, displs),
+        )?;
         Ok(counts
             .iter()
             .zip(&displs)

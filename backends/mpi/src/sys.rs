@@ -182,8 +182,48 @@ pub(crate) fn wait_collective(
 
 /// Leak `v` on purpose: MPI may still write into it (a request that timed out is still
 /// active and may not be freed), so its memory must stay valid for the rest of the process.
-pub(crate) fn leak<T>(v: Vec<T>) {
+pub(crate) fn leak<T>(v: T) {
     std::mem::forget(v);
+}
+
+/// [`wait_collective`] for a request that uses the buffers in `keep`: they come back once the
+/// request completed, and are leaked if it timed out (MPI may still use them). Moving `keep`
+/// in and out moves no heap memory, so the pointers MPI holds stay valid.
+pub(crate) fn wait_keeping<K>(
+    req: &mut ffi::MPI_Request,
+    rank: u32,
+    timeout: Duration,
+    what: &str,
+    keep: K,
+) -> Result<K> {
+    match wait_collective(req, rank, timeout, what) {
+        Ok(()) => Ok(keep),
+        Err(e @ Error::Timeout { .. }) => {
+            leak(keep);
+            Err(e)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Counts and displacements for a v-collective from the 8-byte little-endian lengths each
+/// rank contributed, and the total; errors name `what` when a count exceeds MPI's range.
+pub(crate) fn counts_displs(lens: &[u8], what: &str) -> Result<(Vec<c_int>, Vec<c_int>, usize)> {
+    let mut counts = Vec::with_capacity(lens.len() / 8);
+    let mut displs = Vec::with_capacity(lens.len() / 8);
+    let mut off: usize = 0;
+    for c in lens.chunks_exact(8) {
+        let l = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        let l =
+            usize::try_from(l).map_err(|_| Error::Protocol(format!("{what} part of {l} bytes")))?;
+        counts.push(count(l, what)?);
+        displs.push(count(off, what)?);
+        off = off
+            .checked_add(l)
+            .ok_or_else(|| Error::Protocol(format!("{what} larger than memory")))?;
+    }
+    count(off, what)?;
+    Ok((counts, displs, off))
 }
 
 /// A usize as an MPI count, or an error naming what was too large.

@@ -67,7 +67,7 @@ impl Matcher {
         req: ReqId,
         src: Src,
         tag: TagSel,
-        mut buf: Vec<u8>,
+        buf: Vec<u8>,
     ) -> Option<Result<Completion>> {
         let mut hit = None;
         for (i, u) in self.unexpected.iter().enumerate() {
@@ -79,24 +79,7 @@ impl Matcher {
         }
         match hit.and_then(|i| self.unexpected.remove(i)) {
             Some(u) => {
-                let len = u.data.len();
-                let res = if len > buf.len() {
-                    Err(Error::Truncated {
-                        len,
-                        cap: buf.len(),
-                        source_rank: u.source,
-                        tag: u.tag,
-                    })
-                } else {
-                    buf[..len].copy_from_slice(&u.data);
-                    Ok(Completion {
-                        kind: OpKind::Recv,
-                        buf,
-                        peer: u.source,
-                        tag: u.tag,
-                        len,
-                    })
-                };
+                let res = fill(buf, u.source, u.tag, &u.data);
                 self.recycle(u.data);
                 Some(res)
             }
@@ -119,6 +102,33 @@ impl Matcher {
             }
         }
         hit.and_then(|i| self.posted.remove(i))
+    }
+
+    /// A whole message (already in memory: an unexpected payload finished arriving, or a send
+    /// to this very rank) is here: complete the oldest posted receive that accepts it, copying
+    /// it in or failing with [`Error::Truncated`], or queue it as unexpected. The payload
+    /// buffer goes back to the pool once copied.
+    pub fn deliver(&mut self, reqs: &mut ReqTable, source: Rank, tag: Tag, data: Vec<u8>) {
+        match self.match_arrival(source, tag) {
+            Some(p) => {
+                reqs.complete(p.req, fill(p.buf, source, tag, &data));
+                self.recycle(data);
+            }
+            None => self.push_unexpected(source, tag, data),
+        }
+    }
+
+    /// [`Matcher::deliver`] for a payload borrowed from the caller: copied straight into a
+    /// posted receive, or into a pooled buffer when it must wait as unexpected.
+    pub fn deliver_copy(&mut self, reqs: &mut ReqTable, source: Rank, tag: Tag, data: &[u8]) {
+        match self.match_arrival(source, tag) {
+            Some(p) => reqs.complete(p.req, fill(p.buf, source, tag, data)),
+            None => {
+                let mut b = self.unexpected_buffer(data.len());
+                b.copy_from_slice(data);
+                self.push_unexpected(source, tag, b);
+            }
+        }
     }
 
     /// Queue a message that no posted receive accepted.
@@ -160,6 +170,28 @@ impl Matcher {
         let i = self.posted.iter().position(|p| p.req == req)?;
         self.posted.remove(i).map(|p| p.buf)
     }
+}
+
+/// A receive's completion with `data` copied into `buf`, or [`Error::Truncated`] when it does
+/// not fit (MPI_ERR_TRUNCATE).
+fn fill(mut buf: Vec<u8>, source: Rank, tag: Tag, data: &[u8]) -> Result<Completion> {
+    let len = data.len();
+    if len > buf.len() {
+        return Err(Error::Truncated {
+            len,
+            cap: buf.len(),
+            source_rank: source,
+            tag,
+        });
+    }
+    buf[..len].copy_from_slice(data);
+    Ok(Completion {
+        kind: OpKind::Recv,
+        buf,
+        peer: source,
+        tag,
+        len,
+    })
 }
 
 #[derive(Debug)]
@@ -319,6 +351,33 @@ mod tests {
                 cap: 8,
                 ..
             })
+        ));
+    }
+
+    #[test]
+    fn deliver_completes_a_posted_receive_or_queues() {
+        let mut m = Matcher::new();
+        let mut t = ReqTable::new();
+        let r = t.alloc();
+        assert!(m
+            .post_recv(r, Src::Rank(3), TagSel::Tag(5), vec![0; 4])
+            .is_none());
+        m.deliver(&mut t, 3, 6, vec![9; 2]);
+        assert_eq!(m.unexpected_len(), 1, "tag 6 is not for the posted receive");
+        m.deliver_copy(&mut t, 3, 5, &[7; 3]);
+        let c = t.take(r).unwrap().unwrap();
+        assert_eq!(
+            (c.len, c.peer, c.tag, &c.buf[..3]),
+            (3, 3, 5, &[7u8; 3][..])
+        );
+        let r = t.alloc();
+        assert!(m
+            .post_recv(r, Src::Any, TagSel::Tag(8), vec![0; 1])
+            .is_none());
+        m.deliver(&mut t, 1, 8, vec![1; 2]);
+        assert!(matches!(
+            t.take(r),
+            Err(Error::Truncated { len: 2, cap: 1, .. })
         ));
     }
 

@@ -755,36 +755,8 @@ impl ShmEndpoint {
 
     /// A send to this very rank: matched and copied at once.
     fn self_send(&mut self, tag: Tag, data: &[u8]) {
-        let me = self.rank;
-        match self.matcher.match_arrival(me, tag) {
-            Some(pr) if data.len() > pr.buf.len() => self.reqs.complete(
-                pr.req,
-                Err(Error::Truncated {
-                    len: data.len(),
-                    cap: pr.buf.len(),
-                    source_rank: me,
-                    tag,
-                }),
-            ),
-            Some(mut pr) => {
-                pr.buf[..data.len()].copy_from_slice(data);
-                self.reqs.complete(
-                    pr.req,
-                    Ok(Completion {
-                        kind: OpKind::Recv,
-                        buf: pr.buf,
-                        peer: me,
-                        tag,
-                        len: data.len(),
-                    }),
-                );
-            }
-            None => {
-                let mut b = self.matcher.unexpected_buffer(data.len());
-                b.copy_from_slice(data);
-                self.matcher.push_unexpected(me, tag, b);
-            }
-        }
+        self.matcher
+            .deliver_copy(&mut self.reqs, self.rank, tag, data);
     }
 
     /// A receive just queued as posted may match a message whose payload is still streaming

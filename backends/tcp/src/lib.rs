@@ -301,7 +301,7 @@ impl Conn {
                     len,
                 }),
             ),
-            Rx::Unexpected { tag, data, .. } => deliver(m, reqs, peer, tag, data),
+            Rx::Unexpected { tag, data, .. } => m.deliver(reqs, peer, tag, data),
             Rx::Header | Rx::Discard { .. } => {}
         }
     }
@@ -415,36 +415,6 @@ impl Conn {
                 Err(e) => return Err(self.lost(format!("receive failed: {e}"))),
             }
         }
-    }
-}
-
-/// A message (from a peer's unexpected buffer or a self-send) is complete: hand it to a
-/// receive posted meanwhile, or queue it as unexpected.
-fn deliver(m: &mut Matcher, reqs: &mut ReqTable, peer: Rank, tag: Tag, data: Vec<u8>) {
-    match m.match_arrival(peer, tag) {
-        Some(p) => {
-            let len = data.len();
-            let res = if len > p.buf.len() {
-                Err(Error::Truncated {
-                    len,
-                    cap: p.buf.len(),
-                    source_rank: peer,
-                    tag,
-                })
-            } else {
-                let mut buf = p.buf;
-                buf[..len].copy_from_slice(&data);
-                Ok(Completion {
-                    kind: OpKind::Recv,
-                    buf,
-                    peer,
-                    tag,
-                    len,
-                })
-            };
-            reqs.complete(p.req, res);
-        }
-        None => m.push_unexpected(peer, tag, data),
     }
 }
 
@@ -726,9 +696,7 @@ impl Endpoint for TcpEndpoint {
         self.note(req, OpKind::Send, Some(dest));
         let len = buf.len();
         if dest == self.rank {
-            let mut data = self.matcher.unexpected_buffer(len);
-            data.copy_from_slice(&buf);
-            deliver(&mut self.matcher, &mut self.reqs, dest, tag, data);
+            self.matcher.deliver_copy(&mut self.reqs, dest, tag, &buf);
             self.reqs.complete(
                 req,
                 Ok(Completion {

@@ -310,18 +310,9 @@ pub fn compare(a: CompareArgs) -> Result<(), Fatal> {
     Ok(())
 }
 
-/// `x` with `prec` decimals, more for values below 1 so that four significant digits remain.
+/// A number for a Markdown table: [`fit::decimals`], `-` when undefined.
 fn md_num(x: f64, prec: usize) -> String {
-    if !x.is_finite() {
-        return "-".into();
-    }
-    let a = x.abs();
-    let prec = if a > 0.0 && a < 1.0 {
-        prec.max((3.0 - a.log10().floor()).min(12.0) as usize)
-    } else {
-        prec
-    };
-    format!("{x:.prec$}")
+    fit::decimals(x, prec).unwrap_or_else(|| "-".into())
 }
 
 /// The document as Markdown: run description, one table row per point, the fitted models.

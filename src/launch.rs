@@ -91,29 +91,12 @@ pub fn measure(plan: Plan) -> Result<(), Fatal> {
             .result
             .map_err(|e| Fatal::run(format!("rank {}: {e}", ran.rank), None));
     }
-    let Ran {
-        ranks,
-        launcher,
-        rank,
-        result,
-    } = ran;
     let runs = vec![output::BackendRun {
         backend: plan.backend,
         collected: prog.take(),
-        result,
+        result: ran.result,
     }];
-    output::finish(
-        &plan,
-        Ran {
-            ranks,
-            launcher,
-            rank,
-            result: Ok(()),
-        },
-        runs,
-        started,
-        started_unix,
-    )
+    output::finish(&plan, ran.ranks, &ran.launcher, runs, started, started_unix)
 }
 
 /// Under an MPI launcher: initialise MPI, then measure each listed backend in turn between the
@@ -150,6 +133,12 @@ fn under_mpi(plan: &Plan, started: Instant, started_unix: u64) -> Result<(), Fat
     let token = mpi
         .shared_token(plan.timeout)
         .map_err(|e| Fatal::run(e.to_string(), None))?;
+    // The launcher's view of this rank, for shm (which meets its peers by job id and token)
+    // and for the record.
+    let env = RankEnv::detect(None, None, size).map(|mut e| {
+        e.token = Some(token.clone());
+        e
+    });
     let bar = output::ProgressBar::new(&plan.args.out.progress, rank == 0 && !plan.args.out.quiet);
     let cb = |p: Progress| bar.update(p);
     let mut runs = Vec::new();
@@ -164,10 +153,10 @@ fn under_mpi(plan: &Plan, started: Instant, started_unix: u64) -> Result<(), Fat
             #[cfg(feature = "shm")]
             "shm" => {
                 let cfg = shm_config(plan)?;
-                RankEnv::detect(None, None, size).and_then(|mut env| {
-                    env.token = Some(token.clone());
-                    commbench::shm::run_rank(&env, None, &cfg, &prog)
-                })
+                match &env {
+                    Ok(env) => commbench::shm::run_rank(env, None, &cfg, &prog),
+                    Err(e) => Err(Error::Config(e.to_string())),
+                }
             }
             other => Err(Error::Config(format!(
                 "backend `{other}` cannot run beside MPI"
@@ -209,23 +198,12 @@ fn under_mpi(plan: &Plan, started: Instant, started_unix: u64) -> Result<(), Fat
         }
         return Ok(());
     }
-    let env = RankEnv::detect(None, None, size).ok();
     let launcher = env
         .as_ref()
+        .ok()
         .map(launcher_name)
         .unwrap_or_else(|| "mpi".into());
-    output::finish(
-        plan,
-        Ran {
-            ranks: size,
-            launcher,
-            rank,
-            result: Ok(()),
-        },
-        runs,
-        started,
-        started_unix,
-    )
+    output::finish(plan, size, &launcher, runs, started, started_unix)
 }
 
 #[cfg(not(feature = "mpi"))]

@@ -1,7 +1,6 @@
 //! Progress display, the result document and the files of `--output`.
 
 use crate::cli::{Fatal, Plan};
-use crate::launch::Ran;
 use commbench::core::pattern::{Collected, Progress, Stage};
 use commbench::core::report::{self, Detail};
 use commbench::core::result::{Environment, Point, ResultDoc, SCHEMA, SCHEMA_VERSION};
@@ -78,11 +77,12 @@ pub struct BackendRun {
     pub result: Result<(), commbench::core::Error>,
 }
 
-/// Analyse what rank 0 collected from each backend, print it, write the files, and turn a
-/// failure into exit 1.
+/// Analyse what rank 0 collected from each backend (each run carries its own outcome), print
+/// it, write the files, and turn a failure into exit 1.
 pub fn finish(
     plan: &Plan,
-    ran: Ran,
+    ranks: u32,
+    launcher: &str,
     runs: Vec<BackendRun>,
     started: Instant,
     started_unix: u64,
@@ -121,9 +121,6 @@ pub fn finish(
             }
         }
     }
-    if let Err(e) = &ran.result {
-        error.get_or_insert_with(|| e.to_string());
-    }
     let error = error.or(analysis_error);
     // One backend: its own record; several: each under its name.
     let backend_info = if names.len() == 1 {
@@ -138,7 +135,7 @@ pub fn finish(
     if let Some(m) = config.as_object_mut() {
         let a = &plan.args.backend;
         m.insert("backend".into(), names.join(",").into());
-        m.insert("ranks".into(), ran.ranks.into());
+        m.insert("ranks".into(), ranks.into());
         m.insert("timeout_s".into(), plan.timeout.as_secs_f64().into());
         m.insert("poll".into(), a.poll.into());
         if let Some(w) = &a.wait {
@@ -182,7 +179,7 @@ pub fn finish(
         tool_version: env!("CARGO_PKG_VERSION").into(),
         command: std::env::args().collect(),
         config,
-        environment: Environment::probe(&names.join(","), backend_info, ran.ranks, &ran.launcher),
+        environment: Environment::probe(&names.join(","), backend_info, ranks, launcher),
         timer: timer.map(Into::into),
         status: if error.is_some() {
             "partial".into()

@@ -719,10 +719,11 @@ pub fn fit_points(points: &[Point], breakpoint: Breakpoint, ips: Option<f64>) ->
         .collect()
 }
 
-/// `x` with `prec` decimals, more for values below 1 so that four significant digits remain.
-fn num(x: f64, prec: usize) -> String {
+/// `x` with `prec` decimals, more for values below 1 so that four significant digits remain;
+/// `None` for a value that is not finite (each caller says how it shows that).
+pub fn decimals(x: f64, prec: usize) -> Option<String> {
     if !x.is_finite() {
-        return "undefined".into();
+        return None;
     }
     let a = x.abs();
     let prec = if a > 0.0 && a < 1.0 {
@@ -730,7 +731,12 @@ fn num(x: f64, prec: usize) -> String {
     } else {
         prec
     };
-    format!("{x:.prec$}")
+    Some(format!("{x:.prec$}"))
+}
+
+/// [`decimals`] for the text report.
+fn num(x: f64, prec: usize) -> String {
+    decimals(x, prec).unwrap_or_else(|| "undefined".into())
 }
 
 fn sci(x: f64) -> String {

@@ -190,10 +190,7 @@ impl<'a> Benchmark<'a> {
 
     /// Take what rank 0 collected (also after a failed run).
     pub fn take_collected(&self) -> Collected {
-        match self.collected.lock() {
-            Ok(mut g) => std::mem::take(&mut *g),
-            Err(p) => std::mem::take(&mut *p.into_inner()),
-        }
+        take_collected(&self.collected)
     }
 
     fn report(&self, p: Progress) {
@@ -368,6 +365,14 @@ pub fn decode_i64s(b: &[u8]) -> Result<Vec<i64>> {
     Ok(b.chunks_exact(8)
         .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
         .collect())
+}
+
+/// Take what a [`Collected`] behind a mutex holds (also when the mutex is poisoned, so a run
+/// that panicked on one rank still reports what rank 0 collected).
+pub fn take_collected(c: &Mutex<Collected>) -> Collected {
+    let mut out = Collected::default();
+    with_collected(c, |g| out = std::mem::take(g));
+    out
 }
 
 /// Lock a [`Collected`] (also when poisoned) and change it.

@@ -246,15 +246,7 @@ impl<'a> Transpose<'a> {
 
     /// Take what rank 0 collected (also after a failed run).
     pub fn take_collected(&self) -> Collected {
-        take(&self.collected)
-    }
-}
-
-/// Take the contents of a [`Collected`] behind a mutex, also when it is poisoned.
-pub fn take(c: &Mutex<Collected>) -> Collected {
-    match c.lock() {
-        Ok(mut g) => std::mem::take(&mut *g),
-        Err(p) => std::mem::take(&mut *p.into_inner()),
+        pattern::take_collected(&self.collected)
     }
 }
 

@@ -243,6 +243,6 @@ impl<'a> TransposeVector<'a> {
 
     /// Take what rank 0 collected (also after a failed run).
     pub fn take_collected(&self) -> Collected {
-        transpose::take(&self.collected)
+        commbench_core::pattern::take_collected(&self.collected)
     }
 }

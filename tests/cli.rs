@@ -361,6 +361,8 @@ fn children_of(pid: u32) -> Vec<u32> {
 /// measured still written.
 pub fn killed_peer_gives_error_and_partial_results(backend: &str) {
     let d = tmpdir(&format!("killed-{backend}"));
+    // Long enough that the kill always lands mid-run however fast the machine: 400 sizes of
+    // 2000 trials take many seconds, and the kill comes after 0.8 s.
     let sizes: Vec<String> = (1..=400).map(|s| s.to_string()).collect();
     let mut c = Command::new(exe())
         .args([
@@ -368,7 +370,7 @@ pub fn killed_peer_gives_error_and_partial_results(backend: &str) {
             "--backend",
             backend,
             "--trials",
-            "100",
+            "2000",
             "--samples",
             "1000",
             "--warmup",

@@ -92,16 +92,8 @@ pub fn load(path: &Path) -> Result<Loaded, Fatal> {
     let hint = "give the result.json a run wrote (commbench pingpong --output DIR, or --json FILE)";
     let text = std::fs::read_to_string(path)
         .map_err(|e| Fatal::usage(format!("cannot read {}: {e}", path.display()), hint))?;
-    let doc = ResultDoc::read_json(&text).map_err(|e| {
-        Fatal::usage(
-            format!(
-                "{}: {}",
-                path.display(),
-                e.to_string().trim_start_matches("bad configuration: ")
-            ),
-            hint,
-        )
-    })?;
+    let doc = ResultDoc::read_json(&text)
+        .map_err(|e| Fatal::usage(format!("{}: {}", path.display(), e.reason()), hint))?;
     #[derive(serde::Deserialize)]
     struct FitOnly {
         #[serde(default)]
@@ -169,10 +161,7 @@ pub fn report(a: ReportArgs) -> Result<(), Fatal> {
 pub fn plot(a: PlotArgs) -> Result<(), Fatal> {
     let kind: PlotKind = a.kind.parse().map_err(|e: commbench::core::Error| {
         Fatal::usage(
-            format!(
-                "--kind: {}",
-                e.to_string().trim_start_matches("bad configuration: ")
-            ),
+            format!("--kind: {}", e.reason()),
             "for example --kind latency",
         )
     })?;

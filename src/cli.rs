@@ -566,26 +566,11 @@ fn plan(kind: PatternKind, a: PingpongArgs) -> Result<Plan, Fatal> {
             "start large runs under mpirun or srun",
         ));
     }
-    // The simulator's size is its hypercube's; check the ranks against it after loading.
-    if backend != "sim" {
-        method.validate(ranks).map_err(|e| {
-            Fatal::usage(
-                e.to_string()
-                    .trim_start_matches("bad configuration: ")
-                    .to_string(),
-                "see `commbench pingpong --help`",
-            )
-        })?;
-    } else {
-        method.validate(u32::MAX).map_err(|e| {
-            Fatal::usage(
-                e.to_string()
-                    .trim_start_matches("bad configuration: ")
-                    .to_string(),
-                "see `commbench pingpong --help`",
-            )
-        })?;
-    }
+    // The simulator's size is its hypercube's: its ranks are checked once it is loaded.
+    let size = if backend == "sim" { u32::MAX } else { ranks };
+    method
+        .validate(size)
+        .map_err(|e| Fatal::usage(e.reason(), "see `commbench pingpong --help`"))?;
     if !backends.contains(&"shm") && (a.backend.wait.is_some() || a.backend.cpus.is_some()) {
         return Err(Fatal::usage(
             "--wait and --cpus apply to the shm backend only",

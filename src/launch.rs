@@ -106,21 +106,14 @@ fn under_mpi(plan: &Plan, started: Instant, started_unix: u64) -> Result<(), Fat
     use commbench::mpi::{Mpi, MpiConfig};
     let mpi = Mpi::init().map_err(|e| {
         Fatal::usage(
-            e.to_string()
-                .trim_start_matches("bad configuration: ")
-                .to_string(),
+            e.reason(),
             "for example: mpirun -np 2 commbench pingpong --backend mpi,tcp,shm",
         )
     })?;
     let (rank, size) = (mpi.rank(), mpi.size());
-    plan.method.validate(size).map_err(|e| {
-        Fatal::usage(
-            e.to_string()
-                .trim_start_matches("bad configuration: ")
-                .to_string(),
-            format!("mpirun started {size} ranks"),
-        )
-    })?;
+    plan.method
+        .validate(size)
+        .map_err(|e| Fatal::usage(e.reason(), format!("mpirun started {size} ranks")))?;
     let mut mcfg = MpiConfig {
         timeout: plan.timeout,
         ..Default::default()
@@ -222,9 +215,7 @@ fn run<P: Program>(plan: &Plan, env: Option<RankEnv>, prog: &P) -> Result<Ran, F
             let n = cfg.nodes();
             plan.method.validate(n).map_err(|e| {
                 Fatal::usage(
-                    e.to_string()
-                        .trim_start_matches("bad configuration: ")
-                        .to_string(),
+                    e.reason(),
                     format!("the simulated machine `{}` has {n} nodes", cfg.name),
                 )
             })?;

@@ -96,6 +96,16 @@ impl Error {
         }
     }
 
+    /// The error in words without its category prefix, for a one-line message whose context
+    /// already says what kind of problem it is (`--dest 5 is out of range ...` rather than
+    /// `bad configuration: --dest 5 is out of range ...`).
+    pub fn reason(&self) -> String {
+        match self {
+            Error::Config(m) | Error::Invalid(m) => m.clone(),
+            e => e.to_string(),
+        }
+    }
+
     /// The innermost error, below every [`Error::InPhase`] wrapper.
     pub fn root(&self) -> &Error {
         match self {

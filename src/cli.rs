@@ -267,7 +267,8 @@ pub struct OutputArgs {
     #[arg(long, short = 'q')]
     pub quiet: bool,
 
-    /// Progress bar: auto (on a terminal), always, never.
+    /// Progress: auto (a bar on a terminal), always (a bar, or plain lines at each quarter of a
+    /// size's trials when standard error is a log; shown even with --quiet), never.
     #[arg(long, default_value = "auto", value_name = "WHEN")]
     pub progress: String,
 }

@@ -80,7 +80,7 @@ pub fn measure(plan: Plan) -> Result<(), Fatal> {
         Some(cli::rank_env(&plan.args.backend, plan.ranks)?)
     };
     let is_root = env.as_ref().map(|e| e.rank == 0).unwrap_or(true);
-    let bar = output::ProgressBar::new(&plan.args.out.progress, is_root && !plan.args.out.quiet);
+    let bar = output::ProgressBar::new(&plan.args.out, is_root);
     let cb = |p: Progress| bar.update(p);
     let prog = Prog::new(&plan, Some(&cb));
     let ran = run(&plan, env, &prog)?;
@@ -132,7 +132,7 @@ fn under_mpi(plan: &Plan, started: Instant, started_unix: u64) -> Result<(), Fat
         e.token = Some(token.clone());
         e
     });
-    let bar = output::ProgressBar::new(&plan.args.out.progress, rank == 0 && !plan.args.out.quiet);
+    let bar = output::ProgressBar::new(&plan.args.out, rank == 0);
     let cb = |p: Progress| bar.update(p);
     let mut runs = Vec::new();
     for &b in &plan.backends {

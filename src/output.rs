@@ -9,59 +9,92 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
 
-/// A progress bar on standard error, shown only on a terminal (or when asked).
+/// Progress on standard error: a bar on a terminal; with `--progress always` and no terminal
+/// (a log, a batch job), plain lines at each quarter of every size's trials.
 pub struct ProgressBar {
-    bar: Option<indicatif::ProgressBar>,
+    show: Show,
+}
+
+enum Show {
+    Hidden,
+    Bar(indicatif::ProgressBar),
+    /// The last line printed: (size index, quarter of its trials).
+    Lines(std::sync::Mutex<Option<(usize, u64)>>),
+}
+
+fn stage_name(s: Stage) -> &'static str {
+    match s {
+        Stage::Timer => "timer",
+        Stage::Warmup => "warm-up",
+        Stage::Npp => "npp",
+        Stage::Trials => "trials",
+    }
 }
 
 impl ProgressBar {
-    /// `when`: auto, always or never (validated by the caller).
-    pub fn new(when: &str, allowed: bool) -> Self {
-        let show = allowed
-            && match when {
-                "always" => true,
-                "never" => false,
-                _ => std::io::stderr().is_terminal(),
-            };
-        let bar = show.then(|| {
-            let b = indicatif::ProgressBar::with_draw_target(
-                Some(1),
-                indicatif::ProgressDrawTarget::stderr(),
-            );
-            let style = indicatif::ProgressStyle::with_template(
-                "{prefix:>24} [{bar:30}] {pos}/{len} {msg} ({eta})",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> ");
-            b.set_style(style);
-            b
-        });
-        ProgressBar { bar }
+    /// For `--progress` (auto, always or never, validated by the caller) on rank 0 only; an
+    /// explicit `always` wins over `--quiet`, which is about the report.
+    pub fn new(out: &crate::cli::OutputArgs, root: bool) -> Self {
+        let when = out.progress.as_str();
+        let allowed = root && (!out.quiet || when == "always");
+        let terminal = std::io::stderr().is_terminal();
+        let show = match (allowed, when, terminal) {
+            (false, _, _) | (_, "never", _) => Show::Hidden,
+            (true, "always", false) => Show::Lines(std::sync::Mutex::new(None)),
+            (true, "always", true) | (true, _, true) => {
+                let b = indicatif::ProgressBar::with_draw_target(
+                    Some(1),
+                    indicatif::ProgressDrawTarget::stderr(),
+                );
+                let style = indicatif::ProgressStyle::with_template(
+                    "{prefix:>24} [{bar:30}] {pos}/{len} {msg} ({eta})",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> ");
+                b.set_style(style);
+                Show::Bar(b)
+            }
+            _ => Show::Hidden,
+        };
+        ProgressBar { show }
     }
 
     /// Show a progress report.
     pub fn update(&self, p: Progress) {
-        let Some(b) = &self.bar else { return };
-        let stage = match p.stage {
-            Stage::Timer => "timer",
-            Stage::Warmup => "warm-up",
-            Stage::Npp => "npp",
-            Stage::Trials => "trials",
-        };
-        b.set_prefix(format!(
+        let prefix = format!(
             "size {}/{} ({})",
             p.size_index + 1,
             p.sizes,
             format_size(p.size)
-        ));
-        b.set_message(stage.to_string());
-        b.set_length(p.total.max(1));
-        b.set_position(p.done);
+        );
+        match &self.show {
+            Show::Hidden => {}
+            Show::Bar(b) => {
+                b.set_prefix(prefix);
+                b.set_message(stage_name(p.stage).to_string());
+                b.set_length(p.total.max(1));
+                b.set_position(p.done);
+            }
+            Show::Lines(last) => {
+                if p.stage != Stage::Trials || p.total == 0 {
+                    return;
+                }
+                let quarter = p.done * 4 / p.total;
+                let mut last = match last.lock() {
+                    Ok(g) => g,
+                    Err(e) => e.into_inner(),
+                };
+                if quarter > 0 && *last != Some((p.size_index, quarter)) {
+                    *last = Some((p.size_index, quarter));
+                    eprintln!("progress: {prefix}: trials {}/{}", p.done, p.total);
+                }
+            }
+        }
     }
 
     /// Remove the bar.
     pub fn finish(&self) {
-        if let Some(b) = &self.bar {
+        if let Show::Bar(b) = &self.show {
             b.finish_and_clear();
         }
     }

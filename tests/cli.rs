@@ -361,8 +361,6 @@ fn children_of(pid: u32) -> Vec<u32> {
 /// measured still written.
 pub fn killed_peer_gives_error_and_partial_results(backend: &str) {
     let d = tmpdir(&format!("killed-{backend}"));
-    // Long enough that the kill always lands mid-run however fast the machine: 400 sizes of
-    // 2000 trials take many seconds, and the kill comes after 0.8 s.
     let sizes: Vec<String> = (1..=400).map(|s| s.to_string()).collect();
     let mut c = Command::new(exe())
         .args([
@@ -370,7 +368,7 @@ pub fn killed_peer_gives_error_and_partial_results(backend: &str) {
             "--backend",
             backend,
             "--trials",
-            "2000",
+            "200",
             "--samples",
             "1000",
             "--warmup",
@@ -378,6 +376,8 @@ pub fn killed_peer_gives_error_and_partial_results(backend: &str) {
             "--timeout",
             "3",
             "--quiet",
+            "--progress",
+            "always",
         ])
         .args(["--sizes", &sizes.join(","), "--output", d.to_str().unwrap()])
         .stdout(Stdio::null())
@@ -385,24 +385,35 @@ pub fn killed_peer_gives_error_and_partial_results(backend: &str) {
         .spawn()
         .unwrap();
     let pid = c.id();
-    // Wait until rank 1 exists and a few sizes are done, then kill it.
-    let t = Instant::now();
-    let kids = loop {
-        let k = children_of(pid);
-        if !k.is_empty() || t.elapsed() > Duration::from_secs(10) {
-            break k;
+    // Standard error, read as it comes: the progress lines say when the first size is done,
+    // so the kill lands mid-run however fast or loaded the machine is.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stream = c.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stream)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.starts_with("progress: size 1/400") && line.ends_with("trials 200/200") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
         }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+        all
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("the first size never completed");
+    let kids = children_of(pid);
     assert!(!kids.is_empty(), "rank 1 never started");
-    std::thread::sleep(Duration::from_millis(800));
     for k in &kids {
         let _ = nix_kill(*k);
     }
     let status =
         wait_for(&mut c, Duration::from_secs(20)).expect("rank 0 did not end within the timeout");
-    let mut err = String::new();
-    c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let err = reader.join().unwrap();
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("rank 1"), "the error names the peer: {err}");
     let doc: serde_json::Value =

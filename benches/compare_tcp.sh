@@ -26,13 +26,13 @@ cb() { # cb OUT.json ARGS... -> median one-way us, median rate MB/s, minimum one
     "$B" "$@" --samples 1000000 --quiet --json "$out" >/dev/null 2>&1
     python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["points"][-1]; print(p["one_way_us"]["median"], p["rate_mb_s"]["median"], p["one_way_us"]["min"], p["rate_mb_s"]["min"])' "$out"
 }
-nptcp() { # nptcp SIZE -> one-way us and MB/s
+nptcp() { # nptcp SIZE -> one-way us and MB/s (10^6 B/s, from the time: NetPIPE's Mbps are 2^20 bit/s)
     local s=$1
     NPtcp -l "$s" -u "$s" -p 0 >/dev/null 2>&1 &
     sleep 0.3
     NPtcp -h 127.0.0.1 -l "$s" -u "$s" -p 0 -o "$T/np.out" >/dev/null 2>&1
     wait
-    awk '{ printf "%.4f %.2f\n", $3*1e6, $2*1e6/8/1e6 }' "$T/np.out"
+    awk '{ printf "%.4f %.2f\n", $3*1e6, $1/$3/1e6 }' "$T/np.out"
 }
 sock() { # 14-byte median one-way us
     sockperf server --tcp -i 127.0.0.1 -p 11111 >/dev/null 2>&1 &

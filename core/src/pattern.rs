@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! do ktrial = 1, ntrial
-//!   barrier
+//!   barrier, rooted at dest (dest's first act after a trial is to wait, so nothing it
+//!           sends overlaps the source's last receive)
 //!   source: recv(1 element from dest)      dest: send(1 element to source)   <- handshake
 //!   source: t1 = now; npp x (send, recv); t2 = now; time(ktrial) = t2 - t1 - min_ov
 //!   dest:             npp x (recv, send)
@@ -414,7 +415,10 @@ pub fn characterise_timer<E: Endpoint>(
 }
 
 /// Seed 000 §3.2: `ntrial` trials of `npp` kernel iterations, each after a barrier and the
-/// handshake (dest sends one element, source receives it, then source reads the clock).
+/// handshake (dest sends one element, source receives it, then source reads the clock). The
+/// barrier is [`Endpoint::barrier_first`] rooted at dest: after its last message of a trial,
+/// dest waits rather than reports, so no message of dest's reaches the source while the source
+/// is still inside the timed region.
 /// Returns the trial times (ns, `min_ov` subtracted) on `source` and an empty vector
 /// elsewhere; ranks other than `source` and `dest` only join the barriers. `tick` is called
 /// after every trial, outside the timed region. Generic over the iteration so the timed loop
@@ -438,7 +442,7 @@ pub fn trials<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
             .map_err(|_| Error::Config(format!("cannot hold {ntrial} trial times in memory")))?;
     }
     for k in 0..ntrial {
-        ep.barrier()
+        ep.barrier_first(dst)
             .phase_with(|| format!("barrier before trial {k}"))?;
         if me == src {
             let b = std::mem::take(hs);
@@ -674,6 +678,104 @@ impl Program for TimerOnly {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::Rank;
+
+    /// Rank `me` of two ranks whose every operation completes at once; it logs
+    /// (send?, peer, tag) of each.
+    struct Scripted {
+        me: Rank,
+        log: Vec<(bool, Rank, Tag)>,
+        done: std::collections::HashMap<u64, Completion>,
+    }
+
+    impl Endpoint for Scripted {
+        fn rank(&self) -> Rank {
+            self.me
+        }
+        fn size(&self) -> u32 {
+            2
+        }
+        fn backend(&self) -> &'static str {
+            "scripted"
+        }
+        fn timeout(&self) -> std::time::Duration {
+            std::time::Duration::from_secs(1)
+        }
+        fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
+            self.log.push((true, dest, tag));
+            let id = self.log.len() as u64;
+            let len = buf.len();
+            let c = Completion {
+                kind: crate::transport::OpKind::Send,
+                buf,
+                peer: dest,
+                tag,
+                len,
+            };
+            self.done.insert(id, c);
+            Ok(ReqId(id))
+        }
+        fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
+            let (Src::Rank(peer), TagSel::Tag(tag)) = (src, tag) else {
+                return Err(Error::Invalid("scripted: wildcard".into()));
+            };
+            self.log.push((false, peer, tag));
+            let id = self.log.len() as u64;
+            let len = buf.len();
+            let c = Completion {
+                kind: crate::transport::OpKind::Recv,
+                buf,
+                peer,
+                tag,
+                len,
+            };
+            self.done.insert(id, c);
+            Ok(ReqId(id))
+        }
+        fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
+            Ok(self.done.remove(&req.0))
+        }
+    }
+
+    /// After dest's last message of a trial, its next operation is a receive: nothing dest
+    /// sends can reach the source while the source still times its last receive.
+    #[test]
+    fn dest_waits_after_each_trial() {
+        for (source, dest) in [(0, 1), (1, 0)] {
+            let cfg = MethodConfig {
+                source,
+                dest,
+                ..MethodConfig::default()
+            };
+            let mut ep = Scripted {
+                me: dest,
+                log: Vec::new(),
+                done: Default::default(),
+            };
+            let mut buf = vec![0u8; 8];
+            let mut kernel = |ep: &mut Scripted| -> Result<()> {
+                let b = std::mem::take(&mut buf);
+                let b = ep
+                    .recv(Src::Rank(source), TagSel::Tag(TAG_PINGPONG), b)?
+                    .buf;
+                buf = ep.send(source, TAG_PINGPONG, b)?;
+                Ok(())
+            };
+            let mut hs = vec![0u8; 8];
+            trials(&mut ep, &mut kernel, &cfg, &mut hs, 2, 3, 0, |_| {}).unwrap();
+            let log = &ep.log;
+            let ends: Vec<usize> = (0..log.len() - 1)
+                .filter(|&i| log[i].2 == TAG_PINGPONG && log[i + 1].2 != TAG_PINGPONG)
+                .collect();
+            assert_eq!(ends.len(), 2, "{log:?}");
+            for i in ends {
+                assert!(!log[i + 1].0, "dest sends right after a trial: {log:?}");
+            }
+            // Each trial still has a barrier and the handshake before its kernel.
+            let hs_sends = log.iter().filter(|o| o.0 && o.2 == TAG_HANDSHAKE).count();
+            assert_eq!(hs_sends, 3);
+        }
+    }
 
     #[test]
     fn trial_times_round_trip_through_bytes() {

@@ -217,7 +217,7 @@ pub struct BackendArgs {
     #[arg(long, value_name = "POLICY", help_heading = "shm")]
     pub wait: Option<String>,
 
-    /// shm: pin rank i to the i-th CPU of this list (e.g. 0,2 or 0-3).
+    /// shm, tcp: pin rank i to the i-th CPU of this list, cycling (e.g. 0,2 or 0-3).
     #[arg(long, value_name = "LIST", help_heading = "shm")]
     pub cpus: Option<String>,
 
@@ -572,10 +572,16 @@ fn plan(kind: PatternKind, a: PingpongArgs) -> Result<Plan, Fatal> {
     method
         .validate(size)
         .map_err(|e| Fatal::usage(e.reason(), "see `commbench pingpong --help`"))?;
-    if !backends.contains(&"shm") && (a.backend.wait.is_some() || a.backend.cpus.is_some()) {
+    if !backends.contains(&"shm") && a.backend.wait.is_some() {
         return Err(Fatal::usage(
-            "--wait and --cpus apply to the shm backend only",
-            "add --backend shm or drop them",
+            "--wait applies to the shm backend only",
+            "add --backend shm or drop it",
+        ));
+    }
+    if !backends.iter().any(|b| *b == "shm" || *b == "tcp") && a.backend.cpus.is_some() {
+        return Err(Fatal::usage(
+            "--cpus applies to the shm and tcp backends only",
+            "add --backend shm or --backend tcp, or drop it",
         ));
     }
     if !backends.contains(&"tcp") && (a.backend.poll || a.backend.bind.is_some()) {

@@ -140,9 +140,11 @@ fn under_mpi(plan: &Plan, started: Instant, started_unix: u64) -> Result<(), Fat
         let result = match b {
             "mpi" => mpi.run(&mcfg, &prog),
             #[cfg(feature = "tcp")]
-            "tcp" => mpi.rendezvous(plan.timeout).and_then(|mut r| {
-                commbench::tcp::run_rank_over(&mut r, &token, &tcp_config(plan), &prog)
-            }),
+            "tcp" => {
+                let cfg = tcp_config(plan)?;
+                mpi.rendezvous(plan.timeout)
+                    .and_then(|mut r| commbench::tcp::run_rank_over(&mut r, &token, &cfg, &prog))
+            }
             #[cfg(feature = "shm")]
             "shm" => {
                 let cfg = shm_config(plan)?;
@@ -254,18 +256,43 @@ fn launcher_name(env: &RankEnv) -> String {
 }
 
 #[cfg(feature = "tcp")]
-fn tcp_config(plan: &Plan) -> commbench::tcp::TcpConfig {
-    commbench::tcp::TcpConfig {
+fn tcp_config(plan: &Plan) -> Result<commbench::tcp::TcpConfig, Fatal> {
+    Ok(commbench::tcp::TcpConfig {
         poll: plan.args.backend.poll,
         timeout: plan.timeout,
         bind_host: plan.args.backend.bind.clone(),
+        cpus: cpu_list(plan)?,
+    })
+}
+
+/// `--cpus` as a list of CPU numbers (empty: no pinning).
+#[cfg(any(feature = "tcp", feature = "shm"))]
+fn cpu_list(plan: &Plan) -> Result<Vec<usize>, Fatal> {
+    let Some(c) = &plan.args.backend.cpus else {
+        return Ok(Vec::new());
+    };
+    let cpus = commbench::core::spec::parse_cpu_list(c).map_err(|e| {
+        Fatal::usage(
+            format!("--cpus: {e}"),
+            "for example --cpus 0,1 or --cpus 0-3",
+        )
+    })?;
+    let online = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    if let Some(bad) = cpus.iter().find(|&&c| c >= 1024) {
+        return Err(Fatal::usage(
+            format!("--cpus: CPU {bad} does not exist"),
+            format!("this host has {online} CPUs"),
+        ));
     }
+    Ok(cpus)
 }
 
 #[cfg(feature = "tcp")]
 fn run_tcp<P: Program>(plan: &Plan, mut env: RankEnv, prog: &P) -> Result<Ran, Fatal> {
     use commbench::core::bootstrap::Bootstrap;
-    let cfg = tcp_config(plan);
+    let cfg = tcp_config(plan)?;
     if !env.is_local_launcher() {
         let launcher = launcher_name(&env);
         if env.rendezvous.is_none() {
@@ -327,23 +354,7 @@ fn shm_config(plan: &Plan) -> Result<commbench::shm::ShmConfig, Fatal> {
             Fatal::usage(format!("--wait {w}: {e}"), "use spin, spin-yield or futex")
         })?;
     }
-    if let Some(c) = &a.cpus {
-        cfg.cpus = commbench::core::spec::parse_cpu_list(c).map_err(|e| {
-            Fatal::usage(
-                format!("--cpus: {e}"),
-                "for example --cpus 0,1 or --cpus 0-3",
-            )
-        })?;
-        let online = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
-        if let Some(bad) = cfg.cpus.iter().find(|&&c| c >= 1024) {
-            return Err(Fatal::usage(
-                format!("--cpus: CPU {bad} does not exist"),
-                format!("this host has {online} CPUs"),
-            ));
-        }
-    }
+    cfg.cpus = cpu_list(plan)?;
     Ok(cfg)
 }
 

@@ -252,6 +252,38 @@ fn tcp_poll_mode_and_fixed_npp_are_recorded() {
     assert_eq!(doc["environment"]["backend_info"]["mode"], "poll");
 }
 
+#[test]
+fn tcp_ranks_are_pinned_with_cpus() {
+    let d = tmpdir("tcp-cpus");
+    let j = d.join("r.json");
+    let o = run(&[
+        "pingpong",
+        "--backend",
+        "tcp",
+        "--cpus",
+        "0",
+        "--trials",
+        "20",
+        "--samples",
+        "1000",
+        "--json",
+        j.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    check_contract(&doc, &[8], 20);
+    let info = &doc["environment"]["backend_info"];
+    assert_eq!(info["pinned_cpu"], 0, "{info}");
+    assert_eq!(info["cpu_affinity"], serde_json::json!([0]), "{info}");
+    assert_usage_error(&["pingpong", "--backend", "sim", "--cpus", "0"], "--cpus");
+    assert_usage_error(
+        &["pingpong", "--backend", "tcp", "--wait", "futex"],
+        "--wait",
+    );
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

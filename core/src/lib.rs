@@ -6,6 +6,7 @@
 //!
 //! Backends depend on this crate; this crate never depends on a backend.
 
+pub mod affinity;
 pub mod bootstrap;
 pub mod clock;
 pub mod compare;

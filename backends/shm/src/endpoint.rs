@@ -413,18 +413,7 @@ impl ShmEndpoint {
 
     /// Record the pinning in effect in the backend info.
     pub(crate) fn record_affinity(&mut self, requested: Option<usize>, actual: &[usize]) {
-        self.info.insert(
-            "pinned_cpu".into(),
-            requested.map_or(serde_json::Value::Null, |c| (c as u64).into()),
-        );
-        self.info.insert(
-            "cpu_affinity".into(),
-            actual
-                .iter()
-                .map(|&c| serde_json::Value::from(c as u64))
-                .collect::<Vec<_>>()
-                .into(),
-        );
+        commbench_core::affinity::record(&mut self.info, requested, actual);
     }
 
     /// The program returned successfully: deliver queued sends and tell the peers.

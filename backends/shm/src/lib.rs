@@ -34,6 +34,7 @@ mod sys;
 
 pub use endpoint::ShmEndpoint;
 
+use commbench_core::affinity;
 use commbench_core::launch::RankEnv;
 use commbench_core::{Error, Program, Result};
 use segment::{Layout, Mapping};
@@ -140,10 +141,6 @@ impl ShmConfig {
             return Err(Error::Config("shm: the timeout must be above zero".into()));
         }
         Ok(())
-    }
-
-    fn cpu_for(&self, rank: u32) -> Option<usize> {
-        (!self.cpus.is_empty()).then(|| self.cpus[rank as usize % self.cpus.len()])
     }
 }
 
@@ -268,8 +265,8 @@ fn run_on<P: Program>(
     let mut ep = ShmEndpoint::attach(map, layout, rank, cfg.wait, cfg.timeout, mode)?;
     // Every rank has mapped the segment: its descriptor is no longer needed by anyone.
     drop(keep);
-    let cpu = cfg.cpu_for(rank);
-    let actual = sys::pin(cpu)?;
+    let cpu = affinity::cpu_for(&cfg.cpus, rank);
+    let actual = affinity::pin(cpu)?;
     ep.record_affinity(cpu, &actual);
     let out = p.run(&mut ep)?;
     ep.finish()?;
@@ -397,13 +394,5 @@ mod tests {
             ..ShmConfig::default()
         };
         assert!(c.validate().is_err());
-        let c = ShmConfig {
-            cpus: vec![3, 5],
-            ..ShmConfig::default()
-        };
-        assert_eq!(
-            (c.cpu_for(0), c.cpu_for(1), c.cpu_for(2)),
-            (Some(3), Some(5), Some(3))
-        );
     }
 }

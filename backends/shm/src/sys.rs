@@ -1,6 +1,5 @@
-//! Thin wrappers over the system calls nix lacks (futex, pidfd_open) and CPU pinning.
+//! Thin wrappers over the system calls nix lacks (futex, pidfd_open).
 
-use commbench_core::{Error, Result};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
@@ -89,26 +88,4 @@ impl Watch {
             }
         }
     }
-}
-
-/// Pin the calling thread to `cpu` (when given) and return the affinity actually in effect.
-pub(crate) fn pin(cpu: Option<usize>) -> Result<Vec<usize>> {
-    use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
-    use nix::unistd::Pid;
-    if let Some(c) = cpu {
-        let mut set = CpuSet::new();
-        set.set(c).map_err(|_| {
-            Error::Config(format!(
-                "shm: CPU {c} is out of range (at most {})",
-                CpuSet::count() - 1
-            ))
-        })?;
-        sched_setaffinity(Pid::from_raw(0), &set)
-            .map_err(|e| Error::io(format!("shm: pinning to CPU {c}"), e.into()))?;
-    }
-    let set = sched_getaffinity(Pid::from_raw(0))
-        .map_err(|e| Error::io("shm: reading the CPU affinity", e.into()))?;
-    Ok((0..CpuSet::count())
-        .filter(|&i| set.is_set(i).unwrap_or(false))
-        .collect())
 }

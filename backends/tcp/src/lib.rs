@@ -30,6 +30,7 @@
 //!   goodbye exchange ([`TcpEndpoint::finish`]) so that no rank closes while messages to or from
 //!   it are still in flight.
 
+use commbench_core::affinity;
 use commbench_core::bootstrap::{self, Bootstrap, Listener, Rendezvous};
 use commbench_core::launch::RankEnv;
 use commbench_core::matching::{Matcher, ReqTable};
@@ -75,6 +76,8 @@ pub struct TcpConfig {
     /// Interface (host name or address) to listen on for data connections; by default the
     /// one this rank reached the rendezvous from (`127.0.0.1` for [`run_threads`]).
     pub bind_host: Option<String>,
+    /// CPUs to pin ranks to (`--cpus`): rank `i` goes to `cpus[i % len]`; empty: no pinning.
+    pub cpus: Vec<usize>,
 }
 
 impl Default for TcpConfig {
@@ -83,6 +86,7 @@ impl Default for TcpConfig {
             poll: false,
             timeout: Duration::from_secs(30),
             bind_host: None,
+            cpus: Vec::new(),
         }
     }
 }
@@ -462,11 +466,15 @@ pub struct TcpEndpoint {
     epoll: Epoll,
     events: [EpollEvent; 16],
     local: Option<SocketAddr>,
+    /// The CPU asked for (`--cpus`) and the affinity in effect, for the backend info.
+    pinned: Option<usize>,
+    affinity: Vec<usize>,
 }
 
 impl TcpEndpoint {
     /// Build the mesh of data connections over an established bootstrap: listen, exchange
-    /// addresses, connect to lower ranks, accept higher ones (all presenting `token`).
+    /// addresses, connect to lower ranks, accept higher ones (all presenting `token`); then
+    /// pin the calling thread as [`TcpConfig::cpus`] says.
     pub fn connect(boot: &mut dyn Rendezvous, token: &str, cfg: &TcpConfig) -> Result<TcpEndpoint> {
         let me = boot.rank();
         let size = boot.size();
@@ -502,6 +510,8 @@ impl TcpEndpoint {
         }
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
             .map_err(|e| Error::io("creating an epoll instance", e.into()))?;
+        let pinned = affinity::cpu_for(&cfg.cpus, me);
+        let affinity = affinity::pin(pinned)?;
         for c in conns.iter().flatten() {
             epoll
                 .add(
@@ -521,6 +531,8 @@ impl TcpEndpoint {
             epoll,
             events: [EpollEvent::empty(); 16],
             local: Some(advertised),
+            pinned,
+            affinity,
         })
     }
 
@@ -867,6 +879,7 @@ impl Endpoint for TcpEndpoint {
         if let Some(a) = self.local {
             m.insert("data_address".into(), a.to_string().into());
         }
+        affinity::record(&mut m, self.pinned, &self.affinity);
         m
     }
 }

@@ -18,6 +18,7 @@ fn cfg(poll: bool) -> TcpConfig {
         poll,
         timeout: Duration::from_secs(20),
         bind_host: None,
+        cpus: Vec::new(),
     }
 }
 

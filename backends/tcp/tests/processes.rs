@@ -20,6 +20,7 @@ fn cfg(secs: u64) -> TcpConfig {
         poll: false,
         timeout: Duration::from_secs(secs),
         bind_host: None,
+        cpus: Vec::new(),
     }
 }
 

@@ -224,29 +224,32 @@ fn tcp_run_writes_the_documented_outputs() {
     assert_eq!(doc["environment"]["backend_info"]["mode"], "blocking");
 }
 
-#[test]
-fn tcp_poll_mode_and_fixed_npp_are_recorded() {
-    let d = tmpdir("tcp-poll");
-    let j = d.join("r.json");
-    let o = run(&[
+/// A 20-trial 8-byte tcp ping-pong with `extra` arguments; its result document, checked
+/// against the contract.
+fn tcp_doc(name: &str, extra: &[&str]) -> serde_json::Value {
+    let j = tmpdir(name).join("r.json");
+    let mut args = vec![
         "pingpong",
         "--backend",
         "tcp",
-        "--poll",
-        "--npp",
-        "3",
         "--trials",
         "20",
         "--samples",
         "1000",
-        "--json",
-        j.to_str().unwrap(),
-        "--quiet",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--json", j.to_str().unwrap(), "--quiet"]);
+    let o = run(&args);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
     check_contract(&doc, &[8], 20);
+    doc
+}
+
+#[test]
+fn tcp_poll_mode_and_fixed_npp_are_recorded() {
+    let doc = tcp_doc("tcp-poll", &["--poll", "--npp", "3"]);
     assert_eq!(doc["points"][0]["npp"], 3);
     assert!(doc["points"][0]["npp_calculated"].is_null());
     assert_eq!(doc["environment"]["backend_info"]["mode"], "poll");
@@ -254,26 +257,7 @@ fn tcp_poll_mode_and_fixed_npp_are_recorded() {
 
 #[test]
 fn tcp_ranks_are_pinned_with_cpus() {
-    let d = tmpdir("tcp-cpus");
-    let j = d.join("r.json");
-    let o = run(&[
-        "pingpong",
-        "--backend",
-        "tcp",
-        "--cpus",
-        "0",
-        "--trials",
-        "20",
-        "--samples",
-        "1000",
-        "--json",
-        j.to_str().unwrap(),
-        "--quiet",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
-    check_contract(&doc, &[8], 20);
+    let doc = tcp_doc("tcp-cpus", &["--cpus", "0"]);
     let info = &doc["environment"]["backend_info"];
     assert_eq!(info["pinned_cpu"], 0, "{info}");
     assert_eq!(info["cpu_affinity"], serde_json::json!([0]), "{info}");

@@ -688,6 +688,30 @@ mod tests {
         done: std::collections::HashMap<u64, Completion>,
     }
 
+    impl Scripted {
+        fn complete(
+            &mut self,
+            kind: crate::transport::OpKind,
+            peer: Rank,
+            tag: Tag,
+            buf: Vec<u8>,
+        ) -> ReqId {
+            self.log
+                .push((kind == crate::transport::OpKind::Send, peer, tag));
+            let id = self.log.len() as u64;
+            let len = buf.len();
+            let c = Completion {
+                kind,
+                buf,
+                peer,
+                tag,
+                len,
+            };
+            self.done.insert(id, c);
+            ReqId(id)
+        }
+    }
+
     impl Endpoint for Scripted {
         fn rank(&self) -> Rank {
             self.me
@@ -702,35 +726,13 @@ mod tests {
             std::time::Duration::from_secs(1)
         }
         fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
-            self.log.push((true, dest, tag));
-            let id = self.log.len() as u64;
-            let len = buf.len();
-            let c = Completion {
-                kind: crate::transport::OpKind::Send,
-                buf,
-                peer: dest,
-                tag,
-                len,
-            };
-            self.done.insert(id, c);
-            Ok(ReqId(id))
+            Ok(self.complete(crate::transport::OpKind::Send, dest, tag, buf))
         }
         fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
             let (Src::Rank(peer), TagSel::Tag(tag)) = (src, tag) else {
                 return Err(Error::Invalid("scripted: wildcard".into()));
             };
-            self.log.push((false, peer, tag));
-            let id = self.log.len() as u64;
-            let len = buf.len();
-            let c = Completion {
-                kind: crate::transport::OpKind::Recv,
-                buf,
-                peer,
-                tag,
-                len,
-            };
-            self.done.insert(id, c);
-            Ok(ReqId(id))
+            Ok(self.complete(crate::transport::OpKind::Recv, peer, tag, buf))
         }
         fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
             Ok(self.done.remove(&req.0))

@@ -552,83 +552,43 @@ mod tests {
     #[test]
     fn every_error_case() {
         use SpecError as E;
-        assert!(is(parse_sizes(""), |e| matches!(e, E::Empty { .. })));
-        assert!(is(parse_sizes("  "), |e| matches!(e, E::Empty { .. })));
-        assert!(is(parse_sizes("1,,2"), |e| matches!(
-            e,
-            E::EmptyItem { .. }
-        )));
-        assert!(is(parse_sizes("1,"), |e| matches!(e, E::EmptyItem { .. })));
-        assert!(is(parse_sizes(",1"), |e| matches!(e, E::EmptyItem { .. })));
-        assert!(is(parse_sizes("abc"), |e| matches!(e, E::BadNumber { .. })));
-        assert!(is(parse_sizes("K"), |e| matches!(e, E::BadNumber { .. })));
-        assert!(is(parse_sizes("-4"), |e| matches!(e, E::BadNumber { .. })));
-        assert!(is(parse_sizes("1..x"), |e| matches!(
-            e,
-            E::BadNumber { .. }
-        )));
-        assert!(is(parse_sizes("..8"), |e| matches!(e, E::BadNumber { .. })));
-        assert!(is(parse_sizes("4T"), |e| matches!(
-            e,
-            E::UnknownSuffix { .. }
-        )));
-        assert!(is(parse_sizes("4KiBB"), |e| matches!(
-            e,
-            E::UnknownSuffix { .. }
-        )));
-        assert!(is(parse_sizes("1.5K"), |e| matches!(
-            e,
-            E::UnknownSuffix { .. }
-        )));
-        assert!(is(parse_sizes("8..1"), |e| matches!(
-            e,
-            E::ReversedRange { .. }
-        )));
-        assert!(is(parse_sizes("1..8:x1"), |e| matches!(
-            e,
-            E::BadFactor { .. }
-        )));
-        assert!(is(parse_sizes("1..8:x0"), |e| matches!(
-            e,
-            E::BadFactor { .. }
-        )));
-        assert!(is(parse_sizes("1..8:x2K"), |e| matches!(
-            e,
-            E::UnknownSuffix { .. }
-        )));
-        assert!(is(parse_sizes("1..8:+0"), |e| matches!(
-            e,
-            E::ZeroStep { .. }
-        )));
-        assert!(is(parse_sizes("1..8:/2"), |e| matches!(
-            e,
-            E::BadStep { .. }
-        )));
-        assert!(is(parse_sizes("1..8:"), |e| matches!(e, E::BadStep { .. })));
-        assert!(is(parse_sizes("0..8:x2"), |e| matches!(
-            e,
-            E::ZeroGeometricStart { .. }
-        )));
-        assert!(is(parse_sizes("0..8"), |e| matches!(
-            e,
-            E::ZeroGeometricStart { .. }
-        )));
-        assert!(is(parse_sizes("99999999999999999999"), |e| matches!(
-            e,
-            E::Overflow { .. }
-        )));
-        assert!(is(parse_sizes("20000000000G"), |e| matches!(
-            e,
-            E::Overflow { .. }
-        )));
-        assert!(is(parse_sizes("0..1000000:+1"), |e| matches!(
-            e,
-            E::TooMany { .. }
-        )));
-        assert!(is(
-            parse_sizes(&format!("0..{}:+1", u64::MAX)),
-            |e| matches!(e, E::TooMany { .. })
-        ));
+        // `spec` is rejected with the error variant `kind`, in a one-line message.
+        macro_rules! rejects {
+            ($spec:expr, $kind:ident) => {
+                assert!(
+                    is(parse_sizes($spec), |e| matches!(e, E::$kind { .. })),
+                    "{:?} should be rejected as {}",
+                    $spec,
+                    stringify!($kind)
+                )
+            };
+        }
+        rejects!("", Empty);
+        rejects!("  ", Empty);
+        rejects!("1,,2", EmptyItem);
+        rejects!("1,", EmptyItem);
+        rejects!(",1", EmptyItem);
+        rejects!("abc", BadNumber);
+        rejects!("K", BadNumber);
+        rejects!("-4", BadNumber);
+        rejects!("1..x", BadNumber);
+        rejects!("..8", BadNumber);
+        rejects!("4T", UnknownSuffix);
+        rejects!("4KiBB", UnknownSuffix);
+        rejects!("1.5K", UnknownSuffix);
+        rejects!("8..1", ReversedRange);
+        rejects!("1..8:x1", BadFactor);
+        rejects!("1..8:x0", BadFactor);
+        rejects!("1..8:x2K", UnknownSuffix);
+        rejects!("1..8:+0", ZeroStep);
+        rejects!("1..8:/2", BadStep);
+        rejects!("1..8:", BadStep);
+        rejects!("0..8:x2", ZeroGeometricStart);
+        rejects!("0..8", ZeroGeometricStart);
+        rejects!("99999999999999999999", Overflow);
+        rejects!("20000000000G", Overflow);
+        rejects!("0..1000000:+1", TooMany);
+        rejects!(&format!("0..{}:+1", u64::MAX), TooMany);
         assert_eq!(parse_sizes("1..1000000:+1").unwrap().len(), MAX_VALUES);
         // Messages name the offending text and the accepted forms.
         let msg = parse_sizes("1,4Q").unwrap_err().to_string();

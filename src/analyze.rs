@@ -372,7 +372,7 @@ pub fn render_markdown(doc: &ResultDoc, fits: &[FitSection]) -> String {
             "| model | sizes (B) | t0 (us) | r_inf (MB/s) | n_half (B) | pi0 (1/s) | r2 |"
         );
         let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|");
-        let mut rows = vec![("Hockney, whole range".to_string(), h.whole())];
+        let mut rows = vec![("Hockney, whole range".to_string(), h.whole.clone())];
         for (name, seg) in ["below", "at and above"].iter().zip(&h.segments) {
             rows.push((
                 format!(

@@ -211,35 +211,9 @@ impl HockneySegment {
 /// breakpoint (seed 002).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hockney {
-    /// Asymptotic bandwidth over the whole range, MB/s.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub r_inf_mb_s: f64,
-    /// Half-performance message length, bytes.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub n_half_bytes: f64,
-    /// Start-up time, us.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub t0_us: f64,
-    /// Specific performance, per second.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub pi0_per_s: f64,
-    /// Standard error of `r_inf`, MB/s.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub se_r_inf_mb_s: f64,
-    /// Standard error of `t0`, us.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub se_t0_us: f64,
-    /// Standard error of `n_half`, bytes.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub se_n_half_bytes: f64,
-    /// Weighted coefficient of determination.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub r2: f64,
-    /// Largest absolute residual, us.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub max_abs_err_us: f64,
-    /// Number of points fitted.
-    pub points: usize,
+    /// The whole-range fit; its keys sit at the top level of the object.
+    #[serde(flatten)]
+    pub whole: HockneySegment,
     /// First size of the upper regime (sizes below it form the lower regime), or null.
     pub breakpoint_bytes: Option<u64>,
     /// `none`, `given` (by the user) or `auto` (found by [`auto_breakpoint`]).
@@ -251,24 +225,6 @@ pub struct Hockney {
 }
 
 impl Hockney {
-    /// The whole-range fit as a segment.
-    pub fn whole(&self) -> HockneySegment {
-        HockneySegment {
-            from_bytes: self.segments.first().map_or(0, |s| s.from_bytes),
-            to_bytes: self.segments.last().map_or(0, |s| s.to_bytes),
-            r_inf_mb_s: self.r_inf_mb_s,
-            n_half_bytes: self.n_half_bytes,
-            t0_us: self.t0_us,
-            pi0_per_s: self.pi0_per_s,
-            se_r_inf_mb_s: self.se_r_inf_mb_s,
-            se_t0_us: self.se_t0_us,
-            se_n_half_bytes: self.se_n_half_bytes,
-            r2: self.r2,
-            max_abs_err_us: self.max_abs_err_us,
-            points: self.points,
-        }
-    }
-
     /// The model's time for `n` bytes, us: the regime's line when there is a breakpoint.
     pub fn time_us(&self, n: u64) -> f64 {
         match (self.breakpoint_bytes, self.segments.as_slice()) {
@@ -279,7 +235,7 @@ impl Hockney {
                     hi.time_us(n as f64)
                 }
             }
-            _ => self.t0_us + n as f64 / self.r_inf_mb_s,
+            _ => self.whole.time_us(n as f64),
         }
     }
 }
@@ -654,23 +610,15 @@ fn fit_with_ci(
         bandwidth_sizes: [bw.1, bw.2],
         cycles,
     };
+    let whole_t0 = whole.t0_us;
     let mut hockney = Hockney {
-        r_inf_mb_s: whole.r_inf_mb_s,
-        n_half_bytes: whole.n_half_bytes,
-        t0_us: whole.t0_us,
-        pi0_per_s: whole.pi0_per_s,
-        se_r_inf_mb_s: whole.se_r_inf_mb_s,
-        se_t0_us: whole.se_t0_us,
-        se_n_half_bytes: whole.se_n_half_bytes,
-        r2: whole.r2,
-        max_abs_err_us: whole.max_abs_err_us,
-        points: whole.points,
+        whole,
         breakpoint_bytes: bp,
         breakpoint_source: source.into(),
         segments,
         notes,
     };
-    if whole.t0_us <= 0.0 {
+    if whole_t0 <= 0.0 {
         hockney.notes.push(
             "the fitted start-up time t0 is not positive, so n_half and pi0 are not meaningful"
                 .into(),
@@ -786,7 +734,7 @@ pub fn render_fit(out: &mut String, f: &FitSection) {
         f.points.first().map_or(0, |p| p.size),
         f.points.last().map_or(0, |p| p.size)
     );
-    segment_lines(out, &h.whole(), "    ");
+    segment_lines(out, &h.whole, "    ");
     match h.breakpoint_bytes {
         Some(bp) => {
             let _ = writeln!(out, "  breakpoint = {bp} bytes ({})", h.breakpoint_source);
@@ -883,13 +831,17 @@ mod tests {
         let t: Vec<f64> = sizes.iter().map(|&n| 2.0 + n as f64 / 1000.0).collect();
         let f = fit(&sizes, &t, Breakpoint::Auto, None).unwrap();
         let h = &f.hockney;
-        assert!(close(h.r_inf_mb_s, 1000.0, 1e-9), "{}", h.r_inf_mb_s);
-        assert!(close(h.t0_us, 2.0, 1e-9));
-        assert!(close(h.n_half_bytes, 2000.0, 1e-9));
-        assert!(close(h.pi0_per_s, 5e5, 1e-9));
-        assert!(h.se_t0_us < 1e-9 && h.se_r_inf_mb_s < 1e-6);
-        assert!(close(h.r2, 1.0, 1e-12));
-        assert!(h.max_abs_err_us < 1e-6);
+        assert!(
+            close(h.whole.r_inf_mb_s, 1000.0, 1e-9),
+            "{}",
+            h.whole.r_inf_mb_s
+        );
+        assert!(close(h.whole.t0_us, 2.0, 1e-9));
+        assert!(close(h.whole.n_half_bytes, 2000.0, 1e-9));
+        assert!(close(h.whole.pi0_per_s, 5e5, 1e-9));
+        assert!(h.whole.se_t0_us < 1e-9 && h.whole.se_r_inf_mb_s < 1e-6);
+        assert!(close(h.whole.r2, 1.0, 1e-12));
+        assert!(h.whole.max_abs_err_us < 1e-6);
         assert_eq!(h.breakpoint_bytes, None, "{:?}", h.notes);
         assert_eq!(h.breakpoint_source, "none");
         assert!(h.segments.is_empty());
@@ -909,17 +861,21 @@ mod tests {
             .map(|(i, &n)| (3.5 + n as f64 / 250.0) * (1.0 + 0.02 * noise(i)))
             .collect();
         let h = fit(&sizes, &t, Breakpoint::None, None).unwrap().hockney;
-        assert!(close(h.t0_us, h.n_half_bytes / h.r_inf_mb_s, 1e-12));
-        assert!(close(h.pi0_per_s, 1e6 / h.t0_us, 1e-12));
         assert!(close(
-            h.pi0_per_s,
-            1e6 * h.r_inf_mb_s / h.n_half_bytes,
+            h.whole.t0_us,
+            h.whole.n_half_bytes / h.whole.r_inf_mb_s,
+            1e-12
+        ));
+        assert!(close(h.whole.pi0_per_s, 1e6 / h.whole.t0_us, 1e-12));
+        assert!(close(
+            h.whole.pi0_per_s,
+            1e6 * h.whole.r_inf_mb_s / h.whole.n_half_bytes,
             1e-12
         ));
         // Rate at n_half is half of r_inf (eq. 3 with n = n_half).
-        let n = h.n_half_bytes;
-        let r = n / (h.t0_us + n / h.r_inf_mb_s);
-        assert!(close(r, h.r_inf_mb_s / 2.0, 1e-12));
+        let n = h.whole.n_half_bytes;
+        let r = n / (h.whole.t0_us + n / h.whole.r_inf_mb_s);
+        assert!(close(r, h.whole.r_inf_mb_s / 2.0, 1e-12));
     }
 
     #[test]
@@ -948,9 +904,9 @@ mod tests {
         assert!(close(l.bandwidth_mb_s, 3000.0, 0.02));
         let h = &f.hockney;
         // Whole-range Hockney equals seed 003's line without a breakpoint.
-        assert_eq!(h.t0_us, l.latency_us);
-        assert_eq!(h.r_inf_mb_s, l.bandwidth_mb_s);
-        assert!((h.n_half_bytes - 3600.0).abs() < 3.0 * h.se_n_half_bytes + 1.0);
+        assert_eq!(h.whole.t0_us, l.latency_us);
+        assert_eq!(h.whole.r_inf_mb_s, l.bandwidth_mb_s);
+        assert!((h.whole.n_half_bytes - 3600.0).abs() < 3.0 * h.whole.se_n_half_bytes + 1.0);
     }
 
     #[test]
@@ -1078,12 +1034,12 @@ mod tests {
         assert!(fit(&[1, 2], &[1.0, f64::NAN], Breakpoint::None, None).is_none());
         // Two points: exact, standard errors undefined, still serialisable.
         let f = fit(&[0, 100], &[1.0, 2.0], Breakpoint::Auto, None).unwrap();
-        assert!(close(f.hockney.r_inf_mb_s, 100.0, 1e-12));
-        assert!(f.hockney.se_t0_us.is_nan());
+        assert!(close(f.hockney.whole.r_inf_mb_s, 100.0, 1e-12));
+        assert!(f.hockney.whole.se_t0_us.is_nan());
         let json = serde_json::to_string(&f).unwrap();
         let back: FitSection = serde_json::from_str(&json).unwrap();
-        assert!(back.hockney.se_t0_us.is_nan());
-        assert_eq!(back.hockney.r_inf_mb_s, f.hockney.r_inf_mb_s);
+        assert!(back.hockney.whole.se_t0_us.is_nan());
+        assert_eq!(back.hockney.whole.r_inf_mb_s, f.hockney.whole.r_inf_mb_s);
         // A zero time falls back to ordinary least squares.
         let f = fit(&[0, 1, 2], &[0.0, 1.0, 2.0], Breakpoint::None, None).unwrap();
         assert_eq!(f.weighting, "ordinary");

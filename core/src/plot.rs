@@ -596,7 +596,7 @@ fn regimes(f: &FitSection) -> Vec<(String, HockneySegment)> {
             (format!("n >= {}", size_text(bp)), h.segments[1].clone()),
         ]
     } else {
-        let mut w = h.whole();
+        let mut w = h.whole.clone();
         w.from_bytes = lo;
         w.to_bytes = hi;
         vec![("all n".to_string(), w)]

@@ -141,9 +141,11 @@ fn relative_weights(t: &[f64]) -> Vec<f64> {
 /// `[from_bytes, to_bytes]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HockneySegment {
-    /// Smallest size in the regime, bytes.
+    /// Smallest size in the regime, bytes (0 when read from a document that predates it).
+    #[serde(default)]
     pub from_bytes: u64,
-    /// Largest size in the regime, bytes.
+    /// Largest size in the regime, bytes (0 when read from a document that predates it).
+    #[serde(default)]
     pub to_bytes: u64,
     /// Asymptotic bandwidth `r_inf = 1 / slope`, MB/s (10^6 B/s).
     #[serde(deserialize_with = "stats::f64_or_nan")]
@@ -845,6 +847,15 @@ mod tests {
         assert_eq!(h.breakpoint_bytes, None, "{:?}", h.notes);
         assert_eq!(h.breakpoint_source, "none");
         assert!(h.segments.is_empty());
+        // The whole-range keys sit at the top level, with its size range; a document written
+        // before the range was recorded still reads.
+        let mut v = serde_json::to_value(h).unwrap();
+        assert_eq!(v["t0_us"], serde_json::json!(h.whole.t0_us));
+        assert_eq!(v["to_bytes"], serde_json::json!(1u64 << 22));
+        v.as_object_mut().unwrap().remove("to_bytes");
+        let back: Hockney = serde_json::from_value(v).unwrap();
+        assert_eq!(back.whole.to_bytes, 0);
+        assert_eq!(back.whole.t0_us, h.whole.t0_us);
         assert!(close(f.linear.latency_us, 2.0, 1e-9));
         assert!(close(f.linear.bandwidth_mb_s, 1000.0, 1e-9));
         assert_eq!(f.points.len(), sizes.len());

@@ -549,46 +549,46 @@ mod tests {
         }
     }
 
+    /// `parse(spec)` is rejected with the error variant `kind`, in a one-line message.
+    macro_rules! rejects {
+        ($parse:ident, $spec:expr, $kind:ident) => {
+            assert!(
+                is($parse($spec), |e| matches!(e, SpecError::$kind { .. })),
+                "{:?} should be rejected as {}",
+                $spec,
+                stringify!($kind)
+            )
+        };
+    }
+
     #[test]
     fn every_error_case() {
-        use SpecError as E;
-        // `spec` is rejected with the error variant `kind`, in a one-line message.
-        macro_rules! rejects {
-            ($spec:expr, $kind:ident) => {
-                assert!(
-                    is(parse_sizes($spec), |e| matches!(e, E::$kind { .. })),
-                    "{:?} should be rejected as {}",
-                    $spec,
-                    stringify!($kind)
-                )
-            };
-        }
-        rejects!("", Empty);
-        rejects!("  ", Empty);
-        rejects!("1,,2", EmptyItem);
-        rejects!("1,", EmptyItem);
-        rejects!(",1", EmptyItem);
-        rejects!("abc", BadNumber);
-        rejects!("K", BadNumber);
-        rejects!("-4", BadNumber);
-        rejects!("1..x", BadNumber);
-        rejects!("..8", BadNumber);
-        rejects!("4T", UnknownSuffix);
-        rejects!("4KiBB", UnknownSuffix);
-        rejects!("1.5K", UnknownSuffix);
-        rejects!("8..1", ReversedRange);
-        rejects!("1..8:x1", BadFactor);
-        rejects!("1..8:x0", BadFactor);
-        rejects!("1..8:x2K", UnknownSuffix);
-        rejects!("1..8:+0", ZeroStep);
-        rejects!("1..8:/2", BadStep);
-        rejects!("1..8:", BadStep);
-        rejects!("0..8:x2", ZeroGeometricStart);
-        rejects!("0..8", ZeroGeometricStart);
-        rejects!("99999999999999999999", Overflow);
-        rejects!("20000000000G", Overflow);
-        rejects!("0..1000000:+1", TooMany);
-        rejects!(&format!("0..{}:+1", u64::MAX), TooMany);
+        rejects!(parse_sizes, "", Empty);
+        rejects!(parse_sizes, "  ", Empty);
+        rejects!(parse_sizes, "1,,2", EmptyItem);
+        rejects!(parse_sizes, "1,", EmptyItem);
+        rejects!(parse_sizes, ",1", EmptyItem);
+        rejects!(parse_sizes, "abc", BadNumber);
+        rejects!(parse_sizes, "K", BadNumber);
+        rejects!(parse_sizes, "-4", BadNumber);
+        rejects!(parse_sizes, "1..x", BadNumber);
+        rejects!(parse_sizes, "..8", BadNumber);
+        rejects!(parse_sizes, "4T", UnknownSuffix);
+        rejects!(parse_sizes, "4KiBB", UnknownSuffix);
+        rejects!(parse_sizes, "1.5K", UnknownSuffix);
+        rejects!(parse_sizes, "8..1", ReversedRange);
+        rejects!(parse_sizes, "1..8:x1", BadFactor);
+        rejects!(parse_sizes, "1..8:x0", BadFactor);
+        rejects!(parse_sizes, "1..8:x2K", UnknownSuffix);
+        rejects!(parse_sizes, "1..8:+0", ZeroStep);
+        rejects!(parse_sizes, "1..8:/2", BadStep);
+        rejects!(parse_sizes, "1..8:", BadStep);
+        rejects!(parse_sizes, "0..8:x2", ZeroGeometricStart);
+        rejects!(parse_sizes, "0..8", ZeroGeometricStart);
+        rejects!(parse_sizes, "99999999999999999999", Overflow);
+        rejects!(parse_sizes, "20000000000G", Overflow);
+        rejects!(parse_sizes, "0..1000000:+1", TooMany);
+        rejects!(parse_sizes, &format!("0..{}:+1", u64::MAX), TooMany);
         assert_eq!(parse_sizes("1..1000000:+1").unwrap().len(), MAX_VALUES);
         // Messages name the offending text and the accepted forms.
         let msg = parse_sizes("1,4Q").unwrap_err().to_string();
@@ -607,16 +607,10 @@ mod tests {
         assert_eq!(parse_counts("1,9,18,36").unwrap(), vec![1, 9, 18, 36]);
         assert_eq!(parse_counts("1..64").unwrap(), vec![1, 2, 4, 8, 16, 32, 64]);
         assert_eq!(parse_counts("10..30:+10").unwrap(), vec![10, 20, 30]);
-        assert!(matches!(parse_counts("0,1"), Err(SpecError::Zero { .. })));
-        assert!(matches!(
-            parse_counts("0..8:+4"),
-            Err(SpecError::Zero { .. })
-        ));
-        assert!(matches!(
-            parse_counts("4K"),
-            Err(SpecError::UnknownSuffix { .. })
-        ));
-        assert!(matches!(parse_counts(""), Err(SpecError::Empty { .. })));
+        rejects!(parse_counts, "0,1", Zero);
+        rejects!(parse_counts, "0..8:+4", Zero);
+        rejects!(parse_counts, "4K", UnknownSuffix);
+        rejects!(parse_counts, "", Empty);
         let msg = parse_counts("x").unwrap_err().to_string();
         assert!(msg.contains("positive integers"), "{msg}");
     }
@@ -626,43 +620,19 @@ mod tests {
         assert_eq!(parse_cpu_list("0,2,4-7").unwrap(), vec![0, 2, 4, 5, 6, 7]);
         assert_eq!(parse_cpu_list("3").unwrap(), vec![3]);
         assert_eq!(parse_cpu_list(" 5 - 5 , 1").unwrap(), vec![5, 1]);
-        assert!(matches!(parse_cpu_list(""), Err(SpecError::Empty { .. })));
-        assert!(matches!(
-            parse_cpu_list("1,,2"),
-            Err(SpecError::EmptyItem { .. })
-        ));
-        assert!(matches!(
-            parse_cpu_list("7-4"),
-            Err(SpecError::ReversedRange { .. })
-        ));
+        rejects!(parse_cpu_list, "", Empty);
+        rejects!(parse_cpu_list, "1,,2", EmptyItem);
+        rejects!(parse_cpu_list, "7-4", ReversedRange);
         assert!(matches!(
             parse_cpu_list("0-3,2"),
             Err(SpecError::DuplicateCpu { cpu: 2, .. })
         ));
-        assert!(matches!(
-            parse_cpu_list("0-3:2"),
-            Err(SpecError::UnknownSuffix { .. })
-        ));
-        assert!(matches!(
-            parse_cpu_list("a"),
-            Err(SpecError::BadNumber { .. })
-        ));
-        assert!(matches!(
-            parse_cpu_list("-1"),
-            Err(SpecError::BadNumber { .. })
-        ));
-        assert!(matches!(
-            parse_cpu_list("1K"),
-            Err(SpecError::UnknownSuffix { .. })
-        ));
-        assert!(matches!(
-            parse_cpu_list(&format!("0-{}", u64::MAX)),
-            Err(SpecError::TooMany { .. })
-        ));
-        assert!(matches!(
-            parse_cpu_list("99999999999999999999999"),
-            Err(SpecError::Overflow { .. })
-        ));
+        rejects!(parse_cpu_list, "0-3:2", UnknownSuffix);
+        rejects!(parse_cpu_list, "a", BadNumber);
+        rejects!(parse_cpu_list, "-1", BadNumber);
+        rejects!(parse_cpu_list, "1K", UnknownSuffix);
+        rejects!(parse_cpu_list, &format!("0-{}", u64::MAX), TooMany);
+        rejects!(parse_cpu_list, "99999999999999999999999", Overflow);
     }
 
     #[test]

@@ -224,10 +224,18 @@ fn tcp_run_writes_the_documented_outputs() {
     assert_eq!(doc["environment"]["backend_info"]["mode"], "blocking");
 }
 
+/// Run `args` with `--json j --quiet`; it must succeed. The result document.
+fn run_json(j: &Path, args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--json", j.to_str().unwrap(), "--quiet"]);
+    let o = run(&all);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::from_str(&std::fs::read_to_string(j).unwrap()).unwrap()
+}
+
 /// A 20-trial 8-byte tcp ping-pong with `extra` arguments; its result document, checked
 /// against the contract.
 fn tcp_doc(name: &str, extra: &[&str]) -> serde_json::Value {
-    let j = tmpdir(name).join("r.json");
     let mut args = vec![
         "pingpong",
         "--backend",
@@ -238,11 +246,7 @@ fn tcp_doc(name: &str, extra: &[&str]) -> serde_json::Value {
         "1000",
     ];
     args.extend_from_slice(extra);
-    args.extend_from_slice(&["--json", j.to_str().unwrap(), "--quiet"]);
-    let o = run(&args);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    let doc = run_json(&tmpdir(name).join("r.json"), &args);
     check_contract(&doc, &[8], 20);
     doc
 }
@@ -461,7 +465,7 @@ fn sim_ncube7_corner_to_corner_matches_the_closed_form() {
     let d = tmpdir("sim");
     let j = d.join("r.json");
     // Fixed npp so the expected trial time is exact: npp round trips plus one clock read.
-    let o = run(&[
+    let args = [
         "pingpong",
         "--backend",
         "sim",
@@ -477,13 +481,8 @@ fn sim_ncube7_corner_to_corner_matches_the_closed_form() {
         "2000",
         "--npp",
         "4",
-        "--json",
-        j.to_str().unwrap(),
-        "--quiet",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    ];
+    let doc = run_json(&j, &args);
     check_contract(&doc, &[8], 20);
     // Seed 001 Table 3 at n = 8 bytes over d = 6 hops: F + 6E + U.
     let f = 160.0 + 0.60 * 8.0;
@@ -504,29 +503,7 @@ fn sim_ncube7_corner_to_corner_matches_the_closed_form() {
     );
     // Deterministic: a second run gives the same trial times.
     let j2 = d.join("r2.json");
-    let o = run(&[
-        "pingpong",
-        "--backend",
-        "sim",
-        "--sim-config",
-        "ncube7",
-        "--source",
-        "0",
-        "--dest",
-        "63",
-        "--trials",
-        "20",
-        "--samples",
-        "2000",
-        "--npp",
-        "4",
-        "--json",
-        j2.to_str().unwrap(),
-        "--quiet",
-    ]);
-    assert_eq!(o.status.code(), Some(0));
-    let doc2: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&j2).unwrap()).unwrap();
+    let doc2 = run_json(&j2, &args);
     assert_eq!(doc["points"][0]["trial_ns"], doc2["points"][0]["trial_ns"]);
 }
 
@@ -572,25 +549,22 @@ fn shm_is_the_default_and_records_wait_policy_and_pinning() {
                 .collect()
         })
         .unwrap_or_default();
-    let o = run(&[
-        "pingpong",
-        "--wait",
-        "spin-yield",
-        "--cpus",
-        "0",
-        "--trials",
-        "50",
-        "--samples",
-        "1000",
-        "--sizes",
-        "8,1M",
-        "--json",
-        j.to_str().unwrap(),
-        "--quiet",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    let doc = run_json(
+        &j,
+        &[
+            "pingpong",
+            "--wait",
+            "spin-yield",
+            "--cpus",
+            "0",
+            "--trials",
+            "50",
+            "--samples",
+            "1000",
+            "--sizes",
+            "8,1M",
+        ],
+    );
     check_contract(&doc, &[8, 1 << 20], 50);
     assert_eq!(doc["environment"]["backend"], "shm");
     let info = &doc["environment"]["backend_info"];

@@ -318,6 +318,17 @@ struct Svg {
 }
 
 impl Svg {
+    /// Open the group of the `i`-th series (pattern `pattern`); its colour.
+    fn open_series(&mut self, i: usize, pattern: &str) -> &'static str {
+        let color = COLORS[i % COLORS.len()];
+        let _ = writeln!(
+            self.s,
+            r#"<g class="series" data-pattern="{}" fill="{color}" stroke="{color}">"#,
+            esc(pattern)
+        );
+        color
+    }
+
     fn new(title: &str, subtitle: &str) -> Svg {
         let mut s = String::with_capacity(16 * 1024);
         let _ = writeln!(
@@ -682,12 +693,7 @@ fn latency(doc: &ResultDoc, fits: &[FitSection]) -> Result<String> {
     );
     let mut legend = Vec::new();
     for (i, (pat, pts)) in ser.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let _ = writeln!(
-            svg.s,
-            r#"<g class="series" data-pattern="{}" fill="{color}" stroke="{color}">"#,
-            esc(pat)
-        );
+        let color = svg.open_series(i, pat);
         for p in pts
             .iter()
             .filter(|p| p.size > 0 && p.one_way_us.median > 0.0)
@@ -851,12 +857,7 @@ fn bandwidth(doc: &ResultDoc, fits: &[FitSection]) -> Result<String> {
     );
     let mut legend = Vec::new();
     for (i, (pat, pts)) in ser.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let _ = writeln!(
-            svg.s,
-            r#"<g class="series" data-pattern="{}" fill="{color}" stroke="{color}">"#,
-            esc(pat)
-        );
+        let color = svg.open_series(i, pat);
         let line: Vec<(f64, f64)> = pts
             .iter()
             .filter(|p| p.size > 0)
@@ -1134,16 +1135,11 @@ fn signature(doc: &ResultDoc) -> Result<String> {
     );
     let mut legend = Vec::new();
     for (i, (pat, pts)) in ser.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
         let shown: Vec<&&Point> = pts
             .iter()
             .filter(|p| p.size > 0 && p.one_way_us.median > 0.0)
             .collect();
-        let _ = writeln!(
-            svg.s,
-            r#"<g class="series" data-pattern="{}" fill="{color}" stroke="{color}">"#,
-            esc(pat)
-        );
+        let color = svg.open_series(i, pat);
         let line: Vec<(f64, f64)> = shown
             .iter()
             .map(|p| {

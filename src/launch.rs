@@ -331,14 +331,8 @@ fn run_tcp<P: Program>(plan: &Plan, mut env: RankEnv, prog: &P) -> Result<Ran, F
         (cl::ENV_RENDEZVOUS.to_string(), addr),
         (cl::ENV_TOKEN.to_string(), token),
     ];
-    let mut children = Children::spawn(env.size, &vars)?;
-    let result = commbench::tcp::run_rank_with_listener(listener, &env, &cfg, prog).map(drop);
-    let result = children.reap(result, plan.timeout);
-    Ok(Ran {
-        ranks: env.size,
-        launcher: "local".into(),
-        rank: 0,
-        result,
+    run_local(plan, env.size, &vars, || {
+        commbench::tcp::run_rank_with_listener(listener, &env, &cfg, prog).map(drop)
     })
 }
 
@@ -377,11 +371,24 @@ fn run_shm<P: Program>(plan: &Plan, env: RankEnv, prog: &P) -> Result<Ran, Fatal
             None,
         )
     })?;
-    let mut children = Children::spawn(env.size, &vars)?;
-    let result = commbench::shm::run_rank(&env, Some(segment), &cfg, prog).map(drop);
-    let result = children.reap(result, plan.timeout);
+    run_local(plan, env.size, &vars, || {
+        commbench::shm::run_rank(&env, Some(segment), &cfg, prog).map(drop)
+    })
+}
+
+/// A local run: start ranks 1..size as children with `vars`, run rank 0 here with `rank0`,
+/// then reap the children.
+#[cfg(any(feature = "tcp", feature = "shm"))]
+fn run_local(
+    plan: &Plan,
+    size: u32,
+    vars: &[(String, String)],
+    rank0: impl FnOnce() -> Result<(), Error>,
+) -> Result<Ran, Fatal> {
+    let mut children = Children::spawn(size, vars)?;
+    let result = children.reap(rank0(), plan.timeout);
     Ok(Ran {
-        ranks: env.size,
+        ranks: size,
         launcher: "local".into(),
         rank: 0,
         result,

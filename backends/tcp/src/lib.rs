@@ -14,8 +14,9 @@
 //!   unexpected queues, as MPI does): a posted receive gets the payload read straight into its
 //!   buffer (small messages through a 64 KiB staging buffer, so one `read(2)` brings header and
 //!   payload; large ones directly), an unmatched message goes to a pooled unexpected buffer.
-//!   Sends are eager: the header and payload leave in one `sendmsg(2)` (gather write) when the
-//!   socket has room, and what does not fit is queued and written as the socket drains, while
+//!   Sends are eager: the header and payload leave in one system call when the socket has
+//!   room (a frame of at most [`SMALL_FRAME`] bytes copied together and sent with `send(2)`,
+//!   a larger one as a `sendmsg(2)` gather write), and what does not fit is queued and written as the socket drains, while
 //!   incoming data keeps being read, so two ranks that send large messages to each other at the
 //!   same time (COMMS2 exchange, seed 002) never deadlock.
 //! * **Modes** ([`TcpConfig::poll`]). *Blocking*: waits sleep in the kernel, in `read(2)` on the
@@ -57,6 +58,11 @@ const DIRECT_READ: usize = RX_BUFFER_BYTES / 2;
 /// [`Conn::quickack`]). Below it the extra ACK costs more than it saves: on loopback 64 and
 /// 96 KiB ping-pongs were slower with it, 128 KiB the same, 192 KiB and more faster.
 const QUICKACK_MIN: usize = 128 << 10;
+/// Frames (header included) up to this size leave through `send(2)` from one contiguous copy
+/// instead of a two-element `sendmsg(2)`. Measured with both ranks on one CPU (no wake-up
+/// interrupt in the way): an 8-byte one-way time 0.22 us shorter (median of 10 interleaved
+/// rounds, 9 of them faster), out of about 7.6 us; copying this little costs far less.
+pub const SMALL_FRAME: usize = 512;
 /// Header flag: the sender has finished and will send nothing more.
 const FLAG_BYE: u32 = 1;
 /// Largest message a peer may announce (64 GiB): a corrupted header cannot make a rank try to
@@ -205,11 +211,20 @@ impl Conn {
         }
     }
 
-    /// One non-blocking gather write of header + payload from `off`; bytes written.
+    /// One non-blocking write of header + payload from `off` (a small whole frame from one
+    /// contiguous copy, otherwise a gather write); bytes written.
     fn write_from(&self, hdr: &[u8; HEADER_BYTES], buf: &[u8], off: usize) -> Result<usize> {
         let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
         loop {
-            let r = if off < HEADER_BYTES {
+            let r = if off == 0 && buf.len() <= SMALL_FRAME - HEADER_BYTES {
+                // A small frame leaves from one contiguous buffer through send(2): the
+                // kernel's path for one plain buffer is shorter than sendmsg(2)'s for an
+                // iovec array, and copying a few hundred bytes costs less than the difference.
+                let mut frame = [0u8; SMALL_FRAME];
+                frame[..HEADER_BYTES].copy_from_slice(hdr);
+                frame[HEADER_BYTES..HEADER_BYTES + buf.len()].copy_from_slice(buf);
+                send(self.fd, &frame[..HEADER_BYTES + buf.len()], flags)
+            } else if off < HEADER_BYTES {
                 let iov = [IoSlice::new(&hdr[off..]), IoSlice::new(buf)];
                 sendmsg::<SockaddrStorage>(self.fd, &iov, &[], flags, None)
             } else {
@@ -1015,6 +1030,65 @@ pub fn run_rank_with_listener<P: Program>(
 mod tests {
     use super::*;
     use std::net::TcpListener;
+
+    /// Small frames leave from one contiguous copy; when the socket takes only part of one,
+    /// the rest follows from the right offset, so the byte stream the peer reads is exactly
+    /// header + payload, frame after frame. A tiny send buffer and a reader that lags behind
+    /// (a full receive window) force partial writes.
+    #[test]
+    fn small_frames_survive_partial_writes() {
+        use std::io::Read;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut b, _) = l.accept().unwrap();
+        socket2::SockRef::from(&a)
+            .set_send_buffer_size(4096)
+            .unwrap();
+        let cfg = TcpConfig {
+            poll: true,
+            ..TcpConfig::default()
+        };
+        let mut c = Conn::new(1, a, &cfg).unwrap();
+        let mut reqs = ReqTable::new();
+        let mut expected = Vec::new();
+        for i in 0..2000usize {
+            let len = [0, 1, 7, 8, 100, SMALL_FRAME - HEADER_BYTES, SMALL_FRAME][i % 7];
+            let buf: Vec<u8> = (0..len).map(|k| (i * 31 + k) as u8).collect();
+            let hdr = header(len, i as Tag, 0);
+            expected.extend_from_slice(&hdr);
+            expected.extend_from_slice(&buf);
+            c.sendq.push_back(SendOp {
+                req: Some(reqs.alloc()),
+                hdr,
+                buf,
+                tag: i as Tag,
+                off: 0,
+            });
+        }
+        b.set_nonblocking(true).unwrap();
+        let mut got = Vec::new();
+        let mut chunk = vec![0u8; 1000];
+        let mut partial = 0;
+        while got.len() < expected.len() {
+            let before: Option<usize> = c.sendq.front().map(|op| op.off);
+            c.tx_progress(&mut reqs).unwrap();
+            if let (Some(0), Some(op)) = (before, c.sendq.front()) {
+                partial += usize::from(op.off > 0);
+            }
+            match b.read(&mut chunk) {
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(c.sendq.is_empty());
+        assert_eq!(reqs.outstanding(), 2000);
+        assert!(partial > 0, "no frame was written in part");
+        assert!(
+            got == expected,
+            "the byte stream differs from the frames sent"
+        );
+    }
 
     /// `Conn::quickack` takes the connection out of delayed-ACK ping-pong mode, which
     /// `TCP_QUICKACK` reads back as 0 while the kernel is in it.

@@ -888,6 +888,7 @@ impl Endpoint for TcpEndpoint {
         m.insert("nodelay".into(), true.into());
         m.insert("header_bytes".into(), (HEADER_BYTES as u64).into());
         m.insert("rx_buffer_bytes".into(), (RX_BUFFER_BYTES as u64).into());
+        m.insert("small_frame_bytes".into(), (SMALL_FRAME as u64).into());
         m.insert("eager".into(), true.into());
         m.insert("self_send".into(), "local queue".into());
         m.insert("timeout_s".into(), self.cfg.timeout.as_secs_f64().into());

@@ -36,13 +36,24 @@ nptcp() { # nptcp SIZE [pin|cpu0] -> one-way us and MB/s (10^6 B/s, from the tim
     # pin: the transmitter (which times, like commbench's rank 0) on CPU 0, the receiver on 1;
     # cpu0: both on CPU 0
     local s=$1 tx=() rx=()
-    if [ "${2:-}" = pin ]; then tx=(taskset -c 0); rx=(taskset -c 1); fi
-    if [ "${2:-}" = cpu0 ]; then tx=(taskset -c 0); rx=(taskset -c 0); fi
+    case "${2:-}" in
+        pin) tx=(taskset -c 0); rx=(taskset -c 1) ;;
+        cpu0) tx=(taskset -c 0); rx=(taskset -c 0) ;;
+    esac
     "${rx[@]}" NPtcp -l "$s" -u "$s" -p 0 >/dev/null 2>&1 &
     sleep 0.3
     "${tx[@]}" NPtcp -h 127.0.0.1 -l "$s" -u "$s" -p 0 -o "$T/np.out" >/dev/null 2>&1
     wait
     awk '{ printf "%.4f %.2f\n", $3*1e6, $1/$3/1e6 }' "$T/np.out"
+}
+placed() { # placed CPUS NPTCP-PLACEMENT NAME -> 8 B one-way us and 4 MiB MB/s, commbench's
+    # medians (--cpus CPUS) and NPtcp's (nptcp SIZE NPTCP-PLACEMENT): cb8 np8 cb4 np4
+    local a n c4 n4
+    read -r a _ _ _ < <(cb "$T/$3-8.json" pingpong --backend tcp --cpus "$1" --sizes 8 --trials 20000)
+    read -r n _ < <(nptcp 8 "$2")
+    read -r _ c4 _ _ < <(cb "$T/$3-4m.json" pingpong --backend tcp --cpus "$1" --sizes 4M --trials 200 --warmup 10)
+    read -r _ n4 < <(nptcp 4194304 "$2")
+    echo "$a $n $c4 $n4"
 }
 sock() { # 14-byte median one-way us
     sockperf server --tcp -i 127.0.0.1 -p 11111 >/dev/null 2>&1 &
@@ -64,16 +75,10 @@ for r in $(seq "$ROUNDS"); do
     s=$(sock)
     read -r _ c4 _ c4b < <(cb "$T/b4.json" pingpong --backend tcp --sizes 4M --trials 200 --warmup 10)
     read -r _ n4 < <(nptcp 4194304)
-    # The same placement for both tools: source/transmitter on CPU 0, dest/receiver on CPU 1.
-    read -r pa _ _ _ < <(cb "$T/pb.json" pingpong --backend tcp --cpus 0,1 --sizes 8 --trials 20000)
-    read -r pn _ < <(nptcp 8 pin)
-    read -r _ pc4 _ _ < <(cb "$T/pb4.json" pingpong --backend tcp --cpus 0,1 --sizes 4M --trials 200 --warmup 10)
-    read -r _ pn4 < <(nptcp 4194304 pin)
-    # Both ends on CPU 0.
-    read -r oa _ _ _ < <(cb "$T/ob.json" pingpong --backend tcp --cpus 0 --sizes 8 --trials 20000)
-    read -r on _ < <(nptcp 8 cpu0)
-    read -r _ oc4 _ _ < <(cb "$T/ob4.json" pingpong --backend tcp --cpus 0 --sizes 4M --trials 200 --warmup 10)
-    read -r _ on4 < <(nptcp 4194304 cpu0)
+    # The same placement for both tools: source/transmitter on CPU 0, dest/receiver on CPU 1;
+    # then both ends on CPU 0.
+    read -r pa pn pc4 pn4 < <(placed 0,1 pin pinned)
+    read -r oa on oc4 on4 < <(placed 0 cpu0 onecpu)
     echo "round $r: 8 B one-way us: commbench blocking median $a, best-of-averages $an, poll median $b, NPtcp $n, sockperf(14 B) $s | 4 MiB MB/s: commbench median $c4, best $c4b, NPtcp $n4 | pinned 0,1: 8 B commbench $pa NPtcp $pn, 4 MiB MB/s commbench $pc4 NPtcp $pn4 | one CPU: 8 B commbench $oa NPtcp $on, 4 MiB MB/s commbench $oc4 NPtcp $on4"
     cbb+=("$a"); cbbn+=("$an"); cbp+=("$b"); np8+=("$n"); sp+=("$s"); cb4+=("$c4"); cb4b+=("$c4b"); np4+=("$n4")
     pcb+=("$pa"); pnp+=("$pn"); pcb4+=("$pc4"); pnp4+=("$pn4")

@@ -4,7 +4,7 @@
 //! Run: `cargo bench --bench framework`; CI runs them once each with `cargo bench -- --test`.
 
 use commbench::core::transport::{Endpoint, Program, Src, TagSel};
-use commbench::core::{clock, method, stats, Result};
+use commbench::core::{clock, stats, Result};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ fn statistics(c: &mut Criterion) {
         })
     });
     g.bench_function("analyse 1e6 trials (seed 000 sec. 3.4)", |b| {
-        b.iter(|| black_box(method::analyse(&trial_ns, 2, 2, 8, 2.0)))
+        b.iter(|| black_box(commbench::analysis::point::analyse(&trial_ns, 2, 2, 8, 2.0)))
     });
     g.finish();
 }

@@ -4,12 +4,12 @@
 
 use crate::cli::Fatal;
 use clap::Args;
-use commbench::core::compare::{self, SizeComparison};
-use commbench::core::fit::{self, Breakpoint, FitSection};
-use commbench::core::plot::{self, PlotKind};
-use commbench::core::report::{self, Detail};
-use commbench::core::result::ResultDoc;
-use commbench::core::spec;
+use commbench::analysis::compare::{self, SizeComparison};
+use commbench::analysis::document::ResultDoc;
+use commbench::analysis::fit::{self, Breakpoint, FitSection};
+use commbench::render::svg::{self as plot, PlotKind};
+use commbench::render::text::{self as report, Detail};
+use commbench::spec;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 

@@ -5,7 +5,7 @@ use clap::{Args, Parser, Subcommand};
 use commbench::core::launch::RankEnv;
 use commbench::core::method::{MethodConfig, NppChoice};
 use commbench::core::pattern::PatternKind;
-use commbench::core::spec;
+use commbench::spec;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -301,7 +301,7 @@ pub struct Plan {
     pub backends: Vec<&'static str>,
     /// Matrix order of a transpose run.
     pub transpose_n: Option<usize>,
-    pub breakpoint: commbench::core::fit::Breakpoint,
+    pub breakpoint: commbench::analysis::fit::Breakpoint,
     pub backend: &'static str,
     pub sizes_spec: String,
     pub method: MethodConfig,
@@ -500,14 +500,14 @@ fn plan(kind: PatternKind, a: PingpongArgs) -> Result<Plan, Fatal> {
             }
         }
     };
-    let breakpoint: commbench::core::fit::Breakpoint = a.breakpoint.parse().map_err(|e| {
+    let breakpoint: commbench::analysis::fit::Breakpoint = a.breakpoint.parse().map_err(|e| {
         Fatal::usage(
             format!("--breakpoint {}: {e}", a.breakpoint),
             "use none, auto or a size such as 4K",
         )
     })?;
-    if let commbench::core::fit::Breakpoint::At(at) = breakpoint {
-        commbench::core::fit::validate_breakpoint(&sizes, at).map_err(|e| {
+    if let commbench::analysis::fit::Breakpoint::At(at) = breakpoint {
+        commbench::analysis::fit::validate_breakpoint(&sizes, at).map_err(|e| {
             Fatal::usage(
                 format!("--breakpoint {}: {e}", a.breakpoint),
                 "a breakpoint needs at least two measured sizes on each side",
@@ -665,7 +665,7 @@ fn timer(a: TimerArgs) -> Result<(), Fatal> {
     if let Some(c) = report.claimed_resolution_ns {
         let _ = writeln!(s, "  resolution the OS claims = {c} ns (clock_getres)");
     }
-    commbench::core::report::timer_distribution(&mut s, &report);
+    commbench::render::text::timer_distribution(&mut s, &report);
     print!("{s}");
     if let Some(p) = a.json {
         output::write_json_value(&p, &report)?;

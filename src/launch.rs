@@ -271,7 +271,7 @@ fn cpu_list(plan: &Plan) -> Result<Vec<usize>, Fatal> {
     let Some(c) = &plan.args.backend.cpus else {
         return Ok(Vec::new());
     };
-    let cpus = commbench::core::spec::parse_cpu_list(c).map_err(|e| {
+    let cpus = commbench::spec::parse_cpu_list(c).map_err(|e| {
         Fatal::usage(
             format!("--cpus: {e}"),
             "for example --cpus 0,1 or --cpus 0-3",

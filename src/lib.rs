@@ -10,6 +10,10 @@
 //! assert_eq!(npp_formula(50, 1000.0, 2000.0), 25);
 //! ```
 
+pub mod analysis;
+pub mod render;
+pub mod spec;
+
 pub use commbench_core as core;
 #[cfg(feature = "mpi")]
 pub use commbench_mpi as mpi;

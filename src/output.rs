@@ -1,10 +1,10 @@
 //! Progress display, the result document and the files of `--output`.
 
 use crate::cli::{Fatal, Plan};
+use commbench::analysis::document::{Environment, Point, ResultDoc, SCHEMA, SCHEMA_VERSION};
 use commbench::core::pattern::{Collected, Progress, Stage};
-use commbench::core::report::{self, Detail};
-use commbench::core::result::{Environment, Point, ResultDoc, SCHEMA, SCHEMA_VERSION};
-use commbench::core::spec::format_size;
+use commbench::render::text::{self as report, Detail};
+use commbench::spec::format_size;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
@@ -198,7 +198,7 @@ pub fn finish(
         .filter(|p| p.backend == names[0])
         .cloned()
         .collect();
-    let fit = commbench::core::fit::fit_points(
+    let fit = commbench::analysis::fit::fit_points(
         &first,
         plan.breakpoint,
         plan.args.instructions_per_second,

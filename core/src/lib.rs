@@ -2,25 +2,20 @@
 //!
 //! The transport-independent half of commbench: the [`transport`] traits every backend
 //! implements, the tag-[`matching`] engine raw transports share, the measurement method of
-//! seed 000 ([`timer`], [`method`]), [`stats`], size [`spec`]s, and the result document.
+//! seed 000 ([`timer`], [`method`]) and descriptive [`stats`]. Analysis and rendering live in
+//! the `commbench` package, which backends never compile.
 //!
 //! Backends depend on this crate; this crate never depends on a backend.
 
 pub mod affinity;
 pub mod bootstrap;
 pub mod clock;
-pub mod compare;
 pub mod conformance;
 pub mod error;
-pub mod fit;
 pub mod launch;
 pub mod matching;
 pub mod method;
 pub mod pattern;
-pub mod plot;
-pub mod report;
-pub mod result;
-pub mod spec;
 pub mod stats;
 pub mod timer;
 pub mod transport;

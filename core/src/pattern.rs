@@ -113,6 +113,27 @@ pub struct RawPoint {
     pub trial_ns: Vec<i64>,
 }
 
+impl RawPoint {
+    /// The one-way time of every trial, us, sorted: `trial / (trips * npp)` (seed 000 §3.4).
+    pub fn one_way_us_sorted(&self) -> Vec<f64> {
+        one_way_us_sorted(&self.trial_ns, self.npp, self.trips_per_iteration)
+    }
+
+    /// The median one-way time, us (0 without trials).
+    pub fn median_one_way_us(&self) -> f64 {
+        crate::stats::median(&self.one_way_us_sorted()).unwrap_or(0.0)
+    }
+}
+
+/// Trial times (ns) of `npp` iterations of `trips` message times each as sorted one-way
+/// times in us.
+pub fn one_way_us_sorted(trial_ns: &[i64], npp: u64, trips: u64) -> Vec<f64> {
+    let per = 1000.0 * (npp.max(1) * trips.max(1)) as f64;
+    let mut v: Vec<f64> = trial_ns.iter().map(|&t| t as f64 / per).collect();
+    crate::stats::sort_samples(&mut v);
+    v
+}
+
 /// Where a run is, for progress displays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {

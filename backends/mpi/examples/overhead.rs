@@ -15,7 +15,7 @@
 #[path = "osu_latency.rs"]
 mod osu;
 
-use commbench_core::method::{self, MethodConfig, NppChoice};
+use commbench_core::method::{MethodConfig, NppChoice};
 use commbench_core::pattern::{Benchmark, PatternKind};
 use commbench_mpi::{Mpi, MpiClock, MpiConfig};
 
@@ -41,10 +41,7 @@ fn commbench_median(mpi: &Mpi, npp: NppChoice, trials: u64) -> commbench_core::R
     )?;
     let c = b.take_collected();
     match c.points.first() {
-        Some(p) => {
-            let a = method::analyse(&p.trial_ns, p.npp, p.trips_per_iteration, p.size, 2.0)?;
-            Ok(a.one_way_us.median)
-        }
+        Some(p) => Ok(p.median_one_way_us()),
         None => Ok(0.0),
     }
 }

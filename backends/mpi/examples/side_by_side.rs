@@ -8,7 +8,7 @@
 //! ```
 
 use commbench_core::launch::RankEnv;
-use commbench_core::method::{self, MethodConfig};
+use commbench_core::method::MethodConfig;
 use commbench_core::pattern::{Benchmark, PatternKind};
 use commbench_core::Result;
 use commbench_mpi::{Mpi, MpiClock, MpiConfig};
@@ -28,11 +28,7 @@ fn bench() -> Benchmark<'static> {
 fn median_us(b: &Benchmark<'_>) -> Result<Option<f64>> {
     let c = b.take_collected();
     match c.points.first() {
-        Some(p) => Ok(Some(
-            method::analyse(&p.trial_ns, p.npp, p.trips_per_iteration, p.size, 2.0)?
-                .one_way_us
-                .median,
-        )),
+        Some(p) => Ok(Some(p.median_one_way_us())),
         None => Ok(None),
     }
 }

@@ -4,12 +4,12 @@
 //! The keys named there as a contract are read by tools outside the project and only ever
 //! gain siblings, never change meaning.
 
-use crate::error::{Error, Result};
-use crate::method::{self, Analysis, Distribution, Filtered, Rates};
-use crate::pattern::RawPoint;
-use crate::stats::Summary;
-use crate::timer::TimerReport;
-use crate::transport::BackendInfo;
+use crate::analysis::point::{self, Analysis, Distribution, Filtered, Rates};
+use commbench_core::error::{Error, Result};
+use commbench_core::pattern::RawPoint;
+use commbench_core::stats::Summary;
+use commbench_core::timer::TimerReport;
+use commbench_core::transport::BackendInfo;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 
@@ -66,19 +66,13 @@ impl Environment {
             (Some(r), Some(v)) => Some(format!("{r} {v}")),
             (r, _) => r,
         };
-        let affinity = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
-            .ok()
-            .map(|set| {
-                (0..nix::sched::CpuSet::count())
-                    .filter(|&c| set.is_set(c).unwrap_or(false))
-                    .collect()
-            });
+        let affinity = commbench_core::affinity::pin(None).ok();
         Environment {
             hostname: read("/proc/sys/kernel/hostname"),
             cpu_model,
             cpus: std::thread::available_parallelism().ok().map(|n| n.get()),
             kernel,
-            clocksource: crate::clock::kernel_clocksource(),
+            clocksource: commbench_core::clock::kernel_clocksource(),
             affinity,
             target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
             backend: backend.to_string(),
@@ -159,7 +153,7 @@ impl Point {
             histogram,
             frequencies,
             ..
-        } = method::analyse(
+        } = point::analyse(
             &raw.trial_ns,
             raw.npp,
             raw.trips_per_iteration,
@@ -207,7 +201,7 @@ pub struct ResultDoc {
     /// Fitted models (seeds 002 and 003) of the median time against size, when the run
     /// measured at least two sizes.
     #[serde(default)]
-    pub fit: Option<crate::fit::FitSection>,
+    pub fit: Option<crate::analysis::fit::FitSection>,
     /// `complete`, or `partial` when the run failed after some points.
     pub status: String,
     /// Why the run failed, when it did.
@@ -256,7 +250,7 @@ impl ResultDoc {
 
 /// JSON has no NaN or infinity: statistics that are undefined (the coefficient of variation of
 /// a zero mean, a standard error from two points) are written as `null` by serde_json and read
-/// back as NaN (see [`crate::stats::f64_or_nan`]).
+/// back as NaN (see [`commbench_core::stats::f64_or_nan`]).
 struct JsonSafe<'a, T>(&'a T);
 
 impl<T: Serialize> Serialize for JsonSafe<'_, T> {

@@ -20,9 +20,9 @@
 //! times in us, rates in MB/s. Size 0 cannot be placed on a log axis and is left out of the
 //! log plots (a caption says so).
 
-use crate::error::{Error, Result};
-use crate::fit::{self, Breakpoint, FitSection, HockneySegment};
-use crate::result::{Point, ResultDoc};
+use crate::analysis::document::{Point, ResultDoc};
+use crate::analysis::fit::{self, Breakpoint, FitSection, HockneySegment};
+use commbench_core::error::{Error, Result};
 use std::fmt::Write;
 
 /// Which plot to draw.
@@ -952,7 +952,7 @@ fn bandwidth(doc: &ResultDoc, fits: &[FitSection]) -> Result<String> {
 fn one_way_times(p: &Point) -> Vec<f64> {
     let per = 1000.0 * (p.npp.max(1) * p.trips_per_iteration.max(1)) as f64;
     let mut v: Vec<f64> = p.trial_ns.iter().map(|&t| t as f64 / per).collect();
-    crate::stats::sort_samples(&mut v);
+    commbench_core::stats::sort_samples(&mut v);
     v
 }
 
@@ -976,9 +976,9 @@ fn histogram(doc: &ResultDoc, size: Option<u64>) -> Result<String> {
             p.size
         )));
     }
-    let median = crate::stats::median(&v).unwrap_or(p.one_way_us.median);
+    let median = commbench_core::stats::median(&v).unwrap_or(p.one_way_us.median);
     let cut = p.filtered.cut_coef * median;
-    let p99 = crate::stats::quantile(&v, 0.99).unwrap_or(median);
+    let p99 = commbench_core::stats::quantile(&v, 0.99).unwrap_or(median);
     let vmin = v[0];
     let vmax = v[v.len() - 1];
     // The data up to their 99th percentile decide the range; the cut line joins it when it is
@@ -1190,7 +1190,7 @@ fn signature(doc: &ResultDoc) -> Result<String> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::pattern::RawPoint;
+    use commbench_core::pattern::RawPoint;
 
     /// Deterministic noise in [0, 1).
     fn unit(i: u64) -> f64 {
@@ -1228,8 +1228,8 @@ pub(crate) mod tests {
     /// gains optional sections.
     pub(crate) fn doc(points: Vec<Point>) -> ResultDoc {
         let v = serde_json::json!({
-            "schema": crate::result::SCHEMA,
-            "version": crate::result::SCHEMA_VERSION,
+            "schema": crate::analysis::document::SCHEMA,
+            "version": crate::analysis::document::SCHEMA_VERSION,
             "tool_version": "0.1.0",
             "command": ["commbench", "pingpong"],
             "config": {},

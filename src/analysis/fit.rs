@@ -26,8 +26,8 @@
 //! the scale estimated from the residuals, and the derived parameters' uncertainties come
 //! from first-order error propagation including the intercept-slope covariance.
 
-use crate::result::Point;
-use crate::stats::{self, Interval};
+use crate::analysis::document::Point;
+use commbench_core::stats::{self, Interval};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -333,14 +333,14 @@ pub enum Breakpoint {
 }
 
 impl std::str::FromStr for Breakpoint {
-    type Err = crate::Error;
+    type Err = commbench_core::Error;
     /// `none`, `auto`, or a size (`100`, `4K`).
-    fn from_str(s: &str) -> crate::Result<Self> {
+    fn from_str(s: &str) -> commbench_core::Result<Self> {
         match s.trim() {
             "none" => Ok(Breakpoint::None),
             "auto" => Ok(Breakpoint::Auto),
             t => crate::spec::parse_size(t).map(Breakpoint::At).map_err(|e| {
-                crate::Error::Config(format!(
+                commbench_core::Error::Config(format!(
                     "breakpoint `{s}`: {e}; expected none, auto or a size in bytes"
                 ))
             }),
@@ -462,14 +462,14 @@ pub fn auto_breakpoint(sizes: &[u64], times_us: &[f64]) -> Option<BreakpointSear
 
 /// Check that a breakpoint leaves at least two distinct sizes on each side of `sizes`, so
 /// that both regimes can be fitted. The error says which side is short.
-pub fn validate_breakpoint(sizes: &[u64], at: u64) -> crate::Result<()> {
+pub fn validate_breakpoint(sizes: &[u64], at: u64) -> commbench_core::Result<()> {
     let mut d: Vec<u64> = sizes.to_vec();
     d.sort_unstable();
     d.dedup();
     let below = d.iter().filter(|&&s| s < at).count();
     let above = d.len() - below;
     if below < 2 || above < 2 {
-        return Err(crate::Error::Config(format!(
+        return Err(commbench_core::Error::Config(format!(
             "breakpoint {at} B leaves {below} distinct size(s) below it and {above} at or above it; each regime needs at least 2"
         )));
     }
@@ -926,7 +926,7 @@ mod tests {
         let x = [1.0, 2.0, 3.0, 4.0, 6.0];
         let y = [1.1, 1.9, 3.2, 3.9, 6.3];
         let w = weighted_line(&x, &y, &[1.0; 5]).unwrap();
-        let o = stats::fit_line(&x, &y).unwrap();
+        let o = crate::analysis::inference::fit_line(&x, &y).unwrap();
         assert!(close(w.slope, o.slope, 1e-12) && close(w.intercept, o.intercept, 1e-12));
         assert!(close(w.se_slope, o.se_slope, 1e-12));
         assert!(close(w.se_intercept, o.se_intercept, 1e-12));

@@ -1,9 +1,9 @@
 //! Text reports in the spirit of seed 000 Appendix C (the summary) and §5 (the full output,
 //! which adds the distributions of Appendices A and B).
 
-use crate::result::{Point, ResultDoc};
+use crate::analysis::document::{Point, ResultDoc};
 use crate::spec::format_size;
-use crate::stats::Summary;
+use commbench_core::stats::Summary;
 use std::fmt::Write;
 
 /// How much to print.
@@ -242,7 +242,7 @@ pub fn render(doc: &ResultDoc, detail: Detail) -> String {
     side_by_side(&mut out, &doc.points);
     if let Some(f) = &doc.fit {
         out.push('\n');
-        crate::fit::render_fit(&mut out, f);
+        crate::analysis::fit::render_fit(&mut out, f);
     }
     if let Some(err) = &doc.error {
         let _ = writeln!(
@@ -256,7 +256,7 @@ pub fn render(doc: &ResultDoc, detail: Detail) -> String {
 }
 
 /// Appendix A: the binned distribution and the frequency of each distinct value.
-pub fn timer_distribution(out: &mut String, t: &crate::timer::TimerReport) {
+pub fn timer_distribution(out: &mut String, t: &commbench_core::timer::TimerReport) {
     let h = &t.histogram;
     let _ = writeln!(
         out,

@@ -5,8 +5,8 @@
 //!
 //! * the ratio of medians `median(B) / median(A)` (above 1: B is slower);
 //! * its bootstrap percentile 95 % confidence interval
-//!   ([`crate::stats::bootstrap_median_ratio_ci`]);
-//! * the two-sided Mann-Whitney rank-test p-value ([`crate::stats::mann_whitney_p`]);
+//!   ([`crate::analysis::inference::bootstrap_median_ratio_ci`]);
+//! * the two-sided Mann-Whitney rank-test p-value ([`crate::analysis::inference::mann_whitney_p`]);
 //! * a [`Verdict`], given only where the confidence interval excludes 1.
 //!
 //! To keep a comparison fast on runs with millions of trials, each side is reduced to at most
@@ -17,9 +17,10 @@
 //! invents one. The medians and the ratio themselves use every trial. The bootstrap's seed is
 //! derived from the caller's seed and the size, so a comparison is reproducible.
 
-use crate::error::{Error, Result};
-use crate::result::{Point, ResultDoc};
-use crate::stats::{self, Interval};
+use crate::analysis::document::{Point, ResultDoc};
+use crate::analysis::inference;
+use commbench_core::error::{Error, Result};
+use commbench_core::stats::{self, Interval};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -162,13 +163,13 @@ pub fn compare(
         let sa = subsample(&ta, MAX_SAMPLES);
         let sb = subsample(&tb, MAX_SAMPLES);
         let point_seed = seed ^ pa.size.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let ci = stats::bootstrap_median_ratio_ci(&sb, &sa, iters, 0.95, point_seed).unwrap_or(
+        let ci = inference::bootstrap_median_ratio_ci(&sb, &sa, iters, 0.95, point_seed).unwrap_or(
             Interval {
                 lo: f64::NAN,
                 hi: f64::NAN,
             },
         );
-        let p_value = stats::mann_whitney_p(&sa, &sb).unwrap_or(f64::NAN);
+        let p_value = inference::mann_whitney_p(&sa, &sb).unwrap_or(f64::NAN);
         let verdict = if ci.lo > 1.0 {
             Verdict::Slower
         } else if ci.hi < 1.0 {
@@ -233,7 +234,7 @@ pub fn render(rows: &[SizeComparison]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plot::tests::{doc, point};
+    use crate::render::svg::tests::{doc, point};
 
     fn sweep(scale: f64, seed: u64) -> ResultDoc {
         doc((0..6)

@@ -1,0 +1,18 @@
+//! Analysis on rank 0 (design §2): what the ranks measured becomes the typed result document.
+//!
+//! * [`point`]: one size's raw trial times -> statistics, rates, filtered analysis (seed 000
+//!   §3.4);
+//! * [`document`]: the versioned result document (docs/result-format.md), written once per
+//!   run and read back by `report`, `plot` and `compare`;
+//! * [`fit`]: seed 002's Hockney model with its breakpoint and seed 003's latency/bandwidth
+//!   line;
+//! * [`compare`]: two documents size by size (ratio of medians, bootstrap CI, rank test);
+//! * [`inference`]: the least-squares line, the bootstrap and the rank test these build on.
+//!
+//! Nothing here sees an `Endpoint`: backends never compile this module.
+
+pub mod compare;
+pub mod document;
+pub mod fit;
+pub mod inference;
+pub mod point;

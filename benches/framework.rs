@@ -3,8 +3,9 @@
 //!
 //! Run: `cargo bench --bench framework`; CI runs them once each with `cargo bench -- --test`.
 
+use commbench::core::method::clock;
 use commbench::core::transport::{Endpoint, Program, Src, TagSel};
-use commbench::core::{clock, stats, Result};
+use commbench::core::{stats, Result};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use std::time::Duration;
 

@@ -3,8 +3,8 @@
 use crate::{launch, output};
 use clap::{Args, Parser, Subcommand};
 use commbench::core::launch::RankEnv;
+use commbench::core::method::engine::PatternKind;
 use commbench::core::method::{MethodConfig, NppChoice};
-use commbench::core::pattern::PatternKind;
 use commbench::spec;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -624,11 +624,11 @@ fn timer(a: TimerArgs) -> Result<(), Fatal> {
         ));
     }
     let report = match a.backend.as_deref() {
-        None => commbench::core::timer::characterize_with(
-            commbench::core::clock::monotonic_ns,
+        None => commbench::core::method::timer::characterize_with(
+            commbench::core::method::clock::monotonic_ns,
             "CLOCK_MONOTONIC".into(),
             a.samples,
-            commbench::core::clock::monotonic_claimed_resolution_ns().map(|x| x as f64),
+            commbench::core::method::clock::monotonic_claimed_resolution_ns().map(|x| x as f64),
         ),
         Some(name) => {
             let b = resolve_backend(Some(name))?;

@@ -4,8 +4,8 @@
 use crate::cli::{self, Fatal, Plan};
 use crate::output;
 use commbench::core::launch::{self as cl, RankEnv};
-use commbench::core::pattern::{Benchmark, Collected, Progress};
-use commbench::core::timer::TimerReport;
+use commbench::core::method::engine::{Benchmark, Collected, Progress};
+use commbench::core::method::timer::TimerReport;
 use commbench::core::{Error, Program};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ pub enum Prog<'a> {
     /// Ping-pong, exchange or bandwidth.
     Bench(Benchmark<'a>),
     /// Seed 003's column transpose, packed.
-    Pack(commbench::core::transpose::Transpose<'a>),
+    Pack(commbench::core::method::transpose::Transpose<'a>),
 }
 
 impl Program for Prog<'_> {
@@ -41,9 +41,12 @@ impl Program for Prog<'_> {
 }
 
 impl<'a> Prog<'a> {
-    fn new(plan: &Plan, progress: Option<&'a commbench::core::pattern::ProgressFn<'a>>) -> Self {
+    fn new(
+        plan: &Plan,
+        progress: Option<&'a commbench::core::method::engine::ProgressFn<'a>>,
+    ) -> Self {
         match plan.transpose_n {
-            Some(n) => Prog::Pack(commbench::core::transpose::Transpose::new(
+            Some(n) => Prog::Pack(commbench::core::method::transpose::Transpose::new(
                 n,
                 plan.method.clone(),
                 progress,
@@ -291,7 +294,7 @@ fn cpu_list(plan: &Plan) -> Result<Vec<usize>, Fatal> {
 
 #[cfg(feature = "tcp")]
 fn run_tcp<P: Program>(plan: &Plan, mut env: RankEnv, prog: &P) -> Result<Ran, Fatal> {
-    use commbench::core::bootstrap::Bootstrap;
+    use commbench::core::launch::rendezvous::Bootstrap;
     let cfg = tcp_config(plan)?;
     if !env.is_local_launcher() {
         let launcher = launcher_name(&env);
@@ -502,7 +505,7 @@ pub fn timer_on_backend(
     match backend {
         #[cfg(feature = "sim")]
         "sim" => {
-            let p = commbench::core::pattern::TimerOnly { samples, rank: 0 };
+            let p = commbench::core::method::engine::TimerOnly { samples, rank: 0 };
             let cfg = cli::sim_config(sim_config)?;
             let out = commbench::sim::run(&cfg, &p).map_err(|e| Fatal::run(e.to_string(), None))?;
             out.into_iter()
@@ -512,11 +515,11 @@ pub fn timer_on_backend(
         }
         _ => {
             let _ = sim_config;
-            Ok(commbench::core::timer::characterize_with(
-                commbench::core::clock::monotonic_ns,
+            Ok(commbench::core::method::timer::characterize_with(
+                commbench::core::method::clock::monotonic_ns,
                 format!("CLOCK_MONOTONIC (as {backend} uses it)"),
                 samples,
-                commbench::core::clock::monotonic_claimed_resolution_ns().map(|x| x as f64),
+                commbench::core::method::clock::monotonic_claimed_resolution_ns().map(|x| x as f64),
             ))
         }
     }

@@ -2,7 +2,7 @@
 
 use crate::cli::{Fatal, Plan};
 use commbench::analysis::document::{Environment, Point, ResultDoc, SCHEMA, SCHEMA_VERSION};
-use commbench::core::pattern::{Collected, Progress, Stage};
+use commbench::core::method::engine::{Collected, Progress, Stage};
 use commbench::render::text::{self as report, Detail};
 use commbench::spec::format_size;
 use std::io::IsTerminal;

@@ -1,7 +1,7 @@
 //! Integration tests of `commbench report`, `plot` and `compare` on synthetic result documents.
 
 use commbench::analysis::document::{Point, ResultDoc, SCHEMA, SCHEMA_VERSION};
-use commbench::core::pattern::RawPoint;
+use commbench::core::method::engine::RawPoint;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

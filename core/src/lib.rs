@@ -1,25 +1,28 @@
 //! # commbench-core
 //!
-//! The transport-independent half of commbench: the [`transport`] traits every backend
-//! implements, the tag-[`matching`] engine raw transports share, the measurement method of
-//! seed 000 ([`timer`], [`method`]) and descriptive [`stats`]. Analysis and rendering live in
-//! the `commbench` package, which backends never compile.
+//! What every rank runs, in three layers a newcomer reads from `ls`:
+//!
+//! * [`transport`]: the data plane every backend implements ([`Endpoint`]: non-blocking
+//!   sends and receives with tags and wildcards, completions, a control plane built on them),
+//!   the ids messages are addressed by, the one [`Error`] type, and the tag-matching engine
+//!   raw transports share;
+//! * [`launch`]: where a rank comes from (commbench's local launcher, mpirun, srun), the tcp
+//!   rendezvous with its token, and CPU pinning;
+//! * [`method`]: the method of seed 000: the clock and its characterisation (§3.1), `npp`
+//!   (§3.3), the one trial engine (§3.2) and the kernels it runs;
+//!
+//! plus descriptive [`stats`] and, behind the `testkit` feature, the conformance suite every
+//! backend runs. Analysis and rendering live in the `commbench` package, which backends never
+//! compile.
 //!
 //! Backends depend on this crate; this crate never depends on a backend.
 
-pub mod affinity;
-pub mod bootstrap;
-pub mod clock;
-pub mod conformance;
-pub mod error;
 pub mod launch;
-pub mod matching;
 pub mod method;
-pub mod pattern;
 pub mod stats;
-pub mod timer;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod transport;
-pub mod transpose;
 
-pub use error::{Error, Result, ResultExt};
+pub use transport::error::{Error, Result, ResultExt};
 pub use transport::{Completion, Endpoint, OpKind, Program, Rank, ReqId, Src, Tag, TagSel};

@@ -19,8 +19,8 @@
 
 use crate::analysis::document::{Point, ResultDoc};
 use crate::analysis::inference;
-use commbench_core::error::{Error, Result};
 use commbench_core::stats::{self, Interval};
+use commbench_core::transport::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 

@@ -5,10 +5,10 @@
 //! gain siblings, never change meaning.
 
 use crate::analysis::point::{self, Analysis, Distribution, Filtered, Rates};
-use commbench_core::error::{Error, Result};
-use commbench_core::pattern::RawPoint;
+use commbench_core::method::engine::RawPoint;
+use commbench_core::method::timer::TimerReport;
 use commbench_core::stats::Summary;
-use commbench_core::timer::TimerReport;
+use commbench_core::transport::error::{Error, Result};
 use commbench_core::transport::BackendInfo;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -66,13 +66,13 @@ impl Environment {
             (Some(r), Some(v)) => Some(format!("{r} {v}")),
             (r, _) => r,
         };
-        let affinity = commbench_core::affinity::pin(None).ok();
+        let affinity = commbench_core::launch::affinity::pin(None).ok();
         Environment {
             hostname: read("/proc/sys/kernel/hostname"),
             cpu_model,
             cpus: std::thread::available_parallelism().ok().map(|n| n.get()),
             kernel,
-            clocksource: commbench_core::clock::kernel_clocksource(),
+            clocksource: commbench_core::method::clock::kernel_clocksource(),
             affinity,
             target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
             backend: backend.to_string(),

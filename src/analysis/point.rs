@@ -82,12 +82,12 @@ pub fn analyse(
     bytes: u64,
     cut_coef: f64,
 ) -> Result<Analysis> {
-    let v = commbench_core::pattern::one_way_us_sorted(trial_ns, npp, divisor);
+    let v = commbench_core::method::engine::one_way_us_sorted(trial_ns, npp, divisor);
     let s = stats::summarize(&v).ok_or_else(|| Error::Invalid("no trials to analyse".into()))?;
     let kept = stats::cut_filter_len(&v, cut_coef);
     let fs = stats::summarize(&v[..kept.max(1).min(v.len())])
         .ok_or_else(|| Error::Invalid("no trials left after filtering".into()))?;
-    let width = commbench_core::timer::nice_width((s.p999 - s.min).max(1e-3) / 50.0);
+    let width = commbench_core::method::timer::nice_width((s.p999 - s.min).max(1e-3) / 50.0);
     let lo = (s.min / width).floor() * width;
     let histogram = histogram_from(&v, lo, width, 60);
     let (frequencies, frequencies_omitted) = stats::distinct_frequencies(&v, MAX_FREQUENCIES);

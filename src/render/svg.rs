@@ -22,7 +22,7 @@
 
 use crate::analysis::document::{Point, ResultDoc};
 use crate::analysis::fit::{self, Breakpoint, FitSection, HockneySegment};
-use commbench_core::error::{Error, Result};
+use commbench_core::transport::error::{Error, Result};
 use std::fmt::Write;
 
 /// Which plot to draw.
@@ -1190,7 +1190,7 @@ fn signature(doc: &ResultDoc) -> Result<String> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use commbench_core::pattern::RawPoint;
+    use commbench_core::method::engine::RawPoint;
 
     /// Deterministic noise in [0, 1).
     fn unit(i: u64) -> f64 {

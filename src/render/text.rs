@@ -256,7 +256,7 @@ pub fn render(doc: &ResultDoc, detail: Detail) -> String {
 }
 
 /// Appendix A: the binned distribution and the frequency of each distinct value.
-pub fn timer_distribution(out: &mut String, t: &commbench_core::timer::TimerReport) {
+pub fn timer_distribution(out: &mut String, t: &commbench_core::method::timer::TimerReport) {
     let h = &t.histogram;
     let _ = writeln!(
         out,

@@ -9,10 +9,10 @@
 //! With `-np N` the checks run on 2..=N ranks (sub-communicators of the first n ranks).
 //! Exits non-zero (and aborts the job) on the first failure.
 
-use commbench_core::conformance::{run_check, Harness, CHECKS};
+use commbench_core::method::engine::{Benchmark, PatternKind};
+use commbench_core::method::transpose::Transpose;
 use commbench_core::method::{MethodConfig, NppChoice};
-use commbench_core::pattern::{Benchmark, PatternKind};
-use commbench_core::transpose::Transpose;
+use commbench_core::testkit::{run_check, Harness, CHECKS};
 use commbench_core::{Program, Result};
 use commbench_mpi::{Mpi, MpiClock, MpiConfig, TransposeVector};
 use std::time::Duration;

@@ -15,8 +15,8 @@
 #[path = "osu_latency.rs"]
 mod osu;
 
+use commbench_core::method::engine::{Benchmark, PatternKind};
 use commbench_core::method::{MethodConfig, NppChoice};
-use commbench_core::pattern::{Benchmark, PatternKind};
 use commbench_mpi::{Mpi, MpiClock, MpiConfig};
 
 const ITERS: u64 = 1000;

@@ -8,8 +8,8 @@
 //! ```
 
 use commbench_core::launch::RankEnv;
+use commbench_core::method::engine::{Benchmark, PatternKind};
 use commbench_core::method::MethodConfig;
-use commbench_core::pattern::{Benchmark, PatternKind};
 use commbench_core::Result;
 use commbench_mpi::{Mpi, MpiClock, MpiConfig};
 use std::time::Duration;

@@ -5,8 +5,8 @@
 //! mpirun -np 2 target/debug/examples/victim
 //! ```
 
+use commbench_core::method::engine::{Benchmark, PatternKind};
 use commbench_core::method::{MethodConfig, NppChoice};
-use commbench_core::pattern::{Benchmark, PatternKind};
 use commbench_mpi::{Mpi, MpiConfig};
 use std::time::Duration;
 

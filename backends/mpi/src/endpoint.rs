@@ -5,7 +5,7 @@ use crate::sys::{self, Spin};
 use crate::MpiConfig;
 use commbench_core::transport::{BackendInfo, TAG_UB};
 use commbench_core::{
-    clock, Completion, Endpoint, Error, OpKind, Rank, ReqId, Result, Src, Tag, TagSel,
+    method::clock, Completion, Endpoint, Error, OpKind, Rank, ReqId, Result, Src, Tag, TagSel,
 };
 use mpi::ffi;
 use std::os::raw::{c_int, c_void};
@@ -613,7 +613,7 @@ impl Endpoint for MpiEndpoint {
             // which an endpoint guarantees.
             MpiClock::Wtime => Some(unsafe { mpi::ffi::MPI_Wtick() } * 1e9),
             MpiClock::Monotonic => {
-                commbench_core::clock::monotonic_claimed_resolution_ns().map(|x| x as f64)
+                commbench_core::method::clock::monotonic_claimed_resolution_ns().map(|x| x as f64)
             }
         }
     }

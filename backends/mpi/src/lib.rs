@@ -29,7 +29,7 @@ mod vector;
 pub use endpoint::{MpiClock, MpiEndpoint};
 pub use vector::{TransposeVector, VectorKernel};
 
-use commbench_core::bootstrap::Rendezvous;
+use commbench_core::launch::rendezvous::Rendezvous;
 use commbench_core::transport::BackendInfo;
 use commbench_core::{Error, Program, Rank, Result};
 use mpi::ffi;

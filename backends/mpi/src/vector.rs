@@ -4,17 +4,17 @@
 //! with `MPI_Type_vector(N, 1, N, MPI_DOUBLE)` and sends the columns one at a time straight
 //! from the matrix (no packing in the program: MPI walks the stride), and `dest` receives each
 //! into a contiguous row of its matrix (`N` x `MPI_DOUBLE`). One iteration, its timing and its
-//! verification are those of [`commbench_core::transpose`], so `transpose-vector` and
+//! verification are those of [`commbench_core::method::transpose`], so `transpose-vector` and
 //! `transpose-pack` compare directly.
 
 use crate::sys;
 use crate::{Mpi, MpiConfig, MpiEndpoint};
-use commbench_core::method::MethodConfig;
-use commbench_core::pattern::{Collected, ProgressFn};
-use commbench_core::transpose::{
+use commbench_core::method::engine::{Collected, ProgressFn};
+use commbench_core::method::transpose::{
     self, matrix_bytes, source_matrix, verify_transposed, TransposeKernel, TAG_COLUMN,
     TAG_TRANSPOSE_ACK,
 };
+use commbench_core::method::MethodConfig;
 use commbench_core::{Endpoint, Error, Rank, Result, Src, TagSel};
 use mpi::ffi;
 use std::os::raw::{c_int, c_void};
@@ -193,7 +193,7 @@ impl TransposeKernel<MpiEndpoint> for VectorKernel {
     }
 }
 
-/// The `transpose-vector` measurement, shaped like [`commbench_core::transpose::Transpose`]
+/// The `transpose-vector` measurement, shaped like [`commbench_core::method::transpose::Transpose`]
 /// (whose `Collected` the report code takes), but run with [`TransposeVector::run`] since it
 /// needs the MPI endpoint itself. `cfg.sizes` is ignored.
 pub struct TransposeVector<'a> {
@@ -243,6 +243,6 @@ impl<'a> TransposeVector<'a> {
 
     /// Take what rank 0 collected (also after a failed run).
     pub fn take_collected(&self) -> Collected {
-        commbench_core::pattern::take_collected(&self.collected)
+        commbench_core::method::engine::take_collected(&self.collected)
     }
 }

@@ -2,8 +2,8 @@
 //! with 2 ranks, each bounded in time so that a hang is a failure, not a stuck test. Also the
 //! transpose of seed 003 on tcp threads, which needs no launcher.
 
+use commbench_core::method::transpose::Transpose;
 use commbench_core::method::{MethodConfig, NppChoice};
-use commbench_core::transpose::Transpose;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};

@@ -24,8 +24,8 @@ use crate::segment::{
 };
 use crate::sys::{futex_wait, futex_wake, Watch};
 use crate::WaitPolicy;
-use commbench_core::clock::monotonic_ns;
-use commbench_core::matching::{Matcher, ReqTable};
+use commbench_core::method::clock::monotonic_ns;
+use commbench_core::transport::matching::{Matcher, ReqTable};
 use commbench_core::transport::BackendInfo;
 use commbench_core::{Completion, Endpoint, Error, OpKind, Rank, ReqId, Result, Src, Tag, TagSel};
 use std::collections::VecDeque;
@@ -413,7 +413,7 @@ impl ShmEndpoint {
 
     /// Record the pinning in effect in the backend info.
     pub(crate) fn record_affinity(&mut self, requested: Option<usize>, actual: &[usize]) {
-        commbench_core::affinity::record(&mut self.info, requested, actual);
+        commbench_core::launch::affinity::record(&mut self.info, requested, actual);
     }
 
     /// The program returned successfully: deliver queued sends and tell the peers.

@@ -6,7 +6,7 @@
 //! and state) and one single-producer single-consumer ring per ordered pair of ranks. Small
 //! messages travel inline; large ones stream through the ring in chunks, so any size up to
 //! 4 GiB - 1 works with a fixed footprint. Tags and wildcards come from the core matching
-//! engine ([`commbench_core::matching`]); a posted receive gets its payload copied straight from
+//! engine ([`commbench_core::transport::matching`]); a posted receive gets its payload copied straight from
 //! the ring into its buffer.
 //!
 //! How a segment reaches each rank:
@@ -34,7 +34,7 @@ mod sys;
 
 pub use endpoint::ShmEndpoint;
 
-use commbench_core::affinity;
+use commbench_core::launch::affinity;
 use commbench_core::launch::RankEnv;
 use commbench_core::{Error, Program, Result};
 use segment::{Layout, Mapping};

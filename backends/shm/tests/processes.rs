@@ -6,8 +6,8 @@
 //! * a peer killed with SIGKILL gives an error naming it, and nothing is left in /dev/shm;
 //! * a wrong or missing segment gives a clear error, not a panic or a hang.
 
-use commbench_core::conformance::{run_check, Harness, CHECKS};
 use commbench_core::launch::{Launcher, RankEnv, ENV_JOB, ENV_RANK, ENV_SIZE};
+use commbench_core::testkit::{run_check, Harness, CHECKS};
 use commbench_core::{Endpoint, Error, Program, Result, Src, TagSel};
 use commbench_shm::{prepare_local, run_rank, ShmConfig, ENV_SHM_FD, ENV_SHM_PID, ENV_SHM_TOKEN};
 use std::io::Read;
@@ -178,7 +178,7 @@ impl Harness for External {
         let job = format!(
             "shm-test-{}-{}",
             std::process::id(),
-            commbench_core::clock::monotonic_ns()
+            commbench_core::method::clock::monotonic_ns()
         );
         let vars = vec![(ENV_JOB.to_string(), job.clone())];
         let kids: Vec<Child> = (1..n).map(|r| spawn(r, n, &self.role, &vars)).collect();

@@ -1,7 +1,7 @@
 //! The shm backend with every rank a thread of the test process: the core conformance suite,
 //! every wait policy, streaming through small rings, and failures that must not hang.
 
-use commbench_core::conformance::{run_check, run_suite, Harness, CHECKS};
+use commbench_core::testkit::{run_check, run_suite, Harness, CHECKS};
 use commbench_core::{Endpoint, Error, Program, Result, Src, TagSel};
 use commbench_shm::{run_threads, ShmConfig, WaitPolicy};
 use std::time::{Duration, Instant};

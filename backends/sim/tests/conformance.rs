@@ -1,7 +1,7 @@
 //! The core conformance suite on simulated nodes: the smallest hypercube holding `n` ranks
 //! (ranks beyond `n` do not exist; the other nodes of the cube only forward).
 
-use commbench_core::conformance::{run_suite, Harness};
+use commbench_core::testkit::{run_suite, Harness};
 use commbench_core::{Program, Result};
 use commbench_sim::SimConfig;
 

@@ -165,7 +165,7 @@ impl Program for CoreMethod {
     fn run<E: Endpoint>(&self, ep: &mut E) -> Result<Self::Output> {
         let me = ep.rank();
         let report = if me == 0 {
-            Some(commbench_core::timer::characterize(ep, 20_000))
+            Some(commbench_core::method::timer::characterize(ep, 20_000))
         } else {
             None
         };

@@ -1,9 +1,9 @@
 //! # commbench-tcp: raw TCP sockets
 //!
 //! The "Gigabit Ethernet" class of transport: a full mesh of TCP connections between the ranks
-//! of a run, with MPI-like tag matching from [`commbench_core::matching`].
+//! of a run, with MPI-like tag matching from [`commbench_core::transport::matching`].
 //!
-//! * **Bootstrap.** Ranks meet at rank 0's rendezvous ([`commbench_core::bootstrap`]). Each rank
+//! * **Bootstrap.** Ranks meet at rank 0's rendezvous ([`commbench_core::launch::rendezvous`]). Each rank
 //!   listens on an ephemeral port on the interface it reached the rendezvous from (or
 //!   [`TcpConfig::bind_host`]), the addresses are exchanged by an allgather, and rank `i`
 //!   connects to every rank below it and accepts every rank above it. Every data connection
@@ -31,10 +31,10 @@
 //!   goodbye exchange ([`TcpEndpoint::finish`]) so that no rank closes while messages to or from
 //!   it are still in flight.
 
-use commbench_core::affinity;
-use commbench_core::bootstrap::{self, Bootstrap, Listener, Rendezvous};
+use commbench_core::launch::affinity;
+use commbench_core::launch::rendezvous::{self as rendezvous, Bootstrap, Listener, Rendezvous};
 use commbench_core::launch::RankEnv;
-use commbench_core::matching::{Matcher, ReqTable};
+use commbench_core::transport::matching::{Matcher, ReqTable};
 use commbench_core::transport::{
     BackendInfo, Completion, Endpoint, OpKind, Program, Rank, ReqId, Src, Tag, TagSel,
 };
@@ -493,7 +493,7 @@ impl TcpEndpoint {
     pub fn connect(boot: &mut dyn Rendezvous, token: &str, cfg: &TcpConfig) -> Result<TcpEndpoint> {
         let me = boot.rank();
         let size = boot.size();
-        let local_ip = boot.local_ip().unwrap_or_else(bootstrap::host_ip);
+        let local_ip = boot.local_ip().unwrap_or_else(rendezvous::host_ip);
         let host = match &cfg.bind_host {
             Some(h) if h.contains(':') && !h.starts_with('[') => format!("[{h}]:0"),
             Some(h) => format!("{h}:0"),
@@ -512,7 +512,7 @@ impl TcpEndpoint {
             let addr = std::str::from_utf8(&all[peer as usize]).map_err(|_| {
                 Error::Protocol(format!("rank {peer} sent a data address that is not text"))
             })?;
-            let s = bootstrap::connect_stream(addr, me, peer, size, token, cfg.timeout)
+            let s = rendezvous::connect_stream(addr, me, peer, size, token, cfg.timeout)
                 .map_err(|e| e.in_phase(format!("connecting to rank {peer} at {addr}")))?;
             conns[peer as usize] = Some(Conn::new(peer, s, cfg)?);
         }

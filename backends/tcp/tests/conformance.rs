@@ -1,6 +1,6 @@
 //! The core conformance suite over the TCP backend, all ranks as threads on loopback.
 
-use commbench_core::conformance::{run_check, Harness, CHECKS};
+use commbench_core::testkit::{run_check, Harness, CHECKS};
 use commbench_core::{Program, Result};
 use commbench_tcp::{run_threads, TcpConfig};
 use std::time::Duration;

@@ -3,9 +3,9 @@
 //! `COMMBENCH_TOKEN` and [`CHILD`] set, filtered to [`rank_process_entry`]); the test itself
 //! is rank 0, holding the rendezvous as the local launcher does.
 
-use commbench_core::bootstrap::Bootstrap;
-use commbench_core::conformance::{run_check, Harness, CHECKS};
+use commbench_core::launch::rendezvous::Bootstrap;
 use commbench_core::launch::{self, Launcher, RankEnv};
+use commbench_core::testkit::{run_check, Harness, CHECKS};
 use commbench_core::{Endpoint, Error, Program, Result, Src, TagSel};
 use commbench_tcp::{run_rank, run_rank_with_listener, TcpConfig};
 use std::cell::RefCell;
@@ -83,7 +83,7 @@ fn rank_process_entry() {
 }
 
 struct Launch {
-    listener: commbench_core::bootstrap::Listener,
+    listener: commbench_core::launch::rendezvous::Listener,
     env: RankEnv,
     children: Vec<Child>,
 }

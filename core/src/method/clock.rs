@@ -37,23 +37,6 @@ pub fn kernel_clocksource() -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// Iterations of [`spin`] per microsecond on this CPU, measured over about `window_us`.
-/// `compute(work)` on real backends spins a calibrated number of iterations so that an
-/// interruption shows up as extra elapsed time, as seed 001's background computation Q does.
-pub fn calibrate_spin(window_us: u64) -> f64 {
-    let window_ns = window_us.max(100) * 1000;
-    let mut iters: u64 = 1024;
-    loop {
-        let t0 = monotonic_ns();
-        spin(iters);
-        let dt = monotonic_ns().saturating_sub(t0);
-        if dt >= window_ns || iters >= 1 << 40 {
-            return iters as f64 * 1000.0 / dt.max(1) as f64;
-        }
-        iters *= 2;
-    }
-}
-
 /// A busy loop of `iters` iterations that the optimiser cannot remove.
 #[inline(never)]
 pub fn spin(iters: u64) {

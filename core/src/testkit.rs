@@ -4,7 +4,7 @@
 //! processes, simulated nodes) and call [`run_suite`]. Each check is a [`Program`] run on 2, 3
 //! and 4 ranks; a violated expectation is an error naming the check, the rank and what differed.
 
-use crate::error::{Error, Result};
+use crate::transport::error::{Error, Result};
 use crate::transport::{Endpoint, OpKind, Program, Rank, Src, TagSel};
 
 /// Starts `n` ranks of a backend and runs a program on each.

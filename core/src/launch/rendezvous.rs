@@ -29,8 +29,8 @@
 //! Every blocking read and write is bounded by the bootstrap's timeout: a peer that closes is
 //! [`Error::PeerLost`], one that stays silent is [`Error::Timeout`], both naming the rank.
 
-use crate::error::{Error, Result};
 use crate::launch::RankEnv;
+use crate::transport::error::{Error, Result};
 use crate::transport::Rank;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};

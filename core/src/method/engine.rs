@@ -24,9 +24,9 @@
 //! Rank 0 collects the raw trial times ([`RawPoint`]) one size at a time, so the sizes already
 //! measured survive a failure later in the run.
 
-use crate::error::{Error, Result, ResultExt};
+use crate::method::timer::{self, TimerReport};
 use crate::method::{self, MethodConfig, NppChoice};
-use crate::timer::{self, TimerReport};
+use crate::transport::error::{Error, Result, ResultExt};
 use crate::transport::{BackendInfo, Completion, Endpoint, Program, ReqId, Src, Tag, TagSel};
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;

@@ -6,7 +6,10 @@
 //! and size come from Open MPI, PMI or Slurm variables, and the rendezvous from
 //! `--rendezvous HOST:PORT` (or [`ENV_RENDEZVOUS`]), held by rank 0.
 
-use crate::error::{Error, Result};
+pub mod affinity;
+pub mod rendezvous;
+
+use crate::transport::error::{Error, Result};
 use crate::transport::Rank;
 
 /// Rank of this process (set by commbench's local launcher, or by hand with `--rank`).

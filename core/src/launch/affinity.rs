@@ -1,7 +1,7 @@
 //! Pinning a rank to a CPU (`--cpus`), shared by the backends whose ranks are processes or
 //! threads of this host (shm, tcp).
 
-use crate::error::{Error, Result};
+use crate::transport::error::{Error, Result};
 
 /// The CPU of `rank` for the list given to `--cpus`: `cpus[rank % len]`, or `None` (no
 /// pinning) for an empty list.

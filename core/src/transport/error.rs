@@ -1,6 +1,6 @@
 //! The one error type of the core and of every backend.
 
-use crate::transport::Rank;
+use super::ids::Rank;
 use std::time::Duration;
 
 /// Result with the commbench [`Error`].

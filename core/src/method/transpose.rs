@@ -11,7 +11,7 @@
 //! `source` sends the `N` columns, `dest` waits for all of them and returns an 8-byte
 //! acknowledgement, which `source` waits for. The acknowledgement closes the iteration so that
 //! the time `source` measures covers the whole transfer; it is included in the time (one small
-//! message, next to `N` column messages). A [`RawPoint`](crate::pattern::RawPoint) therefore has pattern
+//! message, next to `N` column messages). A [`RawPoint`](crate::method::engine::RawPoint) therefore has pattern
 //! `transpose-pack` (or `transpose-vector` for MPI's derived datatype), `size = N * N * 8`
 //! bytes, and `trips_per_iteration = 1`: the statistics are of the time of one whole transpose,
 //! and rates are bytes of the matrix per second.
@@ -29,9 +29,9 @@
 //! its matrix, one more iteration runs, and `dest` checks that it now holds `A^T`; a failed
 //! verification is an error of the run on every rank.
 
-use crate::error::{Error, Result, ResultExt};
+use crate::method::engine::{self, Collected, Progress, ProgressFn, SizeRun, Stage};
 use crate::method::MethodConfig;
-use crate::pattern::{self, Collected, Progress, ProgressFn, SizeRun, Stage};
+use crate::transport::error::{Error, Result, ResultExt};
 use crate::transport::{Completion, Endpoint, Program, Rank, ReqId, Src, Tag, TagSel};
 use std::sync::Mutex;
 
@@ -246,7 +246,7 @@ impl<'a> Transpose<'a> {
 
     /// Take what rank 0 collected (also after a failed run).
     pub fn take_collected(&self) -> Collected {
-        pattern::take_collected(&self.collected)
+        engine::take_collected(&self.collected)
     }
 }
 
@@ -300,7 +300,7 @@ pub fn measure<E: Endpoint, K: TransposeKernel<E>>(
     };
     // §3.1: the timer of the rank that times.
     report(Stage::Timer, 0, 1);
-    let (min_ov, res_timing) = pattern::characterise_timer(ep, &mcfg, collected)?;
+    let (min_ov, res_timing) = engine::characterise_timer(ep, &mcfg, collected)?;
 
     let phase = format!("{name} {n} x {n}");
     let participant = me == src || me == dst;
@@ -326,7 +326,7 @@ pub fn measure<E: Endpoint, K: TransposeKernel<E>>(
         collected,
         progress: &report,
     };
-    pattern::measure_size(ep, &mut |ep: &mut E| kernel.iteration(ep), &mut hs, run)
+    engine::measure_size(ep, &mut |ep: &mut E| kernel.iteration(ep), &mut hs, run)
         .phase_with(|| phase.clone())?;
 
     // Verification: dest forgets its matrix, one more transpose refills it, dest checks.

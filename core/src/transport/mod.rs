@@ -13,69 +13,15 @@
 //! A [`Program`] is what every rank runs; a backend's launcher runs it on each rank it hosts
 //! (a process, a thread, or a simulated node's coroutine) and hands back each rank's output.
 
-use crate::clock;
-use crate::error::{Error, Result};
+pub mod error;
+pub mod ids;
+pub mod matching;
+
+pub use ids::*;
+
+use crate::method::clock;
+use error::{Error, Result};
 use std::time::{Duration, Instant};
-
-/// A rank: 0..size.
-pub type Rank = u32;
-/// A message tag. User tags are below [`TAG_UB`].
-pub type Tag = u32;
-
-/// User tags are `0..TAG_UB`; tags from `TAG_UB` up belong to the control plane.
-pub const TAG_UB: Tag = 1 << 30;
-/// Control-plane tag of the barrier.
-pub const TAG_BARRIER: Tag = TAG_UB + 1;
-/// Control-plane tag of broadcast.
-pub const TAG_BCAST: Tag = TAG_UB + 2;
-/// Control-plane tag of gather.
-pub const TAG_GATHER: Tag = TAG_UB + 3;
-/// Control-plane tag of the asymmetric barrier (seed 004).
-pub const TAG_ABARRIER: Tag = TAG_UB + 4;
-
-/// The source a receive accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Src {
-    /// Any rank (MPI_ANY_SOURCE).
-    Any,
-    /// This rank only.
-    Rank(Rank),
-}
-
-impl Src {
-    /// Whether a message from `r` is accepted.
-    #[inline]
-    pub fn accepts(self, r: Rank) -> bool {
-        match self {
-            Src::Any => true,
-            Src::Rank(x) => x == r,
-        }
-    }
-}
-
-/// The tags a receive accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TagSel {
-    /// Any user tag (MPI_ANY_TAG); never a control-plane tag.
-    Any,
-    /// This tag only.
-    Tag(Tag),
-}
-
-impl TagSel {
-    /// Whether a message with tag `t` is accepted.
-    #[inline]
-    pub fn accepts(self, t: Tag) -> bool {
-        match self {
-            TagSel::Any => t < TAG_UB,
-            TagSel::Tag(x) => x == t,
-        }
-    }
-}
-
-/// Handle of a posted operation, valid until its completion has been returned once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ReqId(pub u64);
 
 /// Whether a completion is of a send or a receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,9 +1,16 @@
-//! The measurement method of seed 000: the trial loop with handshake (§3.2), the choice of
-//! `npp` (§3.3) and the analysis of the trial times (§3.4). The loop itself lives with each
-//! pattern ([`crate::pattern`]); this module holds what every pattern shares.
+//! The measurement method of seed 000: the [`clock`] and its characterisation ([`timer`],
+//! §3.1), the configuration and the choice of `npp` (§3.3, here), the one trial engine with
+//! its barrier and handshake ([`engine`], §3.2), and what it measures ([`transpose`] and the
+//! patterns of [`engine`]). The analysis of the trial times (§3.4) runs on rank 0 outside
+//! this crate.
 
-use crate::error::{Error, Result};
+pub mod clock;
+pub mod engine;
+pub mod timer;
+pub mod transpose;
+
 use crate::stats;
+use crate::transport::error::{Error, Result};
 use crate::transport::Rank;
 use serde::{Deserialize, Serialize};
 

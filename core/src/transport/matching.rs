@@ -14,7 +14,7 @@
 //! [`ReqTable`] is a slab of request slots that raw transports use to hand out [`ReqId`]s and
 //! park completions until [`crate::transport::Endpoint::test`] collects them.
 
-use crate::error::{Error, Result};
+use crate::transport::error::{Error, Result};
 use crate::transport::{Completion, OpKind, Rank, ReqId, Src, Tag, TagSel};
 use std::collections::VecDeque;
 

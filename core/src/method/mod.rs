@@ -9,6 +9,8 @@ pub mod engine;
 pub mod timer;
 pub mod transpose;
 
+pub use engine::PatternKind;
+
 use crate::stats;
 use crate::transport::error::{Error, Result};
 use crate::transport::Rank;

@@ -1,9 +1,9 @@
-//! Pinning a rank to a CPU (`--cpus`), shared by the backends whose ranks are processes or
-//! threads of this host (shm, tcp).
+//! Pinning a rank to a CPU from a run's list of CPUs, shared by the backends whose ranks are
+//! processes or threads of this host (shm, tcp).
 
 use crate::transport::error::{Error, Result};
 
-/// The CPU of `rank` for the list given to `--cpus`: `cpus[rank % len]`, or `None` (no
+/// The CPU of `rank` for a run's list of CPUs: `cpus[rank % len]`, or `None` (no
 /// pinning) for an empty list.
 pub fn cpu_for(cpus: &[usize], rank: u32) -> Option<usize> {
     (!cpus.is_empty()).then(|| cpus[rank as usize % cpus.len()])

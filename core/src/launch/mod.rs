@@ -3,8 +3,8 @@
 //!
 //! Local mode: `commbench` (rank 0) re-executes itself once per other rank with the variables
 //! [`ENV_RANK`], [`ENV_SIZE`], [`ENV_RENDEZVOUS`] and [`ENV_TOKEN`] set. Under a launcher the rank
-//! and size come from Open MPI, PMI or Slurm variables, and the rendezvous from
-//! `--rendezvous HOST:PORT` (or [`ENV_RENDEZVOUS`]), held by rank 0.
+//! and size come from Open MPI, PMI or Slurm variables, and the rendezvous address `HOST:PORT`
+//! from the caller (or [`ENV_RENDEZVOUS`]), held by rank 0.
 
 pub mod affinity;
 pub mod rendezvous;
@@ -12,7 +12,7 @@ pub mod rendezvous;
 use crate::transport::error::{Error, Result};
 use crate::transport::Rank;
 
-/// Rank of this process (set by commbench's local launcher, or by hand with `--rank`).
+/// Rank of this process (set by commbench's local launcher, or by hand).
 pub const ENV_RANK: &str = "COMMBENCH_RANK";
 /// Number of ranks.
 pub const ENV_SIZE: &str = "COMMBENCH_SIZE";
@@ -31,7 +31,7 @@ pub enum Launcher {
     Local,
     /// A child of commbench's local launcher.
     LocalChild,
-    /// Given by hand with `--rank/--size`.
+    /// Rank and size given by hand.
     Manual,
     /// Open MPI's mpirun (`OMPI_COMM_WORLD_*`).
     OpenMpi,
@@ -69,9 +69,54 @@ fn parse_num(name: &str, v: &str) -> Result<u32> {
         .map_err(|_| Error::Config(format!("{name}={v:?} is not a rank number")))
 }
 
+/// The launchers that name a rank and a size in variables, with those variables, in the order
+/// they are looked for.
+const LAUNCHER_VARS: [(Launcher, &str, &str); 4] = [
+    (Launcher::LocalChild, ENV_RANK, ENV_SIZE),
+    (
+        Launcher::OpenMpi,
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+    ),
+    (Launcher::Pmi, "PMI_RANK", "PMI_SIZE"),
+    (Launcher::Slurm, "SLURM_PROCID", "SLURM_NTASKS"),
+];
+
+/// Rank, size and launcher from the first launcher in [`LAUNCHER_VARS`] whose two variables are
+/// both set; `None` when no launcher's are.
+fn from_launcher_vars() -> Result<Option<(Rank, u32, Launcher)>> {
+    for (launcher, rank_var, size_var) in LAUNCHER_VARS {
+        if let (Some(r), Some(s)) = (var(rank_var), var(size_var)) {
+            return Ok(Some((
+                parse_num(rank_var, &r)?,
+                parse_num(size_var, &s)?,
+                launcher,
+            )));
+        }
+    }
+    Ok(None)
+}
+
+impl Launcher {
+    /// The job identifier of a rank this launcher started: [`ENV_JOB`] where set, else the
+    /// launcher's own job variables. The local launcher has none yet (it makes one up).
+    fn job(self) -> Option<String> {
+        if self == Launcher::Local {
+            return None;
+        }
+        var(ENV_JOB).or_else(|| match self {
+            Launcher::OpenMpi => var("OMPI_MCA_ess_base_jobid").or_else(|| var("PMIX_NAMESPACE")),
+            Launcher::Pmi => var("PMI_JOBID").or_else(|| var("PMI_KVSNAME")),
+            Launcher::Slurm => var("SLURM_JOB_ID")
+                .map(|j| format!("{j}.{}", var("SLURM_STEP_ID").unwrap_or_default())),
+            Launcher::Local | Launcher::LocalChild | Launcher::Manual => None,
+        })
+    }
+}
+
 impl RankEnv {
-    /// Work out this rank's identity. `manual` is `--rank/--size` from the command line, which
-    /// wins; then commbench's own variables; then Open MPI, PMI and Slurm. With none of them the
+    /// Work out this rank's identity. `manual` is the rank and size given by hand, which win;
+    /// then commbench's own variables; then Open MPI, PMI and Slurm. With none of them the
     /// process is the local launcher: rank 0 of `default_size`.
     pub fn detect(
         manual: Option<(Rank, u32)>,
@@ -82,51 +127,11 @@ impl RankEnv {
             .map(str::to_string)
             .or_else(|| var(ENV_RENDEZVOUS));
         let token = var(ENV_TOKEN);
-        let (rank, size, launcher, job) = if let Some((r, s)) = manual {
-            (r, s, Launcher::Manual, var(ENV_JOB))
-        } else if let (Some(r), Some(s)) = (var(ENV_RANK), var(ENV_SIZE)) {
-            (
-                parse_num(ENV_RANK, &r)?,
-                parse_num(ENV_SIZE, &s)?,
-                Launcher::LocalChild,
-                var(ENV_JOB),
-            )
-        } else if let (Some(r), Some(s)) =
-            (var("OMPI_COMM_WORLD_RANK"), var("OMPI_COMM_WORLD_SIZE"))
-        {
-            let job = var(ENV_JOB)
-                .or_else(|| var("OMPI_MCA_ess_base_jobid"))
-                .or_else(|| var("PMIX_NAMESPACE"));
-            (
-                parse_num("OMPI_COMM_WORLD_RANK", &r)?,
-                parse_num("OMPI_COMM_WORLD_SIZE", &s)?,
-                Launcher::OpenMpi,
-                job,
-            )
-        } else if let (Some(r), Some(s)) = (var("PMI_RANK"), var("PMI_SIZE")) {
-            let job = var(ENV_JOB)
-                .or_else(|| var("PMI_JOBID"))
-                .or_else(|| var("PMI_KVSNAME"));
-            (
-                parse_num("PMI_RANK", &r)?,
-                parse_num("PMI_SIZE", &s)?,
-                Launcher::Pmi,
-                job,
-            )
-        } else if let (Some(r), Some(s)) = (var("SLURM_PROCID"), var("SLURM_NTASKS")) {
-            let job = var(ENV_JOB).or_else(|| {
-                var("SLURM_JOB_ID")
-                    .map(|j| format!("{j}.{}", var("SLURM_STEP_ID").unwrap_or_default()))
-            });
-            (
-                parse_num("SLURM_PROCID", &r)?,
-                parse_num("SLURM_NTASKS", &s)?,
-                Launcher::Slurm,
-                job,
-            )
-        } else {
-            (0, default_size, Launcher::Local, None)
+        let (rank, size, launcher) = match manual {
+            Some((r, s)) => (r, s, Launcher::Manual),
+            None => from_launcher_vars()?.unwrap_or((0, default_size, Launcher::Local)),
         };
+        let job = launcher.job();
         if size == 0 {
             return Err(Error::Config("the run has 0 ranks".into()));
         }

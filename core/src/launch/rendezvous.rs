@@ -154,17 +154,49 @@ fn remaining(deadline: Instant) -> Option<Duration> {
         .filter(|d| !d.is_zero())
 }
 
-/// `read_exact` with every read bounded by what is left until `deadline`.
-fn read_full(s: &mut TcpStream, mut buf: &mut [u8], deadline: Instant, who: &Who) -> Result<()> {
+/// Which way bytes move on a stream: names the operation in errors and sets its timeout.
+#[derive(Debug, Clone, Copy)]
+enum Dir {
+    Read,
+    Write,
+}
+
+impl Dir {
+    fn name(self) -> &'static str {
+        match self {
+            Dir::Read => "read",
+            Dir::Write => "write",
+        }
+    }
+
+    fn set_timeout(self, s: &TcpStream, t: Duration) -> Result<()> {
+        match self {
+            Dir::Read => s.set_read_timeout(Some(t)),
+            Dir::Write => s.set_write_timeout(Some(t)),
+        }
+        .map_err(|e| Error::io(format!("setting a {} timeout", self.name()), e))
+    }
+}
+
+/// Move `len` bytes with `step` (given the bytes moved so far, it moves some more), every call
+/// bounded by what is left until `deadline`.
+fn bounded(
+    s: &mut TcpStream,
+    len: usize,
+    deadline: Instant,
+    who: &Who,
+    dir: Dir,
+    mut step: impl FnMut(&mut TcpStream, usize) -> std::io::Result<usize>,
+) -> Result<()> {
     let start = Instant::now();
-    while !buf.is_empty() {
+    let mut done = 0;
+    while done < len {
         let left = remaining(deadline)
-            .ok_or_else(|| who.timeout("read", deadline.saturating_duration_since(start)))?;
-        s.set_read_timeout(Some(left))
-            .map_err(|e| Error::io("setting a read timeout", e))?;
-        match s.read(buf) {
+            .ok_or_else(|| who.timeout(dir.name(), deadline.saturating_duration_since(start)))?;
+        dir.set_timeout(s, left)?;
+        match step(s, done) {
             Ok(0) => return Err(who.lost("connection closed".into())),
-            Ok(n) => buf = &mut buf[n..],
+            Ok(n) => done += n,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) => return Err(who.lost(e.to_string())),
@@ -173,23 +205,18 @@ fn read_full(s: &mut TcpStream, mut buf: &mut [u8], deadline: Instant, who: &Who
     Ok(())
 }
 
+/// `read_exact` with every read bounded by what is left until `deadline`.
+fn read_full(s: &mut TcpStream, buf: &mut [u8], deadline: Instant, who: &Who) -> Result<()> {
+    bounded(s, buf.len(), deadline, who, Dir::Read, |s, done| {
+        s.read(&mut buf[done..])
+    })
+}
+
 /// `write_all` with every write bounded by what is left until `deadline`.
-fn write_full(s: &mut TcpStream, mut buf: &[u8], deadline: Instant, who: &Who) -> Result<()> {
-    let start = Instant::now();
-    while !buf.is_empty() {
-        let left = remaining(deadline)
-            .ok_or_else(|| who.timeout("write", deadline.saturating_duration_since(start)))?;
-        s.set_write_timeout(Some(left))
-            .map_err(|e| Error::io("setting a write timeout", e))?;
-        match s.write(buf) {
-            Ok(0) => return Err(who.lost("connection closed".into())),
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-            Err(e) => return Err(who.lost(e.to_string())),
-        }
-    }
-    Ok(())
+fn write_full(s: &mut TcpStream, buf: &[u8], deadline: Instant, who: &Who) -> Result<()> {
+    bounded(s, buf.len(), deadline, who, Dir::Write, |s, done| {
+        s.write(&buf[done..])
+    })
 }
 
 fn read_frame(s: &mut TcpStream, deadline: Instant, who: &Who) -> Result<Vec<u8>> {
@@ -286,99 +313,30 @@ impl Listener {
         self.inner
             .set_nonblocking(true)
             .map_err(|e| Error::io("making the rendezvous listener non-blocking", e))?;
-        let (tx, rx) = mpsc::channel::<(Option<SocketAddr>, TcpStream, Result<Hello>)>();
+        let (tx, rx) = mpsc::channel::<HelloRead>();
         // Each hello is read on its own thread with a bounded timeout, so that a silent
         // connection cannot hold up the genuine ranks.
         let hello_limit = timeout.min(Duration::from_secs(10));
         while missing > 0 {
-            loop {
-                match self.inner.accept() {
-                    Ok((mut s, peer)) => {
-                        let tx = tx.clone();
-                        let spawned = std::thread::Builder::new()
-                            .name("commbench-hello".into())
-                            .spawn(move || {
-                                let r = s
-                                    .set_nonblocking(false)
-                                    .map_err(|e| Error::io("configuring a connection", e))
-                                    .and_then(|_| read_hello(&mut s, Instant::now() + hello_limit));
-                                // The receiver may be gone if the run is over: nothing to do.
-                                let _ = tx.send((Some(peer), s, r));
-                            });
-                        if let Err(e) = spawned {
-                            return Err(Error::io("starting a thread to read a hello", e));
-                        }
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    // A connection that died before accept (ECONNABORTED) and the like.
-                    Err(e) => {
-                        eprintln!("commbench bootstrap: accept failed: {e}");
-                        break;
-                    }
-                }
-            }
+            self.start_hello_readers(&tx, hello_limit)?;
             let Some(left) = remaining(deadline) else {
-                let names: Vec<String> = streams
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| s.is_none())
-                    .map(|(i, _)| (ranks.start + i as Rank).to_string())
-                    .collect();
-                return Err(Error::Timeout {
-                    rank: me,
-                    what: format!("rank(s) {} to connect to {}", names.join(", "), self.addr),
-                    timeout,
-                });
+                return Err(self.missing_ranks(me, &ranks, &streams, timeout));
             };
-            let (peer, mut s, hello) = match rx.recv_timeout(left.min(Duration::from_millis(2))) {
-                Ok(x) => x,
-                Err(_) => continue,
+            let Ok((peer, mut s, hello)) = rx.recv_timeout(left.min(Duration::from_millis(2)))
+            else {
+                continue;
             };
-            let verdict = hello.and_then(|h| {
-                if !token_eq(&h.token, token.as_bytes()) {
-                    Err(Error::Protocol(format!(
-                        "wrong token (claimed rank {})",
-                        h.rank
-                    )))
-                } else if h.size != size {
-                    Err(Error::Protocol(format!(
-                        "rank {} believes the run has {} ranks, not {size}",
-                        h.rank, h.size
-                    )))
-                } else if !ranks.contains(&h.rank) {
-                    Err(Error::Protocol(format!(
-                        "rank {} is not expected here (expected ranks {ranks:?})",
-                        h.rank
-                    )))
-                } else if streams[(h.rank - ranks.start) as usize].is_some() {
-                    Err(Error::Protocol(format!(
-                        "rank {} is already connected",
-                        h.rank
-                    )))
-                } else {
-                    Ok(h.rank)
-                }
-            });
-            match verdict {
-                Ok(r) => {
-                    let mut ack = [0u8; 12];
-                    ack[..8].copy_from_slice(&MAGIC);
-                    ack[8..].copy_from_slice(&PROTOCOL_VERSION.to_le_bytes());
-                    let who = Who::Rank { me, peer: r };
-                    match write_full(&mut s, &ack, deadline, &who) {
-                        Ok(()) => {
-                            // Nagle would delay the small frames of allgather and barrier.
-                            let _ = s.set_nodelay(true);
-                            streams[(r - ranks.start) as usize] = Some(s);
-                            missing -= 1;
-                        }
-                        Err(e) => eprintln!(
-                            "commbench bootstrap: rank {r} from {} left during its hello: {e}",
-                            addr_str(&peer)
-                        ),
+            match hello.and_then(|h| judge_hello(&h, token, size, &ranks, &streams)) {
+                Ok(r) => match acknowledge(&mut s, me, r, deadline) {
+                    Ok(()) => {
+                        streams[(r - ranks.start) as usize] = Some(s);
+                        missing -= 1;
                     }
-                }
+                    Err(e) => eprintln!(
+                        "commbench bootstrap: rank {r} from {} left during its hello: {e}",
+                        addr_str(&peer)
+                    ),
+                },
                 Err(e) => {
                     eprintln!(
                         "commbench bootstrap: refused connection from {}: {e}",
@@ -388,15 +346,114 @@ impl Listener {
                 }
             }
         }
-        let mut peers = Vec::with_capacity(streams.len());
-        for s in streams {
-            match s {
-                Some(s) => peers.push(s),
-                None => return Err(Error::Protocol("a rank is missing after accept".into())),
+        streams
+            .into_iter()
+            .map(|s| s.ok_or_else(|| Error::Protocol("a rank is missing after accept".into())))
+            .collect()
+    }
+
+    /// Accept every connection waiting on the (non-blocking) listener and read its hello on a
+    /// thread of its own, which sends the outcome to `tx`.
+    fn start_hello_readers(
+        &self,
+        tx: &mpsc::Sender<HelloRead>,
+        hello_limit: Duration,
+    ) -> Result<()> {
+        loop {
+            match self.inner.accept() {
+                Ok((mut s, peer)) => {
+                    let tx = tx.clone();
+                    std::thread::Builder::new()
+                        .name("commbench-hello".into())
+                        .spawn(move || {
+                            let r = s
+                                .set_nonblocking(false)
+                                .map_err(|e| Error::io("configuring a connection", e))
+                                .and_then(|_| read_hello(&mut s, Instant::now() + hello_limit));
+                            // The receiver may be gone if the run is over: nothing to do.
+                            let _ = tx.send((Some(peer), s, r));
+                        })
+                        .map_err(|e| Error::io("starting a thread to read a hello", e))?;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // A connection that died before accept (ECONNABORTED) and the like.
+                Err(e) => {
+                    eprintln!("commbench bootstrap: accept failed: {e}");
+                    return Ok(());
+                }
             }
         }
-        Ok(peers)
     }
+
+    /// The timeout of an accept that still lacks the ranks whose place in `streams` is empty.
+    fn missing_ranks(
+        &self,
+        me: Rank,
+        ranks: &std::ops::Range<Rank>,
+        streams: &[Option<TcpStream>],
+        timeout: Duration,
+    ) -> Error {
+        let names: Vec<String> = streams
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_none())
+            .map(|(i, _)| (ranks.start + i as Rank).to_string())
+            .collect();
+        Error::Timeout {
+            rank: me,
+            what: format!("rank(s) {} to connect to {}", names.join(", "), self.addr),
+            timeout,
+        }
+    }
+}
+
+/// A connection whose hello was read: its address, the stream and the hello (or why not).
+type HelloRead = (Option<SocketAddr>, TcpStream, Result<Hello>);
+
+/// The rank a hello claims, if the accepting side takes it: the right token and size, a rank in
+/// `ranks` whose place in `streams` (indexed from `ranks.start`) is still empty.
+fn judge_hello(
+    h: &Hello,
+    token: &str,
+    size: u32,
+    ranks: &std::ops::Range<Rank>,
+    streams: &[Option<TcpStream>],
+) -> Result<Rank> {
+    if !token_eq(&h.token, token.as_bytes()) {
+        Err(Error::Protocol(format!(
+            "wrong token (claimed rank {})",
+            h.rank
+        )))
+    } else if h.size != size {
+        Err(Error::Protocol(format!(
+            "rank {} believes the run has {} ranks, not {size}",
+            h.rank, h.size
+        )))
+    } else if !ranks.contains(&h.rank) {
+        Err(Error::Protocol(format!(
+            "rank {} is not expected here (expected ranks {ranks:?})",
+            h.rank
+        )))
+    } else if streams[(h.rank - ranks.start) as usize].is_some() {
+        Err(Error::Protocol(format!(
+            "rank {} is already connected",
+            h.rank
+        )))
+    } else {
+        Ok(h.rank)
+    }
+}
+
+/// Answer rank `peer`'s accepted hello on `s` with the acknowledgement, and set `TCP_NODELAY`.
+fn acknowledge(s: &mut TcpStream, me: Rank, peer: Rank, deadline: Instant) -> Result<()> {
+    let mut ack = [0u8; 12];
+    ack[..8].copy_from_slice(&MAGIC);
+    ack[8..].copy_from_slice(&PROTOCOL_VERSION.to_le_bytes());
+    write_full(s, &ack, deadline, &Who::Rank { me, peer })?;
+    // Nagle would delay the small frames of allgather and barrier.
+    let _ = s.set_nodelay(true);
+    Ok(())
 }
 
 /// Connect as rank `me` of `size` to rank `peer` listening at `addr`, retrying until
@@ -538,7 +595,7 @@ impl Bootstrap {
         }
         let addr = env.rendezvous.as_deref().ok_or_else(|| {
             Error::Config(format!(
-                "no rendezvous address: pass --rendezvous HOST:PORT or set {} (rank 0 listens there)",
+                "no rendezvous address (the HOST:PORT where rank 0 listens): give one or set {}",
                 crate::launch::ENV_RENDEZVOUS
             ))
         })?;
@@ -882,7 +939,9 @@ mod tests {
         };
         let e = Bootstrap::from_env(&env, T).unwrap_err().to_string();
         assert!(
-            e.contains("--rendezvous") && e.contains(crate::launch::ENV_RENDEZVOUS),
+            e.contains("no rendezvous address")
+                && e.contains(crate::launch::ENV_RENDEZVOUS)
+                && !e.contains("--"),
             "{e}"
         );
         env.token = None;

@@ -97,8 +97,8 @@ impl Error {
     }
 
     /// The error in words without its category prefix, for a one-line message whose context
-    /// already says what kind of problem it is (`--dest 5 is out of range ...` rather than
-    /// `bad configuration: --dest 5 is out of range ...`).
+    /// already says what kind of problem it is (`rank 5 is out of range ...` rather than
+    /// `bad configuration: rank 5 is out of range ...`).
     pub fn reason(&self) -> String {
         match self {
             Error::Config(m) | Error::Invalid(m) => m.clone(),

@@ -47,6 +47,31 @@ pub struct Completion {
     pub len: usize,
 }
 
+impl Completion {
+    /// A finished send of all of `buf` to `dest`.
+    pub fn send(buf: Vec<u8>, dest: Rank, tag: Tag) -> Completion {
+        let len = buf.len();
+        Completion {
+            kind: OpKind::Send,
+            buf,
+            peer: dest,
+            tag,
+            len,
+        }
+    }
+
+    /// A finished receive: the first `len` bytes of `buf` hold `source`'s message.
+    pub fn recv(buf: Vec<u8>, source: Rank, tag: Tag, len: usize) -> Completion {
+        Completion {
+            kind: OpKind::Recv,
+            buf,
+            peer: source,
+            tag,
+            len,
+        }
+    }
+}
+
 /// What a backend records about itself in the result document (mode, library version, ...).
 pub type BackendInfo = serde_json::Map<String, serde_json::Value>;
 
@@ -168,6 +193,62 @@ pub trait Endpoint {
     fn gather(&mut self, root: Rank, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
         control::gather(self, root, data)
     }
+}
+
+/// Writes the four identity methods of an [`Endpoint`] implementation whose rank, size and
+/// timeout are fields of the endpoint (a field path such as `cfg.timeout` for the timeout):
+///
+/// ```
+/// use commbench_core::{Completion, Endpoint, Rank, ReqId, Result, Src, Tag, TagSel};
+/// use std::time::Duration;
+///
+/// struct Config {
+///     timeout: Duration,
+/// }
+/// struct Mine {
+///     rank: Rank,
+///     size: u32,
+///     cfg: Config,
+/// }
+///
+/// impl Endpoint for Mine {
+///     commbench_core::endpoint_identity! {
+///         backend: "mine", rank: rank, size: size, timeout: cfg.timeout
+///     }
+///     // The data plane: isend, irecv, test.
+/// #   fn isend(&mut self, _: Rank, _: Tag, _: Vec<u8>) -> Result<ReqId> { unimplemented!() }
+/// #   fn irecv(&mut self, _: Src, _: TagSel, _: Vec<u8>) -> Result<ReqId> { unimplemented!() }
+/// #   fn test(&mut self, _: ReqId) -> Result<Option<Completion>> { unimplemented!() }
+/// }
+///
+/// let ep = Mine { rank: 1, size: 4, cfg: Config { timeout: Duration::from_secs(3) } };
+/// assert_eq!((ep.rank(), ep.size(), ep.backend()), (1, 4, "mine"));
+/// assert_eq!(ep.timeout(), Duration::from_secs(3));
+/// ```
+#[macro_export]
+macro_rules! endpoint_identity {
+    (
+        backend: $backend:literal,
+        rank: $($rank:ident).+,
+        size: $($size:ident).+,
+        timeout: $($timeout:ident).+ $(,)?
+    ) => {
+        fn rank(&self) -> $crate::transport::Rank {
+            self.$($rank).+
+        }
+
+        fn size(&self) -> u32 {
+            self.$($size).+
+        }
+
+        fn backend(&self) -> &'static str {
+            $backend
+        }
+
+        fn timeout(&self) -> ::std::time::Duration {
+            self.$($timeout).+
+        }
+    };
 }
 
 /// What every rank of a run executes. Generic over the endpoint so that the timed loops are

@@ -1,0 +1,443 @@
+//! [`TcpEndpoint`]: the mesh of connections, its progress engine (every connection's sends and
+//! receives driven from `test` and `wait`), the ways a wait sleeps, and the goodbye exchange.
+
+use crate::conn::{Conn, Rx, SendOp, SLEEP_SLICE};
+use crate::frame::{self, HEADER_BYTES, SMALL_FRAME};
+use crate::{TcpConfig, RX_BUFFER_BYTES};
+use commbench_core::launch::affinity;
+use commbench_core::launch::rendezvous::{self as rendezvous, Bootstrap, Listener, Rendezvous};
+use commbench_core::transport::matching::{Matcher, ReqTable};
+use commbench_core::transport::{
+    BackendInfo, Completion, Endpoint, OpKind, Rank, ReqId, Src, Tag, TagSel,
+};
+use commbench_core::{Error, Result};
+use nix::errno::Errno;
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+/// Sends at least this long first release an acknowledgement the kernel is holding back (see
+/// [`Conn::quickack`]). Below it the extra ACK costs more than it saves: on loopback 64 and
+/// 96 KiB ping-pongs were slower with it, 128 KiB the same, 192 KiB and more faster.
+const QUICKACK_MIN: usize = 128 << 10;
+
+/// What a request waits for, to name the peer in a timeout.
+#[derive(Debug, Clone, Copy)]
+struct Meta {
+    kind: OpKind,
+    peer: Option<Rank>,
+}
+
+/// One rank's TCP endpoint (see the crate documentation).
+#[derive(Debug)]
+pub struct TcpEndpoint {
+    rank: Rank,
+    size: u32,
+    cfg: TcpConfig,
+    /// Indexed by peer rank; `None` for this rank.
+    conns: Vec<Option<Conn>>,
+    matcher: Matcher,
+    reqs: ReqTable,
+    meta: Vec<Meta>,
+    epoll: Epoll,
+    events: [EpollEvent; 16],
+    local: Option<SocketAddr>,
+    /// The CPU asked for (`--cpus`) and the affinity in effect, for the backend info.
+    pinned: Option<usize>,
+    affinity: Vec<usize>,
+}
+
+impl TcpEndpoint {
+    /// Build the mesh of data connections over an established bootstrap: listen, exchange
+    /// addresses, connect to lower ranks, accept higher ones (all presenting `token`); then
+    /// pin the calling thread as [`TcpConfig::cpus`] says.
+    pub fn connect(boot: &mut dyn Rendezvous, token: &str, cfg: &TcpConfig) -> Result<TcpEndpoint> {
+        let me = boot.rank();
+        let size = boot.size();
+        let local_ip = boot.local_ip().unwrap_or_else(rendezvous::host_ip);
+        let host = match &cfg.bind_host {
+            Some(h) if h.contains(':') && !h.starts_with('[') => format!("[{h}]:0"),
+            Some(h) => format!("{h}:0"),
+            None => SocketAddr::new(local_ip, 0).to_string(),
+        };
+        let listener: Listener = Bootstrap::listen(&host)?;
+        let mut advertised = listener.local_addr();
+        if advertised.ip().is_unspecified() {
+            advertised.set_ip(local_ip);
+        }
+        let all = boot
+            .allgather(advertised.to_string().as_bytes())
+            .map_err(|e| e.in_phase("exchanging data addresses"))?;
+        let mut conns: Vec<Option<Conn>> = (0..size).map(|_| None).collect();
+        for peer in 0..me {
+            let addr = std::str::from_utf8(&all[peer as usize]).map_err(|_| {
+                Error::Protocol(format!("rank {peer} sent a data address that is not text"))
+            })?;
+            let s = rendezvous::connect_stream(addr, me, peer, size, token, cfg.timeout)
+                .map_err(|e| e.in_phase(format!("connecting to rank {peer} at {addr}")))?;
+            conns[peer as usize] = Some(Conn::new(peer, s, cfg)?);
+        }
+        let higher = listener
+            .accept_ranks(me, size, me + 1..size, token, cfg.timeout)
+            .map_err(|e| e.in_phase("accepting data connections"))?;
+        for (i, s) in higher.into_iter().enumerate() {
+            let peer = me + 1 + i as Rank;
+            conns[peer as usize] = Some(Conn::new(peer, s, cfg)?);
+        }
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
+            .map_err(|e| Error::io("creating an epoll instance", e.into()))?;
+        let pinned = affinity::cpu_for(&cfg.cpus, me);
+        let affinity = affinity::pin(pinned)?;
+        for c in conns.iter().flatten() {
+            epoll
+                .add(
+                    c.stream.as_fd(),
+                    EpollEvent::new(EpollFlags::EPOLLIN, c.peer as u64),
+                )
+                .map_err(|e| Error::io("registering a connection with epoll", e.into()))?;
+        }
+        Ok(TcpEndpoint {
+            rank: me,
+            size,
+            cfg: cfg.clone(),
+            conns,
+            matcher: Matcher::new(),
+            reqs: ReqTable::new(),
+            meta: Vec::with_capacity(64),
+            epoll,
+            events: [EpollEvent::empty(); 16],
+            local: Some(advertised),
+            pinned,
+            affinity,
+        })
+    }
+
+    /// The tag-matching engine (its counters feed the queue benchmarks of seed 004).
+    pub fn matcher(&self) -> &Matcher {
+        &self.matcher
+    }
+
+    fn note(&mut self, req: ReqId, kind: OpKind, peer: Option<Rank>) {
+        let i = (req.0 & 0xFFFF_FFFF) as usize;
+        if i >= self.meta.len() {
+            self.meta.resize(
+                i + 1,
+                Meta {
+                    kind: OpKind::Send,
+                    peer: None,
+                },
+            );
+        }
+        self.meta[i] = Meta { kind, peer };
+    }
+
+    fn check_peer(&self, r: Rank, what: &str) -> Result<()> {
+        if r >= self.size {
+            return Err(Error::Invalid(format!(
+                "{what} rank {r}, but the run has {} ranks",
+                self.size
+            )));
+        }
+        Ok(())
+    }
+
+    fn conn(&mut self, r: Rank) -> Result<&mut Conn> {
+        let me = self.rank;
+        self.conns
+            .get_mut(r as usize)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| Error::Invalid(format!("rank {me} has no connection to rank {r}")))
+    }
+
+    /// Non-blocking progress on every connection.
+    fn progress(&mut self) -> Result<bool> {
+        let mut any = false;
+        for c in self.conns.iter_mut().flatten() {
+            if !c.sendq.is_empty() {
+                any |= c.tx_progress(&mut self.reqs)?;
+            }
+            any |= c.rx_progress(&mut self.matcher, &mut self.reqs, false)?;
+        }
+        Ok(any)
+    }
+
+    /// The only peer of a two-rank run, when a wait can sleep in its `read(2)`: blocking mode,
+    /// nothing to write, connection open.
+    fn single_reader(&self) -> Option<usize> {
+        if self.cfg.poll || self.size != 2 {
+            return None;
+        }
+        let i = (1 - self.rank) as usize;
+        match &self.conns[i] {
+            Some(c) if c.sendq.is_empty() && !c.closed => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Sleep in `epoll_wait(2)` until a connection can be read or a queued send written, at
+    /// most `left`.
+    fn sleep(&mut self, left: Duration) -> Result<()> {
+        for c in self.conns.iter_mut().flatten() {
+            let want_out = !c.sendq.is_empty();
+            if c.closed {
+                // A finished connection is always readable (end of file): stop watching it.
+                if c.watched {
+                    let _ = self.epoll.delete(c.stream.as_fd());
+                    c.watched = false;
+                }
+                continue;
+            }
+            if want_out != c.epollout {
+                let mut flags = EpollFlags::EPOLLIN;
+                if want_out {
+                    flags |= EpollFlags::EPOLLOUT;
+                }
+                let mut ev = EpollEvent::new(flags, c.peer as u64);
+                self.epoll
+                    .modify(c.stream.as_fd(), &mut ev)
+                    .map_err(|e| Error::io("updating epoll interest", e.into()))?;
+                c.epollout = want_out;
+            }
+        }
+        let ms = left.min(SLEEP_SLICE).as_millis().clamp(1, u16::MAX as u128) as u16;
+        match self.epoll.wait(&mut self.events, ms) {
+            Ok(_) | Err(Errno::EINTR) => Ok(()),
+            Err(e) => Err(Error::io("waiting in epoll_wait", e.into())),
+        }
+    }
+
+    fn timeout_error(&self, req: ReqId) -> Error {
+        let i = (req.0 & 0xFFFF_FFFF) as usize;
+        let what = match self.meta.get(i) {
+            Some(Meta {
+                kind: OpKind::Recv,
+                peer: Some(p),
+            }) => format!("a message from rank {p} (request {})", req.0),
+            Some(Meta {
+                kind: OpKind::Recv,
+                peer: None,
+            }) => format!("a message from any rank (request {})", req.0),
+            Some(Meta {
+                kind: OpKind::Send,
+                peer: Some(p),
+            }) => format!("rank {p} to take a send (request {})", req.0),
+            _ => format!("request {}", req.0),
+        };
+        Error::Timeout {
+            rank: self.rank,
+            what,
+            timeout: self.cfg.timeout,
+        }
+    }
+
+    /// A receive from a peer that has finished can never complete.
+    fn finished_peer(&self, req: ReqId) -> Option<Error> {
+        let i = (req.0 & 0xFFFF_FFFF) as usize;
+        let p = self.meta.get(i)?.peer?;
+        let c = self.conns.get(p as usize)?.as_ref()?;
+        (c.closed && matches!(c.rx, Rx::Header)).then(|| Error::PeerLost {
+            peer: p,
+            detail: "it finished its run and closed the connection".into(),
+        })
+    }
+
+    /// End the run cleanly: write every queued send, say goodbye to every peer and wait for
+    /// every peer's goodbye, so that no message in flight is lost when the sockets close.
+    pub fn finish(mut self) -> Result<()> {
+        let start = Instant::now();
+        let limit = self.cfg.timeout;
+        for c in self.conns.iter_mut().flatten() {
+            c.sendq.push_back(SendOp {
+                req: None,
+                hdr: frame::bye(),
+                buf: Vec::new(),
+                tag: 0,
+                off: 0,
+            });
+        }
+        loop {
+            self.progress().map_err(|e| e.in_phase("goodbye"))?;
+            let pending: Vec<Rank> = self
+                .conns
+                .iter()
+                .flatten()
+                .filter(|c| !c.sendq.is_empty() || !c.bye_in && !c.closed)
+                .map(|c| c.peer)
+                .collect();
+            if pending.is_empty() {
+                return Ok(());
+            }
+            let elapsed = start.elapsed();
+            if elapsed >= limit {
+                return Err(Error::Timeout {
+                    rank: self.rank,
+                    what: format!("the goodbye of rank(s) {pending:?}"),
+                    timeout: limit,
+                });
+            }
+            if self.cfg.poll {
+                std::hint::spin_loop();
+            } else {
+                self.sleep(limit - elapsed)?;
+            }
+        }
+    }
+}
+
+impl Endpoint for TcpEndpoint {
+    commbench_core::endpoint_identity! {
+        backend: "tcp", rank: rank, size: size, timeout: cfg.timeout
+    }
+
+    fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
+        self.check_peer(dest, "send to")?;
+        let req = self.reqs.alloc();
+        self.note(req, OpKind::Send, Some(dest));
+        let len = buf.len();
+        if dest == self.rank {
+            self.matcher.deliver_copy(&mut self.reqs, dest, tag, &buf);
+            self.reqs
+                .complete(req, Ok(Completion::send(buf, dest, tag)));
+            return Ok(req);
+        }
+        let TcpEndpoint { conns, reqs, .. } = self;
+        let c = conns
+            .get_mut(dest as usize)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| Error::Invalid(format!("no connection to rank {dest}")))?;
+        c.sendq.push_back(SendOp {
+            req: Some(req),
+            hdr: frame::message(len, tag),
+            buf,
+            tag,
+            off: 0,
+        });
+        if c.sendq.len() == 1 {
+            if len >= QUICKACK_MIN {
+                c.quickack()?;
+            }
+            c.tx_progress(reqs)?;
+        }
+        Ok(req)
+    }
+
+    fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
+        if let Src::Rank(r) = src {
+            self.check_peer(r, "receive from")?;
+        }
+        let req = self.reqs.alloc();
+        let peer = match src {
+            Src::Rank(r) => Some(r),
+            Src::Any => None,
+        };
+        self.note(req, OpKind::Recv, peer);
+        if let Some(res) = self.matcher.post_recv(req, src, tag, buf) {
+            self.reqs.complete(req, res);
+        }
+        Ok(req)
+    }
+
+    fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
+        if let Some(c) = self.reqs.take(req)? {
+            return Ok(Some(c));
+        }
+        self.progress()?;
+        self.reqs.take(req)
+    }
+
+    fn wait(&mut self, req: ReqId) -> Result<Completion> {
+        if let Some(c) = self.reqs.take(req)? {
+            return Ok(c);
+        }
+        let start = Instant::now();
+        let limit = self.cfg.timeout;
+        let mut spins: u32 = 0;
+        loop {
+            if let Some(i) = self.single_reader() {
+                let TcpEndpoint {
+                    conns,
+                    matcher,
+                    reqs,
+                    ..
+                } = self;
+                if let Some(c) = conns[i].as_mut() {
+                    c.rx_progress(matcher, reqs, true)?;
+                }
+            } else {
+                self.progress()?;
+                if !self.cfg.poll && self.reqs.is_pending(req) {
+                    if let Some(e) = self.finished_peer(req) {
+                        return Err(e);
+                    }
+                    let left = limit.saturating_sub(start.elapsed());
+                    self.sleep(left)?;
+                    self.progress()?;
+                }
+            }
+            if let Some(c) = self.reqs.take(req)? {
+                return Ok(c);
+            }
+            spins = spins.wrapping_add(1);
+            if (!self.cfg.poll || spins % 256 == 0) && start.elapsed() >= limit {
+                return Err(self
+                    .finished_peer(req)
+                    .unwrap_or_else(|| self.timeout_error(req)));
+            }
+        }
+    }
+
+    fn send(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<Vec<u8>> {
+        // Fast path: nothing queued to `dest`, so the whole frame may leave in one sendmsg(2).
+        if dest != self.rank && dest < self.size {
+            let c = self.conn(dest)?;
+            if c.sendq.is_empty() {
+                if buf.len() >= QUICKACK_MIN {
+                    c.quickack()?;
+                }
+                let hdr = frame::message(buf.len(), tag);
+                let n = c.write_from(&hdr, &buf, 0)?;
+                if n == HEADER_BYTES + buf.len() {
+                    return Ok(buf);
+                }
+                let req = self.reqs.alloc();
+                self.note(req, OpKind::Send, Some(dest));
+                let c = self.conn(dest)?;
+                c.sendq.push_back(SendOp {
+                    req: Some(req),
+                    hdr,
+                    buf,
+                    tag,
+                    off: n,
+                });
+                return Ok(self.wait(req)?.buf);
+            }
+        }
+        let r = self.isend(dest, tag, buf)?;
+        Ok(self.wait(r)?.buf)
+    }
+
+    fn info(&self) -> BackendInfo {
+        let mut m = BackendInfo::new();
+        let mode = if self.cfg.poll { "poll" } else { "blocking" };
+        m.insert("mode".into(), mode.into());
+        let wait = if self.cfg.poll {
+            "spin on recv(MSG_DONTWAIT), never sleeps"
+        } else {
+            "sleeps in read(2) (two ranks) or epoll_wait(2)"
+        };
+        m.insert("wait".into(), wait.into());
+        m.insert("nodelay".into(), true.into());
+        m.insert("header_bytes".into(), (HEADER_BYTES as u64).into());
+        m.insert("rx_buffer_bytes".into(), (RX_BUFFER_BYTES as u64).into());
+        m.insert("small_frame_bytes".into(), (SMALL_FRAME as u64).into());
+        m.insert("eager".into(), true.into());
+        m.insert("self_send".into(), "local queue".into());
+        m.insert("timeout_s".into(), self.cfg.timeout.as_secs_f64().into());
+        if let Some(a) = self.local {
+            m.insert("data_address".into(), a.to_string().into());
+        }
+        affinity::record(&mut m, self.pinned, &self.affinity);
+        m
+    }
+}

@@ -1,0 +1,165 @@
+//! Start-up: [`TcpConfig`], and the ways a rank comes to run a [`Program`] over a mesh of TCP
+//! connections (all ranks as threads of one process, one rank of a multi-process run, or one
+//! rank over another rendezvous), each ending with the goodbye exchange.
+
+use crate::TcpEndpoint;
+use commbench_core::launch::rendezvous::{Bootstrap, Listener, Rendezvous};
+use commbench_core::launch::RankEnv;
+use commbench_core::transport::Program;
+use commbench_core::{Error, Result};
+use std::time::Duration;
+
+/// How a TCP endpoint runs.
+#[derive(Debug, Clone)]
+pub struct TcpConfig {
+    /// Busy-poll (non-blocking sockets, spin on `recv(MSG_DONTWAIT)`) instead of sleeping in
+    /// the kernel while waiting.
+    pub poll: bool,
+    /// How long a wait (or a bootstrap step) may see no completion before it is an error.
+    pub timeout: Duration,
+    /// Interface (host name or address) to listen on for data connections; by default the
+    /// one this rank reached the rendezvous from (`127.0.0.1` for [`run_threads`]).
+    pub bind_host: Option<String>,
+    /// CPUs to pin ranks to (`--cpus`): rank `i` goes to `cpus[i % len]`; empty: no pinning.
+    pub cpus: Vec<usize>,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            poll: false,
+            timeout: Duration::from_secs(30),
+            bind_host: None,
+            cpus: Vec::new(),
+        }
+    }
+}
+
+/// Build the endpoint, run `p`, and end with the goodbye exchange.
+fn rank_main<P: Program>(
+    mut boot: Bootstrap,
+    token: &str,
+    cfg: &TcpConfig,
+    p: &P,
+) -> Result<P::Output> {
+    let ep = TcpEndpoint::connect(&mut boot, token, cfg)?;
+    drop(boot);
+    run_on(ep, p)
+}
+
+/// Run `p` on `ep` and end with the goodbye exchange.
+fn run_on<P: Program>(mut ep: TcpEndpoint, p: &P) -> Result<P::Output> {
+    let out = p.run(&mut ep)?;
+    ep.finish()?;
+    Ok(out)
+}
+
+/// This process is one rank of a run whose ranks met through another rendezvous (MPI under
+/// `mpirun`, so that tcp measures the same processes as the MPI backend): build the mesh over
+/// `rdv`, run `p`, close cleanly. Every data connection presents `token`.
+pub fn run_rank_over<P: Program>(
+    rdv: &mut dyn Rendezvous,
+    token: &str,
+    cfg: &TcpConfig,
+    p: &P,
+) -> Result<P::Output> {
+    run_on(TcpEndpoint::connect(rdv, token, cfg)?, p)
+}
+
+fn token_of(env: &RankEnv) -> Result<&str> {
+    env.token.as_deref().ok_or_else(|| {
+        Error::Config(format!(
+            "no run token: set {} to the same secret on every rank",
+            commbench_core::launch::ENV_TOKEN
+        ))
+    })
+}
+
+/// All `n` ranks as threads of this process, connected over loopback (tests, conformance,
+/// benches). Every rank's output in rank order, or the error that most likely caused the
+/// failure (an error other than a lost peer, when there is one).
+pub fn run_threads<P: Program>(n: u32, cfg: &TcpConfig, p: &P) -> Result<Vec<P::Output>> {
+    if n == 0 {
+        return Err(Error::Invalid("a run of 0 ranks".into()));
+    }
+    let token = commbench_core::launch::new_token()?;
+    let listener = Bootstrap::listen("127.0.0.1:0")?;
+    let addr = listener.local_addr().to_string();
+    let mut cfg = cfg.clone();
+    if cfg.bind_host.is_none() {
+        cfg.bind_host = Some("127.0.0.1".into());
+    }
+    let results: Vec<Result<P::Output>> = std::thread::scope(|sc| {
+        let (cfg, token, addr) = (&cfg, &token, &addr);
+        let handles: Vec<_> = (1..n)
+            .map(|r| {
+                std::thread::Builder::new()
+                    .name(format!("tcp-rank-{r}"))
+                    .spawn_scoped(sc, move || {
+                        let boot = Bootstrap::connect(addr, r, n, token, cfg.timeout)?;
+                        rank_main(boot, token, cfg, p)
+                    })
+            })
+            .collect();
+        let mut out = Vec::with_capacity(n as usize);
+        out.push(
+            listener
+                .accept_all(n, token, cfg.timeout)
+                .and_then(|b| rank_main(b, token, cfg, p)),
+        );
+        for (i, h) in handles.into_iter().enumerate() {
+            out.push(match h {
+                Ok(h) => h.join().unwrap_or_else(|_| {
+                    Err(Error::Backend {
+                        backend: "tcp",
+                        message: format!("rank {} panicked", i + 1),
+                    })
+                }),
+                Err(e) => Err(Error::io("starting a rank thread", e)),
+            });
+        }
+        out
+    });
+    collect(results)
+}
+
+/// All outputs, or the most telling error.
+fn collect<T>(results: Vec<Result<T>>) -> Result<Vec<T>> {
+    if results.iter().all(Result::is_ok) {
+        return Ok(results.into_iter().flatten().collect());
+    }
+    let mut errs: Vec<Error> = results.into_iter().filter_map(Result::err).collect();
+    let i = errs
+        .iter()
+        .position(|e| !matches!(e.root(), Error::PeerLost { .. }))
+        .unwrap_or(0);
+    Err(errs.swap_remove(i))
+}
+
+/// This process is one rank of a multi-process run (a child of the local launcher, or under
+/// mpirun/srun): bootstrap through `env.rendezvous` with `env.token` (rank 0 binds it), build
+/// the mesh, run `p`, and close cleanly.
+pub fn run_rank<P: Program>(env: &RankEnv, cfg: &TcpConfig, p: &P) -> Result<P::Output> {
+    let boot = Bootstrap::from_env(env, cfg.timeout).map_err(|e| e.in_phase("bootstrap"))?;
+    rank_main(boot, token_of(env)?, cfg, p)
+}
+
+/// Rank 0 of a local launch: `listener` was bound (with [`Bootstrap::listen`]) before the
+/// other ranks were spawned with its address; accept them, build the mesh, run `p`, close.
+pub fn run_rank_with_listener<P: Program>(
+    listener: Listener,
+    env: &RankEnv,
+    cfg: &TcpConfig,
+    p: &P,
+) -> Result<P::Output> {
+    if env.rank != 0 {
+        return Err(Error::Invalid(format!(
+            "rank {} cannot hold the rendezvous (rank 0 does)",
+            env.rank
+        )));
+    }
+    let boot = listener
+        .accept_all(env.size, token_of(env)?, cfg.timeout)
+        .map_err(|e| e.in_phase("bootstrap"))?;
+    rank_main(boot, token_of(env)?, cfg, p)
+}

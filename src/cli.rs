@@ -3,7 +3,7 @@
 use crate::{launch, output};
 use clap::{Args, Parser, Subcommand};
 use commbench::core::launch::RankEnv;
-use commbench::core::method::engine::PatternKind;
+use commbench::core::method::PatternKind;
 use commbench::core::method::{MethodConfig, NppChoice};
 use commbench::spec;
 use std::path::PathBuf;

@@ -4,8 +4,10 @@
 use crate::cli::{self, Fatal, Plan};
 use crate::output;
 use commbench::core::launch::{self as cl, RankEnv};
-use commbench::core::method::engine::{Benchmark, Collected, Progress};
+use commbench::core::method::engine::{Collected, Measurement, Progress};
 use commbench::core::method::timer::TimerReport;
+use commbench::core::method::transpose::Transpose;
+use commbench::core::method::PatternKind;
 use commbench::core::{Error, Program};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,9 +27,9 @@ pub struct Ran {
 /// The programs a run can measure: a pattern, or the column transpose with packing.
 pub enum Prog<'a> {
     /// Ping-pong, exchange or bandwidth.
-    Bench(Benchmark<'a>),
+    Bench(Measurement<'a, PatternKind>),
     /// Seed 003's column transpose, packed.
-    Pack(commbench::core::method::transpose::Transpose<'a>),
+    Pack(Measurement<'a, Transpose>),
 }
 
 impl Program for Prog<'_> {
@@ -46,12 +48,12 @@ impl<'a> Prog<'a> {
         progress: Option<&'a commbench::core::method::engine::ProgressFn<'a>>,
     ) -> Self {
         match plan.transpose_n {
-            Some(n) => Prog::Pack(commbench::core::method::transpose::Transpose::new(
-                n,
+            Some(n) => Prog::Pack(Measurement::new(
+                Transpose { n },
                 plan.method.clone(),
                 progress,
             )),
-            None => Prog::Bench(Benchmark::new(plan.kind, plan.method.clone(), progress)),
+            None => Prog::Bench(Measurement::new(plan.kind, plan.method.clone(), progress)),
         }
     }
 
@@ -170,8 +172,8 @@ fn under_mpi(plan: &Plan, started: Instant, started_unix: u64) -> Result<(), Fat
         // matrix with a derived vector datatype.
         if b == "mpi" && !failed {
             if let Some(n) = plan.transpose_n {
-                let tv = commbench::mpi::TransposeVector::new(n, plan.method.clone(), Some(&cb));
-                let result = tv.run(&mpi, &mcfg);
+                let tv = Measurement::new(Transpose { n }, plan.method.clone(), Some(&cb));
+                let result = commbench::mpi::measure_vector(&mpi, &mcfg, &tv);
                 let failed = result.is_err();
                 runs.push(output::BackendRun {
                     backend: "mpi",

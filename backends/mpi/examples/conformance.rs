@@ -9,12 +9,13 @@
 //! With `-np N` the checks run on 2..=N ranks (sub-communicators of the first n ranks).
 //! Exits non-zero (and aborts the job) on the first failure.
 
-use commbench_core::method::engine::{Benchmark, PatternKind};
+use commbench_core::method::engine::Measurement;
+use commbench_core::method::PatternKind;
 use commbench_core::method::transpose::Transpose;
 use commbench_core::method::{MethodConfig, NppChoice};
 use commbench_core::testkit::{run_check, Harness, CHECKS};
 use commbench_core::{Program, Result};
-use commbench_mpi::{Mpi, MpiClock, MpiConfig, TransposeVector};
+use commbench_mpi::{Mpi, MpiClock, MpiConfig};
 use std::time::Duration;
 
 struct World<'a> {
@@ -74,7 +75,7 @@ fn all(mpi: &Mpi) -> Result<usize> {
         (PatternKind::Bandwidth { window: 8 }, MpiClock::Wtime),
         (PatternKind::BiBandwidth { window: 8 }, MpiClock::Monotonic),
     ] {
-        let b = Benchmark::new(kind, quick(s, d, vec![0, 8, 70_000]), None);
+        let b = Measurement::new(kind, quick(s, d, vec![0, 8, 70_000]), None);
         mpi.run(
             &MpiConfig {
                 clock,
@@ -99,11 +100,11 @@ fn all(mpi: &Mpi) -> Result<usize> {
         passed += 1;
     }
     // Both transposes of seed 003, verified.
-    let t = Transpose::new(33, quick(0, 1, vec![]), None);
+    let t = Measurement::new(Transpose { n: 33 }, quick(0, 1, vec![]), None);
     mpi.run(&cfg, &t)
         .map_err(|e| e.in_phase("transpose-pack"))?;
-    let v = TransposeVector::new(33, quick(0, 1, vec![]), None);
-    v.run(mpi, &cfg)
+    let v = Measurement::new(Transpose { n: 33 }, quick(0, 1, vec![]), None);
+    commbench_mpi::measure_vector(mpi, &cfg, &v)
         .map_err(|e| e.in_phase("transpose-vector"))?;
     if mpi.rank() == 0 {
         let (a, b) = (t.take_collected(), v.take_collected());

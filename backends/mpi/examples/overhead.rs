@@ -15,7 +15,8 @@
 #[path = "osu_latency.rs"]
 mod osu;
 
-use commbench_core::method::engine::{Benchmark, PatternKind};
+use commbench_core::method::engine::Measurement;
+use commbench_core::method::PatternKind;
 use commbench_core::method::{MethodConfig, NppChoice};
 use commbench_mpi::{Mpi, MpiClock, MpiConfig};
 
@@ -31,7 +32,7 @@ fn commbench_median(mpi: &Mpi, npp: NppChoice, trials: u64) -> commbench_core::R
         timer_samples: 1 << 20,
         ..MethodConfig::default()
     };
-    let b = Benchmark::new(PatternKind::PingPong, cfg, None);
+    let b = Measurement::new(PatternKind::PingPong, cfg, None);
     mpi.run(
         &MpiConfig {
             clock: MpiClock::Wtime,

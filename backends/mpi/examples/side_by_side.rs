@@ -8,13 +8,14 @@
 //! ```
 
 use commbench_core::launch::RankEnv;
-use commbench_core::method::engine::{Benchmark, PatternKind};
+use commbench_core::method::engine::Measurement;
+use commbench_core::method::PatternKind;
 use commbench_core::method::MethodConfig;
 use commbench_core::Result;
 use commbench_mpi::{Mpi, MpiClock, MpiConfig};
 use std::time::Duration;
 
-fn bench() -> Benchmark<'static> {
+fn bench() -> Measurement<'static, PatternKind> {
     let cfg = MethodConfig {
         sizes: vec![8],
         trials: 1000,
@@ -22,10 +23,10 @@ fn bench() -> Benchmark<'static> {
         timer_samples: 1 << 16,
         ..MethodConfig::default()
     };
-    Benchmark::new(PatternKind::PingPong, cfg, None)
+    Measurement::new(PatternKind::PingPong, cfg, None)
 }
 
-fn median_us(b: &Benchmark<'_>) -> Result<Option<f64>> {
+fn median_us(b: &Measurement<'_, PatternKind>) -> Result<Option<f64>> {
     let c = b.take_collected();
     match c.points.first() {
         Some(p) => Ok(Some(p.median_one_way_us())),

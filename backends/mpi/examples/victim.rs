@@ -5,7 +5,8 @@
 //! mpirun -np 2 target/debug/examples/victim
 //! ```
 
-use commbench_core::method::engine::{Benchmark, PatternKind};
+use commbench_core::method::engine::Measurement;
+use commbench_core::method::PatternKind;
 use commbench_core::method::{MethodConfig, NppChoice};
 use commbench_mpi::{Mpi, MpiConfig};
 use std::time::Duration;
@@ -35,7 +36,7 @@ fn main() {
         timer_samples: 1 << 12,
         ..MethodConfig::default()
     };
-    let b = Benchmark::new(PatternKind::PingPong, cfg, None);
+    let b = Measurement::new(PatternKind::PingPong, cfg, None);
     let r = mpi.run(
         &MpiConfig {
             timeout: Duration::from_secs(5),

@@ -15,7 +15,7 @@
 //!   can bootstrap between the very processes `mpirun` started, and [`Mpi::shared_token`] gives
 //!   them one run token: `mpirun -np 2 commbench pingpong --backend mpi,tcp,shm` measures every
 //!   backend between the same two processes.
-//! * [`TransposeVector`]: the column transpose of seed 003 with an MPI derived datatype.
+//! * [`measure_vector`]: the column transpose of seed 003 with an MPI derived datatype.
 //! * The clock ([`MpiClock`]) is `MPI_Wtime` or `CLOCK_MONOTONIC`; the result document records
 //!   `MPI_Wtick` beside the resolution the method of seed 000 §3.1 measures, since seed 000
 //!   found `MPI_Wtick` unreliable, and the library's identification (`MPI_Get_library_version`).
@@ -27,7 +27,7 @@ mod sys;
 mod vector;
 
 pub use endpoint::{MpiClock, MpiEndpoint};
-pub use vector::{TransposeVector, VectorKernel};
+pub use vector::{measure_vector, VectorKernel};
 
 use commbench_core::launch::rendezvous::Rendezvous;
 use commbench_core::transport::BackendInfo;
@@ -209,7 +209,7 @@ impl Mpi {
     }
 
     /// An endpoint over fresh duplicates of `MPI_COMM_WORLD` (collective: every rank calls
-    /// it). For kernels that need the endpoint itself, such as [`TransposeVector`].
+    /// it). For kernels that need the endpoint itself, such as [`VectorKernel`].
     pub fn endpoint(&self, cfg: &MpiConfig) -> Result<MpiEndpoint> {
         MpiEndpoint::on(sys::comm_world(), cfg, self.info())
     }

@@ -9,16 +9,13 @@
 
 use crate::sys;
 use crate::{Mpi, MpiConfig, MpiEndpoint};
-use commbench_core::method::engine::{Collected, ProgressFn};
+use commbench_core::method::engine::{Kernel, Measurement};
 use commbench_core::method::transpose::{
-    self, matrix_bytes, source_matrix, verify_transposed, TransposeKernel, TAG_COLUMN,
-    TAG_TRANSPOSE_ACK,
+    matrix_bytes, source_matrix, verify_transposed, Transpose, TAG_COLUMN, TAG_TRANSPOSE_ACK,
 };
-use commbench_core::method::MethodConfig;
 use commbench_core::{Endpoint, Error, Rank, Result, Src, TagSel};
 use mpi::ffi;
 use std::os::raw::{c_int, c_void};
-use std::sync::Mutex;
 
 /// The derived-datatype kernel of one rank.
 #[derive(Debug)]
@@ -88,9 +85,22 @@ impl Drop for VectorKernel {
     }
 }
 
-impl TransposeKernel<MpiEndpoint> for VectorKernel {
+impl Kernel<MpiEndpoint> for VectorKernel {
     fn name(&self) -> &'static str {
         "transpose-vector"
+    }
+
+    fn label(&self, _size: u64) -> String {
+        let n = self.n;
+        format!("transpose-vector {n} x {n}")
+    }
+
+    fn trips(&self, _size: u64) -> u64 {
+        1
+    }
+
+    fn verifies(&self) -> bool {
+        true
     }
 
     fn iteration(&mut self, ep: &mut MpiEndpoint) -> Result<()> {
@@ -180,7 +190,7 @@ impl TransposeKernel<MpiEndpoint> for VectorKernel {
         }
     }
 
-    fn verify(&self) -> Result<()> {
+    fn check(&self) -> Result<()> {
         if self.me != self.dest {
             return Ok(());
         }
@@ -193,56 +203,11 @@ impl TransposeKernel<MpiEndpoint> for VectorKernel {
     }
 }
 
-/// The `transpose-vector` measurement, shaped like [`commbench_core::method::transpose::Transpose`]
-/// (whose `Collected` the report code takes), but run with [`TransposeVector::run`] since it
-/// needs the MPI endpoint itself. `cfg.sizes` is ignored.
-pub struct TransposeVector<'a> {
-    /// Matrix order `N`.
-    pub n: usize,
-    /// The method's parameters (`source` sends, `dest` receives).
-    pub cfg: MethodConfig,
-    /// Progress callback (rank 0).
-    pub progress: Option<&'a ProgressFn<'a>>,
-    /// Results, on rank 0.
-    pub collected: Mutex<Collected>,
-}
-
-impl std::fmt::Debug for TransposeVector<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TransposeVector")
-            .field("n", &self.n)
-            .field("cfg", &self.cfg)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<'a> TransposeVector<'a> {
-    /// A derived-datatype transpose of an `n x n` matrix with this configuration.
-    pub fn new(n: usize, cfg: MethodConfig, progress: Option<&'a ProgressFn<'a>>) -> Self {
-        TransposeVector {
-            n,
-            cfg,
-            progress,
-            collected: Mutex::new(Collected::default()),
-        }
-    }
-
-    /// Measure on every rank of the world (collective); rank 0 collects the results.
-    pub fn run(&self, mpi: &Mpi, cfg: &MpiConfig) -> Result<()> {
-        let mut ep = mpi.endpoint(cfg)?;
-        let mut k = VectorKernel::new(self.n, ep.rank(), self.cfg.source, self.cfg.dest)?;
-        transpose::measure(
-            &mut ep,
-            self.n,
-            &self.cfg,
-            self.progress,
-            &self.collected,
-            &mut k,
-        )
-    }
-
-    /// Take what rank 0 collected (also after a failed run).
-    pub fn take_collected(&self) -> Collected {
-        commbench_core::method::engine::take_collected(&self.collected)
-    }
+/// Measure the `transpose-vector` variant of `m` (a packed transpose's measurement, whose
+/// configuration and collected points it shares) on every rank of the world (collective);
+/// rank 0 collects the results in `m`.
+pub fn measure_vector(mpi: &Mpi, cfg: &MpiConfig, m: &Measurement<'_, Transpose>) -> Result<()> {
+    let mut ep = mpi.endpoint(cfg)?;
+    let mut k = VectorKernel::new(m.spec.n, ep.rank(), m.cfg.source, m.cfg.dest)?;
+    m.run_kernel(&mut ep, &mut k)
 }

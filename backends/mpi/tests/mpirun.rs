@@ -2,6 +2,7 @@
 //! with 2 ranks, each bounded in time so that a hang is a failure, not a stuck test. Also the
 //! transpose of seed 003 on tcp threads, which needs no launcher.
 
+use commbench_core::method::engine::Measurement;
 use commbench_core::method::transpose::Transpose;
 use commbench_core::method::{MethodConfig, NppChoice};
 use std::path::PathBuf;
@@ -105,7 +106,7 @@ fn quick(source: u32, dest: u32) -> MethodConfig {
 fn packed_transpose_is_verified_on_tcp() {
     let cfg = commbench_tcp::TcpConfig::default();
     for (n, ranks, s, d) in [(1, 2, 0, 1), (7, 2, 1, 0), (40, 3, 2, 0)] {
-        let t = Transpose::new(n, quick(s, d), None);
+        let t = Measurement::new(Transpose { n: n }, quick(s, d), None);
         commbench_tcp::run_threads(ranks, &cfg, &t).unwrap();
         let c = t.take_collected();
         assert_eq!(c.points.len(), 1);
@@ -117,6 +118,6 @@ fn packed_transpose_is_verified_on_tcp() {
         assert_eq!(p.trial_ns.len(), 20);
         assert!(c.timer.is_some());
     }
-    let t = Transpose::new(0, quick(0, 1), None);
+    let t = Measurement::new(Transpose { n: 0 }, quick(0, 1), None);
     assert!(commbench_tcp::run_threads(2, &cfg, &t).is_err());
 }

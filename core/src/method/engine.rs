@@ -1,8 +1,10 @@
-//! Benchmark patterns: programs every rank runs, timed with the method of seed 000.
+//! The one trial engine (design §3): [`Measurement`] runs any [`Kernel`] with the method of
+//! seed 000.
 //!
-//! Every pattern ([`PatternKind`]) is measured as seed 000 §3.2 prescribes: for each size a
-//! barrier and a handshake precede every trial, and the `source` rank times `npp` iterations
-//! of the pattern's kernel. For the COMMS1 ping-pong of seed 002:
+//! Every benchmark is measured as seed 000 §3.2 prescribes: for each size a barrier and a
+//! handshake precede every trial, and the `source` rank times `npp` iterations of the
+//! kernel ([`trials`]); npp comes from §3.3 or is given ([`measure_size`]); the timer is
+//! characterised first (§3.1, [`characterise_timer`]). For the COMMS1 ping-pong of seed 002:
 //!
 //! ```text
 //! do ktrial = 1, ntrial
@@ -14,11 +16,9 @@
 //! enddo
 //! ```
 //!
-//! The other kernels: COMMS2 exchange (seed 002: both ranks send to each other at once, then
-//! return the messages), and windowed streaming as osu_bw does (`window` sends outstanding,
-//! then a short acknowledgement), in one direction or both. Each kernel iteration holds
-//! [`PatternKind::trips_per_iteration`] message times, and the statistics are of
-//! `trial / (trips * npp)`.
+//! The kernels are in [`crate::method::kernels`] (ping-pong, exchange, bandwidth) and
+//! [`crate::method::transpose`]; each iteration holds [`Kernel::trips`] message times, and
+//! the statistics are of `trial / (trips * npp)`.
 //!
 //! Ranks other than `source` and `dest` only join the barriers and the control plane.
 //! Rank 0 collects the raw trial times ([`RawPoint`]) one size at a time, so the sizes already
@@ -27,72 +27,12 @@
 use crate::method::timer::{self, TimerReport};
 use crate::method::{self, MethodConfig, NppChoice};
 use crate::transport::error::{Error, Result, ResultExt};
-use crate::transport::{BackendInfo, Completion, Endpoint, Program, ReqId, Src, Tag, TagSel};
+use crate::transport::{BackendInfo, Endpoint, Program, Rank, Src, Tag, TagSel};
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
 
-/// Tag of the measured messages.
-pub const TAG_PINGPONG: Tag = 1;
 /// Tag of the handshake before each trial.
 pub const TAG_HANDSHAKE: Tag = 2;
-/// Tag of the acknowledgement closing a window.
-pub const TAG_ACK: Tag = 3;
-
-/// Largest total of message buffers one rank keeps for a window; above it the window shrinks
-/// (and the point records the window it used).
-pub const WINDOW_BYTES_MAX: u64 = 64 << 20;
-
-/// The kernel timed in each trial.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum PatternKind {
-    /// COMMS1: source sends, dest returns it (seed 002, seed 000 §3.2).
-    PingPong,
-    /// COMMS2: source and dest send to each other at once, then return the messages (seed 002).
-    Exchange,
-    /// Streaming: `window` sends outstanding, then a short acknowledgement (as osu_bw).
-    Bandwidth {
-        /// Sends per window.
-        window: u32,
-    },
-    /// Streaming both ways at once: each side has `window` sends and receives outstanding.
-    BiBandwidth {
-        /// Sends per window and direction.
-        window: u32,
-    },
-}
-
-impl PatternKind {
-    /// Name in reports and the result document.
-    pub fn name(&self) -> &'static str {
-        match self {
-            PatternKind::PingPong => "pingpong",
-            PatternKind::Exchange => "exchange",
-            PatternKind::Bandwidth { .. } => "bandwidth",
-            PatternKind::BiBandwidth { .. } => "bibandwidth",
-        }
-    }
-
-    /// The window actually used for messages of `size` bytes (1 for non-window patterns).
-    pub fn effective_window(&self, size: u64) -> u64 {
-        match self {
-            PatternKind::Bandwidth { window } | PatternKind::BiBandwidth { window } => {
-                let cap = (WINDOW_BYTES_MAX / size.max(1)).max(1);
-                (*window as u64).clamp(1, cap)
-            }
-            _ => 1,
-        }
-    }
-
-    /// Message times in one kernel iteration: a ping-pong and an exchange hold two (there and
-    /// back), a window holds `window` (per direction).
-    pub fn trips_per_iteration(&self, size: u64) -> u64 {
-        match self {
-            PatternKind::PingPong | PatternKind::Exchange => 2,
-            _ => self.effective_window(size),
-        }
-    }
-}
 
 /// The raw outcome of one size: what the analysis and the result document are built from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -177,197 +117,6 @@ pub struct Collected {
     pub backend_info: Option<BackendInfo>,
     /// One entry per size completed.
     pub points: Vec<RawPoint>,
-}
-
-/// A pattern measured under the method of seed 000.
-pub struct Benchmark<'a> {
-    /// The kernel.
-    pub kind: PatternKind,
-    /// The method's parameters.
-    pub cfg: MethodConfig,
-    /// Progress callback (rank 0).
-    pub progress: Option<&'a ProgressFn<'a>>,
-    /// Results, on rank 0.
-    pub collected: Mutex<Collected>,
-}
-
-impl std::fmt::Debug for Benchmark<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PingPong")
-            .field("cfg", &self.cfg)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<'a> Benchmark<'a> {
-    /// A benchmark of `kind` with this configuration.
-    pub fn new(kind: PatternKind, cfg: MethodConfig, progress: Option<&'a ProgressFn<'a>>) -> Self {
-        Benchmark {
-            kind,
-            cfg,
-            progress,
-            collected: Mutex::new(Collected::default()),
-        }
-    }
-
-    /// Take what rank 0 collected (also after a failed run).
-    pub fn take_collected(&self) -> Collected {
-        take_collected(&self.collected)
-    }
-
-    fn report(&self, p: Progress) {
-        if let Some(cb) = self.progress {
-            cb(p);
-        }
-    }
-}
-
-/// The state of one rank in a pattern: its role, its buffers, and the kernel.
-struct Looper {
-    kind: PatternKind,
-    src: u32,
-    dst: u32,
-    me: u32,
-    buf: Vec<u8>,
-    buf2: Vec<u8>,
-    hs: Vec<u8>,
-    window: Vec<Vec<u8>>,
-    rwindow: Vec<Vec<u8>>,
-    reqs: Vec<ReqId>,
-    done: Vec<Completion>,
-}
-
-impl Looper {
-    fn new(kind: PatternKind, src: u32, dst: u32, me: u32, len: usize) -> Self {
-        let participant = me == src || me == dst;
-        let w = if participant {
-            kind.effective_window(len as u64) as usize
-        } else {
-            0
-        };
-        let (nwin, nrwin) = match kind {
-            PatternKind::Bandwidth { .. } => {
-                if me == src {
-                    (w, 0)
-                } else {
-                    (0, w)
-                }
-            }
-            PatternKind::BiBandwidth { .. } => (w, w),
-            _ => (0, 0),
-        };
-        let needs2 = matches!(kind, PatternKind::Exchange) && participant;
-        Looper {
-            kind,
-            src,
-            dst,
-            me,
-            buf: if participant && nwin + nrwin == 0 {
-                vec![0u8; len]
-            } else {
-                Vec::new()
-            },
-            buf2: if needs2 { vec![0u8; len] } else { Vec::new() },
-            hs: vec![0u8; 8],
-            window: (0..nwin).map(|_| vec![0u8; len]).collect(),
-            rwindow: (0..nrwin).map(|_| vec![0u8; len]).collect(),
-            reqs: Vec::with_capacity(2 * w + 2),
-            done: Vec::with_capacity(2 * w + 2),
-        }
-    }
-
-    fn peer(&self) -> u32 {
-        if self.me == self.src {
-            self.dst
-        } else {
-            self.src
-        }
-    }
-
-    /// One iteration of the kernel on this rank (nothing on non-participants).
-    #[inline]
-    fn iteration<E: Endpoint>(&mut self, ep: &mut E) -> Result<()> {
-        let (me, src, dst) = (self.me, self.src, self.dst);
-        if me != src && me != dst {
-            return Ok(());
-        }
-        let peer = self.peer();
-        match self.kind {
-            PatternKind::PingPong => {
-                let b = std::mem::take(&mut self.buf);
-                self.buf = if me == src {
-                    let b = ep.send(dst, TAG_PINGPONG, b)?;
-                    ep.recv(Src::Rank(dst), TagSel::Tag(TAG_PINGPONG), b)?.buf
-                } else {
-                    let b = ep.recv(Src::Rank(src), TagSel::Tag(TAG_PINGPONG), b)?.buf;
-                    ep.send(src, TAG_PINGPONG, b)?
-                };
-            }
-            PatternKind::Exchange => {
-                // Both send at once, then each returns what it received.
-                for _ in 0..2 {
-                    let inb = std::mem::take(&mut self.buf2);
-                    let outb = std::mem::take(&mut self.buf);
-                    let r = ep.irecv(Src::Rank(peer), TagSel::Tag(TAG_PINGPONG), inb)?;
-                    let s = ep.isend(peer, TAG_PINGPONG, outb)?;
-                    let got = ep.wait(r)?;
-                    let sent = ep.wait(s)?;
-                    // What arrived goes back out next; the sent buffer receives next.
-                    self.buf = got.buf;
-                    self.buf2 = sent.buf;
-                }
-            }
-            PatternKind::Bandwidth { .. } => {
-                self.reqs.clear();
-                if me == src {
-                    for b in self.window.drain(..) {
-                        self.reqs.push(ep.isend(dst, TAG_PINGPONG, b)?);
-                    }
-                    ep.wait_all(&self.reqs, &mut self.done)?;
-                    self.window.extend(self.done.drain(..).map(|c| c.buf));
-                    let hs = std::mem::take(&mut self.hs);
-                    self.hs = ep.recv(Src::Rank(dst), TagSel::Tag(TAG_ACK), hs)?.buf;
-                } else {
-                    for b in self.rwindow.drain(..) {
-                        self.reqs
-                            .push(ep.irecv(Src::Rank(src), TagSel::Tag(TAG_PINGPONG), b)?);
-                    }
-                    ep.wait_all(&self.reqs, &mut self.done)?;
-                    self.rwindow.extend(self.done.drain(..).map(|c| c.buf));
-                    let hs = std::mem::take(&mut self.hs);
-                    self.hs = ep.send(src, TAG_ACK, hs)?;
-                }
-            }
-            PatternKind::BiBandwidth { .. } => {
-                self.reqs.clear();
-                let nr = self.rwindow.len();
-                for b in self.rwindow.drain(..) {
-                    self.reqs
-                        .push(ep.irecv(Src::Rank(peer), TagSel::Tag(TAG_PINGPONG), b)?);
-                }
-                for b in self.window.drain(..) {
-                    self.reqs.push(ep.isend(peer, TAG_PINGPONG, b)?);
-                }
-                ep.wait_all(&self.reqs, &mut self.done)?;
-                for (i, c) in self.done.drain(..).enumerate() {
-                    if i < nr {
-                        self.rwindow.push(c.buf);
-                    } else {
-                        self.window.push(c.buf);
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// `n` untimed iterations (warm-up), no barrier, no handshake.
-    fn untimed<E: Endpoint>(&mut self, ep: &mut E, n: u64) -> Result<()> {
-        for _ in 0..n {
-            self.iteration(ep)?;
-        }
-        Ok(())
-    }
 }
 
 /// Trial times as bytes (little-endian), for the control plane.
@@ -498,6 +247,8 @@ pub struct SizeRun<'a> {
     pub cfg: &'a MethodConfig,
     /// Pattern name for the points.
     pub pattern: &'a str,
+    /// How errors name this size (`pingpong 8 B`, `transpose-pack 32 x 32`).
+    pub label: &'a str,
     /// Message (or matrix) size, bytes.
     pub size: u64,
     /// Message times per kernel iteration.
@@ -515,14 +266,73 @@ pub struct SizeRun<'a> {
 impl std::fmt::Debug for SizeRun<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SizeRun")
-            .field("pattern", &self.pattern)
+            .field("label", &self.label)
             .field("size", &self.size)
             .finish_non_exhaustive()
     }
 }
 
-/// npp for one size (seed 000 §3.3: estimated from the timer resolution and the median
-/// iteration time, or the values given), then the timed trials (§3.2) for each npp; rank 0
+/// One timed run of a size: `(npp, npp_calculated, median_ppt_ns)`.
+type NppRun = (u64, Option<u64>, Option<f64>);
+
+/// npp for one size (seed 000 §3.3): with [`NppChoice::Auto`], `npptrial` trials of `npp_init`
+/// iterations on `source` give the median iteration time, the formula gives npp, and
+/// `source` broadcasts both; otherwise the values given, one run each.
+fn npp_runs<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
+    ep: &mut E,
+    iteration: &mut I,
+    hs: &mut Vec<u8>,
+    run: &SizeRun<'_>,
+) -> Result<Vec<NppRun>> {
+    let (cfg, label) = (run.cfg, run.label);
+    let NppChoice::Auto {
+        res_npp,
+        npp_init,
+        npptrial,
+    } = cfg.npp
+    else {
+        return Ok(cfg
+            .npp
+            .fixed_values()
+            .into_iter()
+            .map(|n| (n, None, None))
+            .collect());
+    };
+    let src = cfg.source;
+    (run.progress)(Stage::Npp, 0, npptrial);
+    let t = trials(
+        ep,
+        iteration,
+        cfg,
+        hs,
+        npp_init,
+        npptrial,
+        run.min_ov,
+        |k| {
+            if k % 64 == 0 {
+                (run.progress)(Stage::Npp, k, npptrial)
+            }
+        },
+    )
+    .phase_with(|| format!("{label}: estimating npp"))?;
+    let mut b = Vec::new();
+    if ep.rank() == src {
+        let ppt = method::median_ppt(&t, npp_init);
+        let n = method::npp_formula(res_npp, run.res_timing, ppt);
+        b.extend_from_slice(&n.to_le_bytes());
+        b.extend_from_slice(&ppt.to_le_bytes());
+    }
+    ep.broadcast(src, &mut b)
+        .phase_with(|| format!("{label}: sharing npp"))?;
+    if b.len() != 16 {
+        return Err(Error::Protocol(format!("npp message of {} bytes", b.len())));
+    }
+    let n = u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]));
+    let ppt = f64::from_le_bytes(b[8..].try_into().unwrap_or([0; 8]));
+    Ok(vec![(n, Some(n), Some(ppt))])
+}
+
+/// npp for one size ([`npp_runs`], §3.3), then the timed trials (§3.2) for each npp; rank 0
 /// collects one [`RawPoint`] per npp, trial times gathered from `source` when it is not rank 0.
 pub fn measure_size<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
     ep: &mut E,
@@ -530,83 +340,37 @@ pub fn measure_size<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
     hs: &mut Vec<u8>,
     run: SizeRun<'_>,
 ) -> Result<()> {
-    let SizeRun {
-        cfg,
-        pattern,
-        size,
-        trips,
-        min_ov,
-        res_timing,
-        collected,
-        progress,
-    } = run;
+    let (cfg, label) = (run.cfg, run.label);
     let (me, src) = (ep.rank(), cfg.source);
-    let phase = format!("{pattern} {size} B");
-    let runs: Vec<(u64, Option<u64>, Option<f64>)> = match &cfg.npp {
-        NppChoice::Auto {
-            res_npp,
-            npp_init,
-            npptrial,
-        } => {
-            let (res_npp, npp_init, npptrial) = (*res_npp, *npp_init, *npptrial);
-            progress(Stage::Npp, 0, npptrial);
-            let t = trials(ep, iteration, cfg, hs, npp_init, npptrial, min_ov, |k| {
-                if k % 64 == 0 {
-                    progress(Stage::Npp, k, npptrial)
-                }
-            })
-            .phase_with(|| format!("{phase}: estimating npp"))?;
-            let mut b = Vec::new();
-            if me == src {
-                let ppt = method::median_ppt(&t, npp_init);
-                let n = method::npp_formula(res_npp, res_timing, ppt);
-                b.extend_from_slice(&n.to_le_bytes());
-                b.extend_from_slice(&ppt.to_le_bytes());
-            }
-            ep.broadcast(src, &mut b)
-                .phase_with(|| format!("{phase}: sharing npp"))?;
-            if b.len() != 16 {
-                return Err(Error::Protocol(format!("npp message of {} bytes", b.len())));
-            }
-            let n = u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]));
-            let ppt = f64::from_le_bytes(b[8..].try_into().unwrap_or([0; 8]));
-            vec![(n, Some(n), Some(ppt))]
-        }
-        other => other
-            .fixed_values()
-            .into_iter()
-            .map(|n| (n, None, None))
-            .collect(),
-    };
-    for (npp, npp_calculated, median_ppt_ns) in runs {
-        progress(Stage::Trials, 0, cfg.trials);
+    for (npp, npp_calculated, median_ppt_ns) in npp_runs(ep, iteration, hs, &run)? {
+        (run.progress)(Stage::Trials, 0, cfg.trials);
         let every = (cfg.trials / 200).max(1);
-        let times = trials(ep, iteration, cfg, hs, npp, cfg.trials, min_ov, |k| {
+        let times = trials(ep, iteration, cfg, hs, npp, cfg.trials, run.min_ov, |k| {
             if k % every == 0 || k == cfg.trials {
-                progress(Stage::Trials, k, cfg.trials)
+                (run.progress)(Stage::Trials, k, cfg.trials)
             }
         })
-        .phase_with(|| format!("{phase}, npp {npp}"))?;
+        .phase_with(|| format!("{label}, npp {npp}"))?;
         let times = if src == 0 {
             times
         } else {
             let g = ep
                 .gather(0, &encode_i64s(&times))
-                .phase_with(|| format!("{phase}: collecting trial times"))?;
+                .phase_with(|| format!("{label}: collecting trial times"))?;
             match g {
                 Some(all) => decode_i64s(&all[src as usize])?,
                 None => Vec::new(),
             }
         };
         if me == 0 {
-            with_collected(collected, |c| {
+            with_collected(run.collected, |c| {
                 c.points.push(RawPoint {
-                    pattern: pattern.into(),
-                    size,
+                    pattern: run.pattern.into(),
+                    size: run.size,
                     npp,
                     npp_calculated,
                     median_ppt_ns,
-                    trips_per_iteration: trips,
+                    trips_per_iteration: run.trips,
                     trial_ns: times,
                 })
             });
@@ -615,62 +379,222 @@ pub fn measure_size<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
     Ok(())
 }
 
-impl Program for Benchmark<'_> {
+/// The per-iteration work of one benchmark on one rank (design §3): what the engine times.
+///
+/// [`Measurement`] owns the method of seed 000 (timer, warm-up, npp, a barrier and the
+/// handshake before every trial, the trial times gathered to rank 0, an optional
+/// verification); a kernel only says what one iteration does on this rank, how many message
+/// times it holds, and how to check what arrived.
+pub trait Kernel<E: Endpoint> {
+    /// Pattern name of the points (`pingpong`, `transpose-pack`).
+    fn name(&self) -> &'static str;
+
+    /// How errors and phases name one measured size.
+    fn label(&self, size: u64) -> String {
+        format!("{} {size} B", self.name())
+    }
+
+    /// Get ready for messages of `size` bytes; called on every rank before each size.
+    fn prepare(&mut self, size: u64) -> Result<()> {
+        let _ = size;
+        Ok(())
+    }
+
+    /// Message times in one iteration at `size`: the statistics are of
+    /// `trial / (trips * npp)`.
+    fn trips(&self, size: u64) -> u64;
+
+    /// One iteration on this rank; called on `source` and `dest` only.
+    fn iteration(&mut self, ep: &mut E) -> Result<()>;
+
+    /// Whether each size ends with a verified iteration ([`Kernel::scramble`], one more
+    /// iteration, [`Kernel::check`]).
+    fn verifies(&self) -> bool {
+        false
+    }
+
+    /// On `dest`: forget what arrived, so that the verified iteration must deliver it again.
+    fn scramble(&mut self) {}
+
+    /// On `dest`, after the verified iteration: check what arrived.
+    fn check(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// What to measure, independent of the endpoint: it makes each rank's [`Kernel`].
+pub trait KernelSpec: Sync {
+    /// The kernel, on any endpoint.
+    type Kernel<E: Endpoint>: Kernel<E>;
+
+    /// The kernel of rank `me`.
+    fn kernel<E: Endpoint>(&self, me: Rank, cfg: &MethodConfig) -> Result<Self::Kernel<E>>;
+
+    /// The sizes measured: the configured ones, unless the benchmark fixes its own (a
+    /// transpose measures its matrix).
+    fn sizes(&self, cfg: &MethodConfig) -> Vec<u64> {
+        cfg.sizes.clone()
+    }
+}
+
+/// The one measurement program: any [`Kernel`] under the method of seed 000, every size of
+/// the configuration, rank 0 collecting the raw trial times as the run goes (so a run that
+/// fails keeps the sizes already measured).
+pub struct Measurement<'a, S> {
+    /// What is measured.
+    pub spec: S,
+    /// The method's parameters.
+    pub cfg: MethodConfig,
+    progress: Option<&'a ProgressFn<'a>>,
+    collected: Mutex<Collected>,
+}
+
+impl<S> std::fmt::Debug for Measurement<'_, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Measurement")
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, S: KernelSpec> Measurement<'a, S> {
+    /// A measurement of `spec` with this configuration; `progress` is called on rank 0.
+    pub fn new(spec: S, cfg: MethodConfig, progress: Option<&'a ProgressFn<'a>>) -> Self {
+        Measurement {
+            spec,
+            cfg,
+            progress,
+            collected: Mutex::new(Collected::default()),
+        }
+    }
+
+    /// Take what rank 0 collected (also after a failed run).
+    pub fn take_collected(&self) -> Collected {
+        take_collected(&self.collected)
+    }
+
+    /// Measure `kernel` on `ep`: what [`Program::run`] does with the spec's own kernel, open
+    /// to kernels that need a particular endpoint (MPI's derived-datatype transpose). Every
+    /// rank of the run calls it; ranks other than `source` and `dest` only join the control
+    /// plane.
+    pub fn run_kernel<E: Endpoint, K: Kernel<E>>(&self, ep: &mut E, kernel: &mut K) -> Result<()> {
+        let cfg = MethodConfig {
+            sizes: self.spec.sizes(&self.cfg),
+            ..self.cfg.clone()
+        };
+        cfg.validate(ep.size())?;
+        let me = ep.rank();
+        let nsizes = cfg.sizes.len();
+        let report = |size_index: usize, stage: Stage, done: u64, total: u64| {
+            if let (0, Some(cb)) = (me, self.progress) {
+                cb(Progress {
+                    size_index,
+                    sizes: nsizes,
+                    size: cfg.sizes[size_index],
+                    stage,
+                    done,
+                    total,
+                });
+            }
+        };
+        report(0, Stage::Timer, 0, 1);
+        let timer = characterise_timer(ep, &cfg, &self.collected)?;
+        let mut hs = vec![0u8; 8];
+        for (i, &size) in cfg.sizes.iter().enumerate() {
+            let progress = |stage: Stage, done: u64, total: u64| report(i, stage, done, total);
+            self.one_size(ep, kernel, &cfg, size, timer, &mut hs, &progress)?;
+        }
+        ep.barrier().phase("final barrier")
+    }
+
+    /// One size: barrier, warm-up, npp and trials ([`measure_size`]), then the verification
+    /// when the kernel has one.
+    #[allow(clippy::too_many_arguments)]
+    fn one_size<E: Endpoint, K: Kernel<E>>(
+        &self,
+        ep: &mut E,
+        kernel: &mut K,
+        cfg: &MethodConfig,
+        size: u64,
+        (min_ov, res_timing): (i64, f64),
+        hs: &mut Vec<u8>,
+        progress: &dyn Fn(Stage, u64, u64),
+    ) -> Result<()> {
+        let me = ep.rank();
+        let participant = me == cfg.source || me == cfg.dest;
+        kernel.prepare(size)?;
+        let label = kernel.label(size);
+        ep.barrier().phase_with(|| format!("{label}: barrier"))?;
+        progress(Stage::Warmup, 0, cfg.warmup);
+        if participant {
+            for _ in 0..cfg.warmup {
+                kernel
+                    .iteration(ep)
+                    .phase_with(|| format!("{label}: warm-up"))?;
+            }
+        }
+        let run = SizeRun {
+            cfg,
+            pattern: kernel.name(),
+            label: &label,
+            size,
+            trips: kernel.trips(size),
+            min_ov,
+            res_timing,
+            collected: &self.collected,
+            progress,
+        };
+        measure_size(ep, &mut |ep: &mut E| kernel.iteration(ep), hs, run)?;
+        if kernel.verifies() {
+            verify(ep, kernel, cfg, &label)?;
+        }
+        Ok(())
+    }
+}
+
+/// The verification after a size's trials: `dest` forgets what arrived, one more iteration
+/// delivers it again, `dest` checks it and broadcasts its verdict, so that a failure is an
+/// error of the run on every rank.
+fn verify<E: Endpoint, K: Kernel<E>>(
+    ep: &mut E,
+    kernel: &mut K,
+    cfg: &MethodConfig,
+    label: &str,
+) -> Result<()> {
+    let (me, src, dst) = (ep.rank(), cfg.source, cfg.dest);
+    ep.barrier()
+        .phase_with(|| format!("{label}: barrier before verification"))?;
+    if me == dst {
+        kernel.scramble();
+    }
+    if me == src || me == dst {
+        kernel
+            .iteration(ep)
+            .phase_with(|| format!("{label}: verified iteration"))?;
+    }
+    let mut verdict = Vec::new();
+    if me == dst {
+        if let Err(e) = kernel.check() {
+            verdict = e.to_string().into_bytes();
+        }
+    }
+    ep.broadcast(dst, &mut verdict)
+        .phase_with(|| format!("{label}: sharing the verification"))?;
+    if !verdict.is_empty() {
+        return Err(Error::Protocol(format!(
+            "rank {dst}: {}",
+            String::from_utf8_lossy(&verdict)
+        )));
+    }
+    Ok(())
+}
+
+impl<S: KernelSpec> Program for Measurement<'_, S> {
     type Output = ();
 
     fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
-        let cfg = &self.cfg;
-        cfg.validate(ep.size())?;
-        let me = ep.rank();
-        let (src, dst) = (cfg.source, cfg.dest);
-        let nsizes = cfg.sizes.len();
-        let name = self.kind.name();
-        if me == 0 {
-            self.report(Progress {
-                size_index: 0,
-                sizes: nsizes,
-                size: cfg.sizes[0],
-                stage: Stage::Timer,
-                done: 0,
-                total: 1,
-            });
-        }
-        let (min_ov, res_timing) = characterise_timer(ep, cfg, &self.collected)?;
-        let mut hs = vec![0u8; 8];
-        for (i, &size) in cfg.sizes.iter().enumerate() {
-            let len = usize::try_from(size)
-                .map_err(|_| Error::Config(format!("size {size} does not fit in memory")))?;
-            let mut lp = Looper::new(self.kind, src, dst, me, len);
-            let progress = |stage: Stage, done: u64, total: u64| {
-                if me == 0 {
-                    self.report(Progress {
-                        size_index: i,
-                        sizes: nsizes,
-                        size,
-                        stage,
-                        done,
-                        total,
-                    });
-                }
-            };
-            ep.barrier()
-                .phase_with(|| format!("{name} {size} B: barrier"))?;
-            progress(Stage::Warmup, 0, cfg.warmup);
-            lp.untimed(ep, cfg.warmup)
-                .phase_with(|| format!("{name} {size} B: warm-up"))?;
-            let run = SizeRun {
-                cfg,
-                pattern: name,
-                size,
-                trips: self.kind.trips_per_iteration(size),
-                min_ov,
-                res_timing,
-                collected: &self.collected,
-                progress: &progress,
-            };
-            measure_size(ep, &mut |ep: &mut E| lp.iteration(ep), &mut hs, run)?;
-        }
-        ep.barrier().phase("final barrier")
+        let mut kernel = self.spec.kernel::<E>(ep.rank(), &self.cfg)?;
+        self.run_kernel(ep, &mut kernel)
     }
 }
 
@@ -699,7 +623,8 @@ impl Program for TimerOnly {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::Rank;
+    use crate::method::kernels::TAG_PINGPONG;
+    use crate::transport::{Completion, ReqId};
 
     /// Rank `me` of two ranks whose every operation completes at once; it logs
     /// (send?, peer, tag) of each.

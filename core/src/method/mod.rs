@@ -6,10 +6,11 @@
 
 pub mod clock;
 pub mod engine;
+pub mod kernels;
 pub mod timer;
 pub mod transpose;
 
-pub use engine::PatternKind;
+pub use kernels::PatternKind;
 
 use crate::stats;
 use crate::transport::error::{Error, Result};

@@ -11,29 +11,29 @@
 //! `source` sends the `N` columns, `dest` waits for all of them and returns an 8-byte
 //! acknowledgement, which `source` waits for. The acknowledgement closes the iteration so that
 //! the time `source` measures covers the whole transfer; it is included in the time (one small
-//! message, next to `N` column messages). A [`RawPoint`](crate::method::engine::RawPoint) therefore has pattern
+//! message, next to `N` column messages). A [`RawPoint`](crate::method::engine::RawPoint)
+//! therefore has pattern
 //! `transpose-pack` (or `transpose-vector` for MPI's derived datatype), `size = N * N * 8`
 //! bytes, and `trips_per_iteration = 1`: the statistics are of the time of one whole transpose,
 //! and rates are bytes of the matrix per second.
 //!
-//! Variants ([`TransposeKernel`]):
-//! * `transpose-pack` ([`Transpose`], every backend): `source` packs each column into a
+//! Variants (each a [`Kernel`] of the one engine):
+//! * `transpose-pack` ([`Transpose`] and [`PackKernel`], every backend): `source` packs each column into a
 //!   contiguous buffer (explicit packing) and sends it with a blocking send; `dest` receives
 //!   each column straight into its row buffer.
 //! * `transpose-vector` (MPI backend only): `source` sends each column straight from the
 //!   matrix with an `MPI_Type_vector(N, 1, N, MPI_DOUBLE)` derived datatype, as the seed does.
 //!
-//! Measurement ([`measure`]): as seed 000 §3.2 prescribes, every trial follows a barrier and
+//! Measurement ([`crate::method::engine::Measurement`]): as seed 000 §3.2 prescribes, every trial follows a barrier and
 //! a handshake, and `source` times `npp` iterations; `npp` comes from §3.3 (the timer
 //! resolution and the median iteration time) or is fixed. After the trials `dest` overwrites
 //! its matrix, one more iteration runs, and `dest` checks that it now holds `A^T`; a failed
 //! verification is an error of the run on every rank.
 
-use crate::method::engine::{self, Collected, Progress, ProgressFn, SizeRun, Stage};
+use crate::method::engine::{Kernel, KernelSpec};
 use crate::method::MethodConfig;
-use crate::transport::error::{Error, Result, ResultExt};
-use crate::transport::{Completion, Endpoint, Program, Rank, ReqId, Src, Tag, TagSel};
-use std::sync::Mutex;
+use crate::transport::error::{Error, Result};
+use crate::transport::{Completion, Endpoint, Rank, ReqId, Src, Tag, TagSel};
 
 /// Tag of the column messages.
 pub const TAG_COLUMN: Tag = 20;
@@ -88,18 +88,6 @@ pub fn verify_transposed(n: usize, b: impl Fn(usize, usize) -> f64) -> Result<()
     Ok(())
 }
 
-/// One transpose variant on one rank: what [`measure`] times.
-pub trait TransposeKernel<E: Endpoint> {
-    /// Pattern name in the result document (`transpose-pack`, `transpose-vector`).
-    fn name(&self) -> &'static str;
-    /// One transpose (see the module documentation); called on `source` and `dest` only.
-    fn iteration(&mut self, ep: &mut E) -> Result<()>;
-    /// On `dest`: overwrite the received matrix so that the verified iteration must refill it.
-    fn scramble(&mut self);
-    /// On `dest`: check that the matrix is `A^T`. Ok elsewhere.
-    fn verify(&self) -> Result<()>;
-}
-
 /// The explicit-packing variant (`transpose-pack`): works on every backend.
 #[derive(Debug)]
 pub struct PackKernel {
@@ -143,9 +131,22 @@ impl PackKernel {
     }
 }
 
-impl<E: Endpoint> TransposeKernel<E> for PackKernel {
+impl<E: Endpoint> Kernel<E> for PackKernel {
     fn name(&self) -> &'static str {
         "transpose-pack"
+    }
+
+    fn label(&self, _size: u64) -> String {
+        let n = self.n;
+        format!("transpose-pack {n} x {n}")
+    }
+
+    fn trips(&self, _size: u64) -> u64 {
+        1
+    }
+
+    fn verifies(&self) -> bool {
+        true
     }
 
     fn iteration(&mut self, ep: &mut E) -> Result<()> {
@@ -195,7 +196,7 @@ impl<E: Endpoint> TransposeKernel<E> for PackKernel {
         }
     }
 
-    fn verify(&self) -> Result<()> {
+    fn check(&self) -> Result<()> {
         if self.me != self.dest {
             return Ok(());
         }
@@ -211,150 +212,24 @@ impl<E: Endpoint> TransposeKernel<E> for PackKernel {
     }
 }
 
-/// The column transpose with explicit packing, as a [`Program`] every backend runs.
-/// `cfg.sizes` is ignored: the message is the matrix of `n x n` doubles.
-pub struct Transpose<'a> {
+/// Seed 003's column transpose of an `n x n` matrix of doubles, packed: a [`KernelSpec`]
+/// every backend runs. The configured sizes do not apply: the message is the matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transpose {
     /// Matrix order `N`.
     pub n: usize,
-    /// The method's parameters (`source` sends, `dest` receives).
-    pub cfg: MethodConfig,
-    /// Progress callback (rank 0).
-    pub progress: Option<&'a ProgressFn<'a>>,
-    /// Results, on rank 0.
-    pub collected: Mutex<Collected>,
 }
 
-impl std::fmt::Debug for Transpose<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Transpose")
-            .field("n", &self.n)
-            .field("cfg", &self.cfg)
-            .finish_non_exhaustive()
-    }
-}
+impl KernelSpec for Transpose {
+    type Kernel<E: Endpoint> = PackKernel;
 
-impl<'a> Transpose<'a> {
-    /// A transpose of an `n x n` matrix with this configuration.
-    pub fn new(n: usize, cfg: MethodConfig, progress: Option<&'a ProgressFn<'a>>) -> Self {
-        Transpose {
-            n,
-            cfg,
-            progress,
-            collected: Mutex::new(Collected::default()),
-        }
+    fn kernel<E: Endpoint>(&self, me: Rank, cfg: &MethodConfig) -> Result<PackKernel> {
+        PackKernel::new(self.n, me, cfg.source, cfg.dest)
     }
 
-    /// Take what rank 0 collected (also after a failed run).
-    pub fn take_collected(&self) -> Collected {
-        engine::take_collected(&self.collected)
+    fn sizes(&self, _cfg: &MethodConfig) -> Vec<u64> {
+        matrix_bytes(self.n).map(|b| vec![b]).unwrap_or_default()
     }
-}
-
-impl Program for Transpose<'_> {
-    type Output = ();
-
-    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
-        let mut k = PackKernel::new(self.n, ep.rank(), self.cfg.source, self.cfg.dest)?;
-        measure(
-            ep,
-            self.n,
-            &self.cfg,
-            self.progress,
-            &self.collected,
-            &mut k,
-        )
-    }
-}
-
-/// Measure `kernel` with the method of seed 000 (timer §3.1, npp §3.3, trials §3.2), verify
-/// the result once, and leave the raw trial times in `collected` on rank 0. Every rank of the
-/// run calls it; ranks other than `cfg.source` and `cfg.dest` only join the control plane.
-pub fn measure<E: Endpoint, K: TransposeKernel<E>>(
-    ep: &mut E,
-    n: usize,
-    cfg: &MethodConfig,
-    progress: Option<&ProgressFn<'_>>,
-    collected: &Mutex<Collected>,
-    kernel: &mut K,
-) -> Result<()> {
-    let bytes = matrix_bytes(n)?;
-    let mcfg = MethodConfig {
-        sizes: vec![bytes],
-        ..cfg.clone()
-    };
-    mcfg.validate(ep.size())?;
-    let me = ep.rank();
-    let (src, dst) = (cfg.source, cfg.dest);
-    let name = kernel.name();
-    let report = |stage: Stage, done: u64, total: u64| {
-        if let (0, Some(cb)) = (me, progress) {
-            cb(Progress {
-                size_index: 0,
-                sizes: 1,
-                size: bytes,
-                stage,
-                done,
-                total,
-            });
-        }
-    };
-    // §3.1: the timer of the rank that times.
-    report(Stage::Timer, 0, 1);
-    let (min_ov, res_timing) = engine::characterise_timer(ep, &mcfg, collected)?;
-
-    let phase = format!("{name} {n} x {n}");
-    let participant = me == src || me == dst;
-    let mut hs = vec![0u8; 8];
-    ep.barrier().phase_with(|| format!("{phase}: barrier"))?;
-    report(Stage::Warmup, 0, cfg.warmup);
-    if participant {
-        for _ in 0..cfg.warmup {
-            kernel
-                .iteration(ep)
-                .phase_with(|| format!("{phase}: warm-up"))?;
-        }
-    }
-
-    // §3.3 and §3.2: npp, then the timed trials, as for every pattern.
-    let run = SizeRun {
-        cfg: &mcfg,
-        pattern: name,
-        size: bytes,
-        trips: 1,
-        min_ov,
-        res_timing,
-        collected,
-        progress: &report,
-    };
-    engine::measure_size(ep, &mut |ep: &mut E| kernel.iteration(ep), &mut hs, run)
-        .phase_with(|| phase.clone())?;
-
-    // Verification: dest forgets its matrix, one more transpose refills it, dest checks.
-    ep.barrier()
-        .phase_with(|| format!("{phase}: barrier before verification"))?;
-    if me == dst {
-        kernel.scramble();
-    }
-    if participant {
-        kernel
-            .iteration(ep)
-            .phase_with(|| format!("{phase}: verified transpose"))?;
-    }
-    let mut verdict = Vec::new();
-    if me == dst {
-        if let Err(e) = kernel.verify() {
-            verdict = e.to_string().into_bytes();
-        }
-    }
-    ep.broadcast(dst, &mut verdict)
-        .phase_with(|| format!("{phase}: sharing the verification"))?;
-    if !verdict.is_empty() {
-        return Err(Error::Protocol(format!(
-            "rank {dst}: {}",
-            String::from_utf8_lossy(&verdict)
-        )));
-    }
-    ep.barrier().phase("final barrier")
 }
 
 #[cfg(test)]
@@ -388,9 +263,9 @@ mod tests {
                 row[i * 8..i * 8 + 8].copy_from_slice(&a[i * 4 + j].to_ne_bytes());
             }
         }
-        assert!(<PackKernel as TransposeKernel<Dummy>>::verify(&k).is_ok());
-        <PackKernel as TransposeKernel<Dummy>>::scramble(&mut k);
-        assert!(<PackKernel as TransposeKernel<Dummy>>::verify(&k).is_err());
+        assert!(<PackKernel as Kernel<Dummy>>::check(&k).is_ok());
+        <PackKernel as Kernel<Dummy>>::scramble(&mut k);
+        assert!(<PackKernel as Kernel<Dummy>>::check(&k).is_err());
     }
 
     /// An endpoint type only for naming the kernel's trait instance in tests; never called.

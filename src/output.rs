@@ -164,34 +164,21 @@ pub fn finish(
     } else {
         infos
     };
-    let mut config = serde_json::to_value(&plan.method).unwrap_or(serde_json::Value::Null);
-    if let Some(m) = config.as_object_mut() {
-        let a = &plan.args.backend;
-        m.insert("backend".into(), names.join(",").into());
-        m.insert("ranks".into(), ranks.into());
-        m.insert("timeout_s".into(), plan.timeout.as_secs_f64().into());
-        m.insert("poll".into(), a.poll.into());
-        if let Some(w) = &a.wait {
-            m.insert("wait".into(), w.clone().into());
-        }
-        if let Some(c) = &a.cpus {
-            m.insert("cpus".into(), c.clone().into());
-        }
-        if let Some(s) = &a.sim_config {
-            m.insert("sim_config".into(), s.clone().into());
-        }
-        if let Some(c) = &a.clock {
-            m.insert("clock".into(), c.clone().into());
-        }
-        m.insert("sizes_spec".into(), plan.sizes_spec.clone().into());
-        m.insert(
-            "pattern".into(),
-            serde_json::to_value(plan.kind).unwrap_or_default(),
-        );
-        if let Some(n) = plan.transpose_n {
-            m.insert("transpose_n".into(), n.into());
-        }
-    }
+    let a = &plan.args.backend;
+    let config = Some(commbench::analysis::document::RunConfig {
+        method: plan.method.clone(),
+        backend: names.join(","),
+        ranks,
+        timeout_s: plan.timeout.as_secs_f64(),
+        poll: a.poll,
+        wait: a.wait.clone(),
+        cpus: a.cpus.clone(),
+        sim_config: a.sim_config.clone(),
+        clock: a.clock.clone(),
+        sizes_spec: plan.sizes_spec.clone(),
+        pattern: plan.kind,
+        transpose_n: plan.transpose_n,
+    });
     // Fitted models describe one backend's sweep: the first backend's.
     let first: Vec<Point> = analysed
         .iter()

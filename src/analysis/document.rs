@@ -7,6 +7,7 @@
 use crate::analysis::point::{self, Analysis, Distribution, Filtered, Rates};
 use commbench_core::method::engine::RawPoint;
 use commbench_core::method::timer::TimerReport;
+use commbench_core::method::{MethodConfig, NppChoice, PatternKind};
 use commbench_core::stats::Summary;
 use commbench_core::transport::error::{Error, Result};
 use commbench_core::transport::BackendInfo;
@@ -17,6 +18,185 @@ use std::io::Write;
 pub const SCHEMA: &str = "commbench-result";
 /// The schema version; bumped when a contract key changes meaning (never so far).
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// The effective configuration of a run (the `config` object): the method's settings at the
+/// top level, then what the command line chose around them.
+///
+/// Documents written by earlier versions may lack keys (`pattern` came with the second
+/// pattern); every key reads back with a default (the method's defaults, ping-pong, empty
+/// text, zero), and keys this version does not know are ignored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunConfig {
+    /// Sizes, trials, warm-up, npp, cut_coef, timer samples, source and dest.
+    #[serde(flatten, with = "method_keys")]
+    pub method: MethodConfig,
+    /// The backend, or the comma-separated backends of a run that measured several.
+    pub backend: String,
+    /// Ranks in the run.
+    pub ranks: u32,
+    /// `--timeout`, seconds.
+    pub timeout_s: f64,
+    /// `--poll` (tcp).
+    pub poll: bool,
+    /// `--wait` (shm), when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait: Option<String>,
+    /// `--cpus`, when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+    /// `--sim-config`, when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim_config: Option<String>,
+    /// `--clock` (mpi), when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
+    /// `--sizes` as written on the command line.
+    pub sizes_spec: String,
+    /// The kernel timed.
+    pub pattern: PatternKind,
+    /// `N` of the transpose's `N x N` matrix, for a transpose run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transpose_n: Option<usize>,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            method: MethodConfig::default(),
+            backend: String::new(),
+            ranks: 0,
+            timeout_s: 0.0,
+            poll: false,
+            wait: None,
+            cpus: None,
+            sim_config: None,
+            clock: None,
+            sizes_spec: String::new(),
+            pattern: PatternKind::PingPong,
+            transpose_n: None,
+        }
+    }
+}
+
+/// The method's keys of [`RunConfig`] as the document spells them. `npp` is
+/// `{"mode":"auto","res_npp","npp_init","npptrial"}`, `{"mode":"fixed","value"}` or
+/// `{"mode":"study","values"}`: every choice keeps its numbers in an object, which
+/// [`NppChoice`]'s own serde form cannot do for the fixed and study values.
+mod method_keys {
+    use super::{MethodConfig, NppChoice};
+    use commbench_core::transport::Rank;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case", tag = "mode")]
+    enum Npp {
+        Auto {
+            res_npp: u64,
+            npp_init: u64,
+            npptrial: u64,
+        },
+        Fixed {
+            value: u64,
+        },
+        Study {
+            values: Vec<u64>,
+        },
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(default)]
+    struct Keys {
+        sizes: Vec<u64>,
+        trials: u64,
+        warmup: u64,
+        npp: Npp,
+        cut_coef: f64,
+        timer_samples: u64,
+        source: Rank,
+        dest: Rank,
+    }
+
+    impl Default for Keys {
+        fn default() -> Self {
+            Keys::from(MethodConfig::default())
+        }
+    }
+
+    impl From<MethodConfig> for Keys {
+        fn from(m: MethodConfig) -> Self {
+            let MethodConfig {
+                sizes,
+                trials,
+                warmup,
+                npp,
+                cut_coef,
+                timer_samples,
+                source,
+                dest,
+            } = m;
+            let npp = match npp {
+                NppChoice::Auto {
+                    res_npp,
+                    npp_init,
+                    npptrial,
+                } => Npp::Auto {
+                    res_npp,
+                    npp_init,
+                    npptrial,
+                },
+                NppChoice::Fixed(value) => Npp::Fixed { value },
+                NppChoice::Study(values) => Npp::Study { values },
+            };
+            Keys {
+                sizes,
+                trials,
+                warmup,
+                npp,
+                cut_coef,
+                timer_samples,
+                source,
+                dest,
+            }
+        }
+    }
+
+    impl From<Keys> for MethodConfig {
+        fn from(k: Keys) -> Self {
+            let npp = match k.npp {
+                Npp::Auto {
+                    res_npp,
+                    npp_init,
+                    npptrial,
+                } => NppChoice::Auto {
+                    res_npp,
+                    npp_init,
+                    npptrial,
+                },
+                Npp::Fixed { value } => NppChoice::Fixed(value),
+                Npp::Study { values } => NppChoice::Study(values),
+            };
+            MethodConfig {
+                sizes: k.sizes,
+                trials: k.trials,
+                warmup: k.warmup,
+                npp,
+                cut_coef: k.cut_coef,
+                timer_samples: k.timer_samples,
+                source: k.source,
+                dest: k.dest,
+            }
+        }
+    }
+
+    pub fn serialize<S: Serializer>(m: &MethodConfig, s: S) -> Result<S::Ok, S::Error> {
+        Keys::from(m.clone()).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<MethodConfig, D::Error> {
+        Keys::deserialize(d).map(MethodConfig::from)
+    }
+}
 
 /// Where the run happened.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -190,8 +370,10 @@ pub struct ResultDoc {
     pub tool_version: String,
     /// The command line, argument by argument.
     pub command: Vec<String>,
-    /// The effective configuration (every default filled in).
-    pub config: serde_json::Value,
+    /// The effective configuration (every default filled in); `None` when a document written
+    /// by an earlier version recorded none (a run with `--npp N` wrote `null`).
+    #[serde(default)]
+    pub config: Option<RunConfig>,
     /// Where it ran.
     pub environment: Environment,
     /// The timer characterisation (seed 000 §3.1), when it was reached.
@@ -256,5 +438,99 @@ struct JsonSafe<'a, T>(&'a T);
 impl<T: Serialize> Serialize for JsonSafe<'_, T> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         self.0.serialize(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::text::{render, Detail};
+
+    /// Documents and their text reports as commbench 0.1.0 wrote them before the run
+    /// configuration was typed: the configuration's keys in alphabetical order, and `null`
+    /// for a run with `--npp N`.
+    const SWEEP: &str = include_str!("testdata/v0.1-sweep.json");
+    const SWEEP_TEXT: &str = include_str!("testdata/v0.1-sweep.txt");
+    const FIXED: &str = include_str!("testdata/v0.1-fixed-npp.json");
+    const FIXED_TEXT: &str = include_str!("testdata/v0.1-fixed-npp.txt");
+
+    fn rewritten(doc: &ResultDoc) -> ResultDoc {
+        let mut buf = Vec::new();
+        doc.write_json(&mut buf).unwrap();
+        ResultDoc::read_json(std::str::from_utf8(&buf).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn earlier_documents_read_and_render_as_before() {
+        let doc = ResultDoc::read_json(SWEEP).unwrap();
+        let c = doc.config.as_ref().expect("a configuration");
+        assert_eq!(c.method.sizes, [8, 64, 512, 4096]);
+        assert_eq!((c.method.trials, c.method.warmup), (5, 1));
+        assert_eq!((c.method.source, c.method.dest), (0, 1));
+        assert_eq!((c.backend.as_str(), c.ranks), ("sim", 64));
+        assert_eq!(c.sizes_spec, "8,64,512,4K");
+        assert_eq!(c.pattern, PatternKind::PingPong);
+        assert_eq!((c.timeout_s, c.poll, c.transpose_n), (30.0, false, None));
+        assert_eq!(render(&doc, Detail::Summary), SWEEP_TEXT);
+        assert_eq!(rewritten(&doc), doc);
+
+        let doc = ResultDoc::read_json(FIXED).unwrap();
+        assert_eq!(doc.config, None);
+        assert_eq!(render(&doc, Detail::Summary), FIXED_TEXT);
+        assert_eq!(rewritten(&doc), doc);
+    }
+
+    #[test]
+    fn missing_and_unknown_config_keys() {
+        // Before the second pattern there was no `pattern`; unknown keys are ignored.
+        let mut v: serde_json::Value = serde_json::from_str(SWEEP).unwrap();
+        let c = v["config"].as_object_mut().unwrap();
+        c.remove("pattern");
+        c.remove("timer_samples");
+        c.insert("from_the_future".into(), 1.into());
+        let doc = ResultDoc::read_json(&v.to_string()).unwrap();
+        let c = doc.config.unwrap();
+        assert_eq!(c.pattern, PatternKind::PingPong);
+        assert_eq!(
+            c.method.timer_samples,
+            MethodConfig::default().timer_samples
+        );
+        assert_eq!(c.method.trials, 5);
+        let c: RunConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(c, RunConfig::default());
+    }
+
+    #[test]
+    fn every_npp_choice_is_written_and_read_back() {
+        for npp in [
+            NppChoice::Fixed(9),
+            NppChoice::Study(vec![1, 9, 18, 36]),
+            MethodConfig::default().npp,
+        ] {
+            let c = RunConfig {
+                method: MethodConfig {
+                    npp: npp.clone(),
+                    ..MethodConfig::default()
+                },
+                pattern: PatternKind::Bandwidth { window: 64 },
+                wait: Some("spin".into()),
+                ..RunConfig::default()
+            };
+            let v = serde_json::to_value(&c).unwrap();
+            assert!(v["npp"]["mode"].is_string(), "{v}");
+            assert_eq!(v["wait"], "spin");
+            assert!(v.get("cpus").is_none() && v.get("transpose_n").is_none());
+            let back: RunConfig = serde_json::from_value(v).unwrap();
+            assert_eq!(back, c);
+        }
+        let v = serde_json::to_value(RunConfig {
+            method: MethodConfig {
+                npp: NppChoice::Fixed(9),
+                ..MethodConfig::default()
+            },
+            ..RunConfig::default()
+        })
+        .unwrap();
+        assert_eq!(v["npp"], serde_json::json!({"mode": "fixed", "value": 9}));
     }
 }

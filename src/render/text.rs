@@ -192,12 +192,11 @@ pub fn render(doc: &ResultDoc, detail: Detail) -> String {
         "  backend = {} ({} ranks, started by {})",
         env.backend, env.ranks, env.launcher
     );
-    if let Some(src) = doc.config.get("source") {
+    if let Some(c) = &doc.config {
         let _ = writeln!(
             out,
             "  ping-pongs between ranks source = {} and dest = {}",
-            src,
-            doc.config.get("dest").cloned().unwrap_or_default()
+            c.method.source, c.method.dest
         );
     }
     if !env.backend_info.is_empty() {

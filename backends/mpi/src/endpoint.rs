@@ -478,17 +478,8 @@ impl Drop for MpiEndpoint {
 }
 
 impl Endpoint for MpiEndpoint {
-    fn rank(&self) -> Rank {
-        self.rank
-    }
-    fn size(&self) -> u32 {
-        self.size
-    }
-    fn backend(&self) -> &'static str {
-        "mpi"
-    }
-    fn timeout(&self) -> Duration {
-        self.timeout
+    commbench_core::endpoint_identity! {
+        backend: "mpi", rank: rank, size: size, timeout: timeout
     }
 
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {

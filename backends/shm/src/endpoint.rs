@@ -946,20 +946,8 @@ impl Drop for ShmEndpoint {
 }
 
 impl Endpoint for ShmEndpoint {
-    fn rank(&self) -> Rank {
-        self.rank
-    }
-
-    fn size(&self) -> u32 {
-        self.size
-    }
-
-    fn backend(&self) -> &'static str {
-        "shm"
-    }
-
-    fn timeout(&self) -> Duration {
-        self.timeout
+    commbench_core::endpoint_identity! {
+        backend: "shm", rank: rank, size: size, timeout: timeout
     }
 
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {

@@ -423,13 +423,7 @@ impl<'c> Kernel<'c> {
                 held,
             } => {
                 self.release(node, held);
-                Ok(Completion {
-                    kind: OpKind::Recv,
-                    buf,
-                    peer,
-                    tag,
-                    len,
-                })
+                Ok(Completion::recv(buf, peer, tag, len))
             }
             RState::RecvFailed(e) => Err(e),
             _ => Err(Error::Backend {

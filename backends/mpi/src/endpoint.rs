@@ -44,20 +44,31 @@ impl std::str::FromStr for MpiClock {
     }
 }
 
-/// A posted operation whose buffer MPI may still use.
-#[derive(Debug)]
-struct Active {
-    req: ffi::MPI_Request,
+/// What a posted operation is: for its completion and for error messages.
+#[derive(Debug, Clone, Copy)]
+struct Op {
     kind: OpKind,
-    buf: Vec<u8>,
     /// Destination of a send; source asked for by a receive (`None`: any).
     peer: Option<Rank>,
     /// Tag of a send; tag asked for by a receive (`None`: any).
     tag: Option<Tag>,
     /// Whether the operation runs on the control communicator (tags from `TAG_UB` up).
     ctrl: bool,
+}
+
+/// A posted operation whose buffer MPI may still use.
+#[derive(Debug)]
+struct Active {
+    req: ffi::MPI_Request,
+    op: Op,
+    buf: Vec<u8>,
     /// A blocking call timed out on it: nobody will collect it.
     orphan: bool,
+}
+
+/// The error for a request this endpoint does not hold (never issued, or already collected).
+fn unknown_request(req: ReqId) -> Error {
+    Error::Invalid(format!("unknown or finished request {}", req.0))
 }
 
 #[derive(Debug)]
@@ -166,7 +177,9 @@ impl MpiEndpoint {
         Ok((comm, t as c_int, ctrl))
     }
 
-    fn park(&mut self, op: Active) -> ReqId {
+    /// Keep a started request and its buffer in the slab until it completes; `orphan`: nobody
+    /// will collect it.
+    fn park(&mut self, req: ffi::MPI_Request, op: Op, buf: Vec<u8>, orphan: bool) -> ReqId {
         let i = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -179,7 +192,12 @@ impl MpiEndpoint {
         };
         let s = &mut self.slots[i as usize];
         s.generation = s.generation.wrapping_add(1);
-        s.op = Some(op);
+        s.op = Some(Active {
+            req,
+            op,
+            buf,
+            orphan,
+        });
         ReqId(((s.generation as u64) << 32) | i as u64)
     }
 
@@ -188,10 +206,7 @@ impl MpiEndpoint {
         let g = (req.0 >> 32) as u32;
         match self.slots.get(i) {
             Some(s) if s.generation == g && s.op.as_ref().is_some_and(|a| !a.orphan) => Ok(i),
-            _ => Err(Error::Invalid(format!(
-                "unknown or finished request {}",
-                req.0
-            ))),
+            _ => Err(unknown_request(req)),
         }
     }
 
@@ -202,35 +217,25 @@ impl MpiEndpoint {
     }
 
     /// Turn a finished request into a completion or error (the request is released by MPI).
-    #[allow(clippy::too_many_arguments)]
-    fn finish(
-        &self,
-        rc: c_int,
-        st: &ffi::MPI_Status,
-        kind: OpKind,
-        buf: Vec<u8>,
-        peer: Option<Rank>,
-        tag: Option<Tag>,
-        ctrl: bool,
-    ) -> Result<Completion> {
+    fn finish(&self, rc: c_int, st: &ffi::MPI_Status, op: Op, buf: Vec<u8>) -> Result<Completion> {
         let err = if rc == sys::ERR_IN_STATUS {
             st.MPI_ERROR
         } else {
             rc
         };
-        if kind == OpKind::Send {
+        if op.kind == OpKind::Send {
             sys::check(err, "MPI_Isend")?;
             let len = buf.len();
             return Ok(Completion {
-                kind,
+                kind: op.kind,
                 buf,
-                peer: peer.unwrap_or(0),
-                tag: tag.unwrap_or(0),
+                peer: op.peer.unwrap_or(0),
+                tag: op.tag.unwrap_or(0),
                 len,
             });
         }
         let source = st.MPI_SOURCE.max(0) as Rank;
-        let t = st.MPI_TAG.max(0) as Tag + if ctrl { TAG_UB } else { 0 };
+        let t = st.MPI_TAG.max(0) as Tag + if op.ctrl { TAG_UB } else { 0 };
         let truncated = err == sys::ERR_TRUNCATE || st.MPI_ERROR == sys::ERR_TRUNCATE;
         if err != sys::SUCCESS && !truncated {
             return Err(sys::mpi_error("MPI_Irecv", err));
@@ -252,7 +257,7 @@ impl MpiEndpoint {
             });
         }
         Ok(Completion {
-            kind,
+            kind: op.kind,
             buf,
             peer: source,
             tag: t,
@@ -260,12 +265,12 @@ impl MpiEndpoint {
         })
     }
 
-    fn timeout_error(&self, kind: OpKind, peer: Option<Rank>, tag: Option<Tag>) -> Error {
-        let who = match peer {
+    fn timeout_error(&self, op: Op) -> Error {
+        let who = match op.peer {
             Some(p) => format!("rank {p}"),
             None => "any rank".to_string(),
         };
-        let what = match (kind, tag) {
+        let what = match (op.kind, op.tag) {
             (OpKind::Send, Some(t)) => format!("a send to {who} (tag {t}) to complete"),
             (OpKind::Send, None) => format!("a send to {who} to complete"),
             (OpKind::Recv, Some(t)) => format!("a message from {who} (tag {t})"),
@@ -278,107 +283,100 @@ impl MpiEndpoint {
         }
     }
 
-    /// A blocking operation on a request on the stack: spin, and on timeout park the request
-    /// (its buffer stays valid) as an orphan that the endpoint cleans up when dropped.
+    /// A blocking operation on a request on the stack: spin, and on failure or timeout park the
+    /// request (its buffer stays valid) as an orphan that the endpoint cleans up when dropped.
     #[inline]
-    fn block(
-        &mut self,
-        mut req: ffi::MPI_Request,
-        kind: OpKind,
-        buf: Vec<u8>,
-        peer: Option<Rank>,
-        tag: Option<Tag>,
-        ctrl: bool,
-    ) -> Result<Completion> {
+    fn block(&mut self, mut req: ffi::MPI_Request, op: Op, buf: Vec<u8>) -> Result<Completion> {
         let mut st = sys::empty_status();
-        match sys::spin(&mut req, &mut st, self.timeout) {
-            Spin::Done(rc) => self.finish(rc, &st, kind, buf, peer, tag, ctrl),
-            Spin::Failed(rc) => {
-                self.park(Active {
-                    req,
-                    kind,
-                    buf,
-                    peer,
-                    tag,
-                    ctrl,
-                    orphan: true,
-                });
-                Err(sys::mpi_error("MPI_Test", rc))
-            }
-            Spin::TimedOut => {
-                self.park(Active {
-                    req,
-                    kind,
-                    buf,
-                    peer,
-                    tag,
-                    ctrl,
-                    orphan: true,
-                });
-                Err(self.timeout_error(kind, peer, tag))
-            }
-        }
+        let err = match sys::spin(&mut req, &mut st, self.timeout) {
+            Spin::Done(rc) => return self.finish(rc, &st, op, buf),
+            Spin::Failed(rc) => sys::mpi_error("MPI_Test", rc),
+            Spin::TimedOut => self.timeout_error(op),
+        };
+        self.park(req, op, buf, true);
+        Err(err)
     }
 
+    /// Start a send of `buf` to `dest`; the caller keeps `buf` until the request completes.
     #[inline]
-    fn post_send(&self, dest: Rank, tag: Tag, buf: &[u8]) -> Result<(ffi::MPI_Request, bool)> {
+    fn post_send(&self, dest: Rank, tag: Tag, buf: &mut [u8]) -> Result<(ffi::MPI_Request, Op)> {
         self.check_rank(dest, "destination")?;
         let (comm, t, ctrl) = self.route(tag)?;
-        let n = sys::count(buf.len(), "a message")?;
-        let mut req = sys::request_null();
-        // SAFETY: `buf` is a live heap buffer of `n` bytes that the caller keeps (in the slab
-        // or on its stack frame) until the request completes; `comm` is valid.
-        let rc = unsafe {
-            ffi::MPI_Isend(
-                buf.as_ptr() as *const c_void,
-                n,
-                self.byte,
-                dest as c_int,
-                t,
-                comm,
-                &mut req,
-            )
+        let op = Op {
+            kind: OpKind::Send,
+            peer: Some(dest),
+            tag: Some(tag),
+            ctrl,
         };
-        sys::check(rc, "MPI_Isend")?;
-        Ok((req, ctrl))
+        let req = self.start_p2p(op.kind, buf, dest as c_int, t, comm)?;
+        Ok((req, op))
     }
 
+    /// Start a receive into `buf`; the caller keeps `buf` until the request completes.
     #[inline]
-    fn post_recv(&self, src: Src, tag: TagSel, buf: &mut [u8]) -> Result<(ffi::MPI_Request, bool)> {
-        let s = match src {
-            Src::Any => {
-                // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
-                unsafe { ffi::RSMPI_ANY_SOURCE }
-            }
+    fn post_recv(&self, src: Src, tag: TagSel, buf: &mut [u8]) -> Result<(ffi::MPI_Request, Op)> {
+        let (s, peer) = match src {
+            Src::Any => (sys::any_source(), None),
             Src::Rank(r) => {
                 self.check_rank(r, "source")?;
-                r as c_int
+                (r as c_int, Some(r))
             }
         };
         let (comm, t, ctrl) = match tag {
-            TagSel::Any => {
-                // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
-                (self.data, unsafe { ffi::RSMPI_ANY_TAG }, false)
-            }
+            TagSel::Any => (self.data, sys::any_tag(), false),
             TagSel::Tag(t) => self.route(t)?,
         };
-        let n = sys::count(buf.len(), "a receive buffer")?;
-        let mut req = sys::request_null();
-        // SAFETY: `buf` is a live heap buffer of `n` bytes that the caller keeps (in the slab
-        // or on its stack frame) until the request completes; `comm` is valid.
-        let rc = unsafe {
-            ffi::MPI_Irecv(
-                buf.as_mut_ptr() as *mut c_void,
-                n,
-                self.byte,
-                s,
-                t,
-                comm,
-                &mut req,
-            )
+        let op = Op {
+            kind: OpKind::Recv,
+            peer,
+            tag: match tag {
+                TagSel::Any => None,
+                TagSel::Tag(t) => Some(t),
+            },
+            ctrl,
         };
-        sys::check(rc, "MPI_Irecv")?;
-        Ok((req, ctrl))
+        let req = self.start_p2p(op.kind, buf, s, t, comm)?;
+        Ok((req, op))
+    }
+
+    /// `MPI_Isend` of `buf` to `peer`, or `MPI_Irecv` into `buf` from `peer` (which may be
+    /// `MPI_ANY_SOURCE`), with MPI tag `t` on `comm`.
+    #[inline]
+    fn start_p2p(
+        &self,
+        kind: OpKind,
+        buf: &mut [u8],
+        peer: c_int,
+        t: c_int,
+        comm: ffi::MPI_Comm,
+    ) -> Result<ffi::MPI_Request> {
+        let (what, call) = match kind {
+            OpKind::Send => ("a message", "MPI_Isend"),
+            OpKind::Recv => ("a receive buffer", "MPI_Irecv"),
+        };
+        let n = sys::count(buf.len(), what)?;
+        let (p, byte) = (buf.as_mut_ptr() as *mut c_void, self.byte);
+        sys::start(call, |req| {
+            // SAFETY: `buf` is a live heap buffer of `n` bytes that the caller keeps (in the
+            // slab or on its stack frame) until the request completes; `comm` is valid.
+            unsafe {
+                match kind {
+                    OpKind::Send => ffi::MPI_Isend(p, n, byte, peer, t, comm, req),
+                    OpKind::Recv => ffi::MPI_Irecv(p, n, byte, peer, t, comm, req),
+                }
+            }
+        })
+    }
+
+    /// Start `MPI_Ibcast` of the `n` bytes of `buf` from `root` on the control communicator; the
+    /// caller keeps `buf` until the request completes.
+    fn start_bcast(&self, root: Rank, buf: &mut [u8], n: c_int) -> Result<ffi::MPI_Request> {
+        let (p, ctrl, byte) = (buf.as_mut_ptr() as *mut c_void, self.ctrl, self.byte);
+        sys::start("MPI_Ibcast", |req| {
+            // SAFETY: `buf` holds `n` bytes in a heap buffer the caller keeps until the request
+            // completes (leaked on timeout); valid communicator.
+            unsafe { ffi::MPI_Ibcast(p, n, byte, root as c_int, ctrl, req) }
+        })
     }
 
     fn check_root(&self, root: Rank) -> Result<()> {
@@ -414,11 +412,11 @@ impl MpiEndpoint {
 
 fn dup(comm: ffi::MPI_Comm, rank: Rank, timeout: Duration) -> Result<ffi::MPI_Comm> {
     let mut new = sys::comm_null();
-    let mut req = sys::request_null();
-    // SAFETY: `comm` is valid; `new` is written by MPI when the request completes, and lives
-    // until then (on timeout it is leaked with the request, see below).
-    let rc = unsafe { ffi::MPI_Comm_idup(comm, &mut new, &mut req) };
-    sys::check(rc, "MPI_Comm_idup")?;
+    let mut req = sys::start("MPI_Comm_idup", |req| {
+        // SAFETY: `comm` is valid; `new` is written by MPI when the request completes, and
+        // lives until then (on timeout it is leaked with the request, see below).
+        unsafe { ffi::MPI_Comm_idup(comm, &mut new, req) }
+    })?;
     if let Err(e) = sys::wait_collective(&mut req, rank, timeout, "MPI_Comm_idup") {
         // MPI may still write the new handle: give it a place that outlives this frame.
         if matches!(e, Error::Timeout { .. }) {
@@ -448,7 +446,7 @@ impl Drop for MpiEndpoint {
         let deadline = Instant::now() + Duration::from_millis(200);
         for s in &mut self.slots {
             let Some(mut a) = s.op.take() else { continue };
-            if a.kind == OpKind::Recv {
+            if a.op.kind == OpKind::Recv {
                 // SAFETY: `a.req` is an active request of this endpoint.
                 unsafe {
                     ffi::MPI_Cancel(&mut a.req);
@@ -482,36 +480,14 @@ impl Endpoint for MpiEndpoint {
         backend: "mpi", rank: rank, size: size, timeout: timeout
     }
 
-    fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
-        let (req, ctrl) = self.post_send(dest, tag, &buf)?;
-        Ok(self.park(Active {
-            req,
-            kind: OpKind::Send,
-            buf,
-            peer: Some(dest),
-            tag: Some(tag),
-            ctrl,
-            orphan: false,
-        }))
+    fn isend(&mut self, dest: Rank, tag: Tag, mut buf: Vec<u8>) -> Result<ReqId> {
+        let (req, op) = self.post_send(dest, tag, &mut buf)?;
+        Ok(self.park(req, op, buf, false))
     }
 
     fn irecv(&mut self, src: Src, tag: TagSel, mut buf: Vec<u8>) -> Result<ReqId> {
-        let (req, ctrl) = self.post_recv(src, tag, &mut buf)?;
-        Ok(self.park(Active {
-            req,
-            kind: OpKind::Recv,
-            buf,
-            peer: match src {
-                Src::Any => None,
-                Src::Rank(r) => Some(r),
-            },
-            tag: match tag {
-                TagSel::Any => None,
-                TagSel::Tag(t) => Some(t),
-            },
-            ctrl,
-            orphan: false,
-        }))
+        let (req, op) = self.post_recv(src, tag, &mut buf)?;
+        Ok(self.park(req, op, buf, false))
     }
 
     fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
@@ -522,7 +498,7 @@ impl Endpoint for MpiEndpoint {
             let a = self.slots[i]
                 .op
                 .as_mut()
-                .ok_or_else(|| Error::Invalid(format!("unknown or finished request {}", req.0)))?;
+                .ok_or_else(|| unknown_request(req))?;
             // SAFETY: `a.req` is an active request whose buffer `a.buf` lives in the slab.
             unsafe { ffi::MPI_Test(&mut a.req, &mut flag, &mut st) }
         };
@@ -536,11 +512,8 @@ impl Endpoint for MpiEndpoint {
             }
             return Ok(None);
         }
-        let a = self
-            .release(i)
-            .ok_or_else(|| Error::Invalid(format!("unknown or finished request {}", req.0)))?;
-        self.finish(rc, &st, a.kind, a.buf, a.peer, a.tag, a.ctrl)
-            .map(Some)
+        let a = self.release(i).ok_or_else(|| unknown_request(req))?;
+        self.finish(rc, &st, a.op, a.buf).map(Some)
     }
 
     fn wait(&mut self, req: ReqId) -> Result<Completion> {
@@ -553,35 +526,26 @@ impl Endpoint for MpiEndpoint {
             spins = spins.wrapping_add(1);
             if spins % 1024 == 0 && start.elapsed() > self.timeout {
                 let i = self.slot_index(req)?;
-                let (kind, peer, tag) = match &self.slots[i].op {
-                    Some(a) => (a.kind, a.peer, a.tag),
-                    None => (OpKind::Recv, None, None),
-                };
-                return Err(self.timeout_error(kind, peer, tag));
+                let op = self.slots[i]
+                    .op
+                    .as_ref()
+                    .ok_or_else(|| unknown_request(req))?
+                    .op;
+                return Err(self.timeout_error(op));
             }
         }
     }
 
     #[inline]
-    fn send(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<Vec<u8>> {
-        let (req, ctrl) = self.post_send(dest, tag, &buf)?;
-        Ok(self
-            .block(req, OpKind::Send, buf, Some(dest), Some(tag), ctrl)?
-            .buf)
+    fn send(&mut self, dest: Rank, tag: Tag, mut buf: Vec<u8>) -> Result<Vec<u8>> {
+        let (req, op) = self.post_send(dest, tag, &mut buf)?;
+        Ok(self.block(req, op, buf)?.buf)
     }
 
     #[inline]
     fn recv(&mut self, src: Src, tag: TagSel, mut buf: Vec<u8>) -> Result<Completion> {
-        let (req, ctrl) = self.post_recv(src, tag, &mut buf)?;
-        let peer = match src {
-            Src::Any => None,
-            Src::Rank(r) => Some(r),
-        };
-        let t = match tag {
-            TagSel::Any => None,
-            TagSel::Tag(t) => Some(t),
-        };
-        self.block(req, OpKind::Recv, buf, peer, t, ctrl)
+        let (req, op) = self.post_recv(src, tag, &mut buf)?;
+        self.block(req, op, buf)
     }
 
     #[inline]
@@ -614,10 +578,11 @@ impl Endpoint for MpiEndpoint {
     }
 
     fn barrier(&mut self) -> Result<()> {
-        let mut req = sys::request_null();
-        // SAFETY: valid communicator; the request is waited for below.
-        let rc = unsafe { ffi::MPI_Ibarrier(self.ctrl, &mut req) };
-        sys::check(rc, "MPI_Ibarrier")?;
+        let ctrl = self.ctrl;
+        let mut req = sys::start("MPI_Ibarrier", |req| {
+            // SAFETY: valid communicator; the request is waited for below.
+            unsafe { ffi::MPI_Ibarrier(ctrl, req) }
+        })?;
         sys::wait_collective(&mut req, self.rank, self.timeout, "MPI_Ibarrier")
     }
 
@@ -629,20 +594,7 @@ impl Endpoint for MpiEndpoint {
     fn broadcast(&mut self, root: Rank, data: &mut Vec<u8>) -> Result<()> {
         self.check_root(root)?;
         let mut len = (data.len() as u64).to_le_bytes().to_vec();
-        let mut req = sys::request_null();
-        // SAFETY: `len` is an 8-byte heap buffer kept until the request completes (leaked on
-        // timeout); valid communicator.
-        let rc = unsafe {
-            ffi::MPI_Ibcast(
-                len.as_mut_ptr() as *mut c_void,
-                8,
-                self.byte,
-                root as c_int,
-                self.ctrl,
-                &mut req,
-            )
-        };
-        sys::check(rc, "MPI_Ibcast")?;
+        let mut req = self.start_bcast(root, &mut len, 8)?;
         let len = sys::wait_keeping(
             &mut req,
             self.rank,
@@ -664,98 +616,26 @@ impl Endpoint for MpiEndpoint {
         }
         let c = sys::count(n, "a broadcast")?;
         let mut buf = std::mem::take(data);
-        // SAFETY: `buf` holds `c` bytes and is kept until the request completes (leaked on
-        // timeout); valid communicator.
-        let rc = unsafe {
-            ffi::MPI_Ibcast(
-                buf.as_mut_ptr() as *mut c_void,
-                c,
-                self.byte,
-                root as c_int,
-                self.ctrl,
-                &mut req,
-            )
+        let mut req = match self.start_bcast(root, &mut buf, c) {
+            Ok(req) => req,
+            Err(e) => {
+                *data = buf;
+                return Err(e);
+            }
         };
-        if let Err(e) = sys::check(rc, "MPI_Ibcast") {
-            *data = buf;
-            return Err(e);
-        }
         *data = sys::wait_keeping(&mut req, self.rank, self.timeout, "MPI_Ibcast", buf)?;
         Ok(())
     }
 
     fn gather(&mut self, root: Rank, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
         self.check_root(root)?;
-        let n = self.size as usize;
-        let me_root = self.rank == root;
-        // 1: every rank's length to the root.
-        let mine = (data.len() as u64).to_le_bytes().to_vec();
-        let mut lens = vec![0u8; if me_root { 8 * n } else { 8 }];
-        let mut req = sys::request_null();
-        // SAFETY: `mine` (8 bytes) and `lens` (8 per rank on the root) are heap buffers kept
-        // until the request completes (leaked on timeout); valid communicator.
-        let rc = unsafe {
-            ffi::MPI_Igather(
-                mine.as_ptr() as *const c_void,
-                8,
-                self.byte,
-                lens.as_mut_ptr() as *mut c_void,
-                8,
-                self.byte,
-                root as c_int,
-                self.ctrl,
-                &mut req,
-            )
-        };
-        sys::check(rc, "MPI_Igather")?;
-        let (_, lens) = sys::wait_keeping(
-            &mut req,
+        sys::collect_bytes(
+            self.ctrl,
             self.rank,
+            self.size,
             self.timeout,
-            "MPI_Igather (lengths)",
-            (mine, lens),
-        )?;
-        // 2: the bytes.
-        let (counts, displs, total) = if me_root {
-            sys::counts_displs(&lens, "a gather")?
-        } else {
-            (Vec::new(), Vec::new(), 0)
-        };
-        let mut all: Vec<u8> = sys::heap_zeroes(total);
-        let sc = sys::count(data.len(), "a gather part")?;
-        let send = sys::heap_bytes(data);
-        // SAFETY: `send`, `all`, `counts` and `displs` are heap buffers kept until the request
-        // completes (leaked on timeout); on the root `all` holds the sum of `counts` bytes.
-        let rc = unsafe {
-            ffi::MPI_Igatherv(
-                send.as_ptr() as *const c_void,
-                sc,
-                self.byte,
-                all.as_mut_ptr() as *mut c_void,
-                counts.as_ptr(),
-                displs.as_ptr(),
-                self.byte,
-                root as c_int,
-                self.ctrl,
-                &mut req,
-            )
-        };
-        sys::check(rc, "MPI_Igatherv")?;
-        let (_, all, counts, displs) = sys::wait_keeping(
-            &mut req,
-            self.rank,
-            self.timeout,
-            "MPI_Igatherv",
-            (send, all, counts, displs),
-        )?;
-        if !me_root {
-            return Ok(None);
-        }
-        let parts = counts
-            .iter()
-            .zip(&displs)
-            .map(|(&c, &d)| all[d as usize..d as usize + c as usize].to_vec())
-            .collect();
-        Ok(Some(parts))
+            Some(root),
+            data,
+        )
     }
 }

@@ -5,7 +5,7 @@
 
 use commbench_core::{Error, Result};
 use mpi::ffi;
-use std::os::raw::{c_char, c_int};
+use std::os::raw::{c_char, c_int, c_void};
 use std::time::{Duration, Instant};
 
 /// `MPI_SUCCESS`.
@@ -59,39 +59,45 @@ pub(crate) fn empty_status() -> ffi::MPI_Status {
     unsafe { std::mem::zeroed() }
 }
 
-/// `MPI_REQUEST_NULL`.
-#[inline]
-pub(crate) fn request_null() -> ffi::MPI_Request {
-    // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
-    unsafe { ffi::RSMPI_REQUEST_NULL }
+/// Functions that read MPI's predefined handles and constants.
+macro_rules! predefined {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty = $constant:ident;)*) => {$(
+        $(#[$doc])*
+        #[inline]
+        pub(crate) fn $name() -> $ty {
+            // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
+            unsafe { ffi::$constant }
+        }
+    )*};
 }
 
-/// `MPI_COMM_WORLD`.
-#[inline]
-pub(crate) fn comm_world() -> ffi::MPI_Comm {
-    // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
-    unsafe { ffi::RSMPI_COMM_WORLD }
+predefined! {
+    /// `MPI_REQUEST_NULL`.
+    request_null: ffi::MPI_Request = RSMPI_REQUEST_NULL;
+    /// `MPI_COMM_WORLD`.
+    comm_world: ffi::MPI_Comm = RSMPI_COMM_WORLD;
+    /// `MPI_COMM_NULL`.
+    comm_null: ffi::MPI_Comm = RSMPI_COMM_NULL;
+    /// The datatype of one byte (`MPI_UINT8_T`).
+    byte_type: ffi::MPI_Datatype = RSMPI_UINT8_T;
+    /// `MPI_DOUBLE`.
+    double_type: ffi::MPI_Datatype = RSMPI_DOUBLE;
+    /// `MPI_ANY_SOURCE`.
+    any_source: c_int = RSMPI_ANY_SOURCE;
+    /// `MPI_ANY_TAG`.
+    any_tag: c_int = RSMPI_ANY_TAG;
 }
 
-/// `MPI_COMM_NULL`.
+/// Start a non-blocking MPI operation: `call` fills in the request and returns MPI's code, an
+/// error naming `what` unless it is `MPI_SUCCESS`.
 #[inline]
-pub(crate) fn comm_null() -> ffi::MPI_Comm {
-    // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
-    unsafe { ffi::RSMPI_COMM_NULL }
-}
-
-/// The datatype of one byte (`MPI_UINT8_T`).
-#[inline]
-pub(crate) fn byte_type() -> ffi::MPI_Datatype {
-    // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
-    unsafe { ffi::RSMPI_UINT8_T }
-}
-
-/// `MPI_DOUBLE`.
-#[inline]
-pub(crate) fn double_type() -> ffi::MPI_Datatype {
-    // SAFETY: reading a constant that mpi-sys initialises from the MPI header.
-    unsafe { ffi::RSMPI_DOUBLE }
+pub(crate) fn start(
+    what: &str,
+    call: impl FnOnce(&mut ffi::MPI_Request) -> c_int,
+) -> Result<ffi::MPI_Request> {
+    let mut req = request_null();
+    check(call(&mut req), what)?;
+    Ok(req)
 }
 
 /// Set `MPI_ERRORS_RETURN` on `comm`, so that failures come back as codes instead of aborting.
@@ -250,4 +256,124 @@ pub(crate) fn heap_zeroes(len: usize) -> Vec<u8> {
     let mut v = Vec::with_capacity(len.max(1));
     v.resize(len, 0);
     v
+}
+
+/// The MPI calls and the words in errors of a byte collective: to one root (`MPI_Igather(v)`)
+/// or to every rank (`MPI_Iallgather(v)`).
+struct CollectNames {
+    lens_call: &'static str,
+    lens_wait: &'static str,
+    bytes_call: &'static str,
+    what: &'static str,
+    part: &'static str,
+}
+
+impl CollectNames {
+    fn of(root: Option<u32>) -> CollectNames {
+        match root {
+            Some(_) => CollectNames {
+                lens_call: "MPI_Igather",
+                lens_wait: "MPI_Igather (lengths)",
+                bytes_call: "MPI_Igatherv",
+                what: "a gather",
+                part: "a gather part",
+            },
+            None => CollectNames {
+                lens_call: "MPI_Iallgather",
+                lens_wait: "MPI_Iallgather",
+                bytes_call: "MPI_Iallgatherv",
+                what: "an allgather",
+                part: "an allgather part",
+            },
+        }
+    }
+}
+
+/// Every rank's `data` (any length) through `comm`: the 8-byte lengths first, then the bytes,
+/// each step waited for with `timeout`. With `root` the parts go to that rank
+/// (`MPI_Igather(v)`), without to every rank (`MPI_Iallgather(v)`). The parts come back in rank
+/// order where this rank receives them, `None` on the other ranks of a gather.
+pub(crate) fn collect_bytes(
+    comm: ffi::MPI_Comm,
+    rank: u32,
+    size: u32,
+    timeout: Duration,
+    root: Option<u32>,
+    data: &[u8],
+) -> Result<Option<Vec<Vec<u8>>>> {
+    let names = CollectNames::of(root);
+    let receives = root.map_or(true, |r| r == rank);
+    let lens = collect_lengths(comm, rank, size, timeout, root, data.len(), &names)?;
+    let (counts, displs, total) = if receives {
+        counts_displs(&lens, names.what)?
+    } else {
+        (Vec::new(), Vec::new(), 0)
+    };
+    let mut all: Vec<u8> = heap_zeroes(total);
+    let sc = count(data.len(), names.part)?;
+    let send = heap_bytes(data);
+    let byte = byte_type();
+    let mut req = start(names.bytes_call, |req| {
+        let (s, a) = (
+            send.as_ptr() as *const c_void,
+            all.as_mut_ptr() as *mut c_void,
+        );
+        let (c, d) = (counts.as_ptr(), displs.as_ptr());
+        // SAFETY: `send`, `all`, `counts` and `displs` are heap buffers kept until the request
+        // completes (leaked on timeout); where this rank receives, `all` holds the sum of
+        // `counts` bytes; `comm` is valid.
+        unsafe {
+            match root {
+                Some(r) => ffi::MPI_Igatherv(s, sc, byte, a, c, d, byte, r as c_int, comm, req),
+                None => ffi::MPI_Iallgatherv(s, sc, byte, a, c, d, byte, comm, req),
+            }
+        }
+    })?;
+    let (_, all, counts, displs) = wait_keeping(
+        &mut req,
+        rank,
+        timeout,
+        names.bytes_call,
+        (send, all, counts, displs),
+    )?;
+    Ok(receives.then(|| {
+        counts
+            .iter()
+            .zip(&displs)
+            .map(|(&c, &d)| all[d as usize..d as usize + c as usize].to_vec())
+            .collect()
+    }))
+}
+
+/// Step 1 of [`collect_bytes`]: every rank's length as 8 little-endian bytes, in rank order
+/// where this rank receives them (8 bytes of nothing on the other ranks of a gather).
+fn collect_lengths(
+    comm: ffi::MPI_Comm,
+    rank: u32,
+    size: u32,
+    timeout: Duration,
+    root: Option<u32>,
+    len: usize,
+    names: &CollectNames,
+) -> Result<Vec<u8>> {
+    let receives = root.map_or(true, |r| r == rank);
+    let mine = (len as u64).to_le_bytes().to_vec();
+    let mut lens = vec![0u8; if receives { 8 * size as usize } else { 8 }];
+    let byte = byte_type();
+    let mut req = start(names.lens_call, |req| {
+        let (s, l) = (
+            mine.as_ptr() as *const c_void,
+            lens.as_mut_ptr() as *mut c_void,
+        );
+        // SAFETY: `mine` (8 bytes) and `lens` (8 per rank where this rank receives) are heap
+        // buffers kept until the request completes (leaked on timeout); `comm` is valid.
+        unsafe {
+            match root {
+                Some(r) => ffi::MPI_Igather(s, 8, byte, l, 8, byte, r as c_int, comm, req),
+                None => ffi::MPI_Iallgather(s, 8, byte, l, 8, byte, comm, req),
+            }
+        }
+    })?;
+    let (_, lens) = wait_keeping(&mut req, rank, timeout, names.lens_wait, (mine, lens))?;
+    Ok(lens)
 }

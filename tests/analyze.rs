@@ -1,35 +1,11 @@
 //! Integration tests of `commbench report`, `plot` and `compare` on synthetic result documents.
 
+mod common;
+
 use commbench::analysis::document::{Point, ResultDoc, SCHEMA, SCHEMA_VERSION};
 use commbench::core::method::engine::RawPoint;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn exe() -> &'static str {
-    env!("CARGO_BIN_EXE_commbench")
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(exe())
-        .args(args)
-        .output()
-        .expect("commbench starts")
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("commbench-analyze-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{assert_ok, assert_usage_error, assert_usage_output, run, stderr, stdout, tmpdir};
+use std::path::Path;
 
 /// Deterministic uniform numbers in [0, 1).
 fn unit(i: u64) -> f64 {
@@ -38,33 +14,32 @@ fn unit(i: u64) -> f64 {
 
 /// A ping-pong point whose one-way times are `t_us (1 + 0.1 u)`.
 fn point(size: u64, t_us: f64, seed: u64) -> Point {
-    let trial_ns = (0..301u64)
+    let trial_ns: Vec<i64> = (0..301u64)
         .map(|i| (2000.0 * t_us * (1.0 + 0.1 * unit(i ^ (seed << 20) ^ size))).round() as i64)
         .collect();
-    let raw = RawPoint {
-        pattern: "pingpong".into(),
-        size,
-        npp: 1,
-        npp_calculated: None,
-        median_ppt_ns: None,
-        trips_per_iteration: 2,
-        trial_ns,
-    };
+    // As the engine writes it: one ping-pong (two trips) per timed iteration, npp fixed.
+    let raw: RawPoint = serde_json::from_value(serde_json::json!({
+        "pattern": "pingpong", "size": size, "npp": 1, "trips_per_iteration": 2,
+        "trial_ns": trial_ns,
+    }))
+    .expect("raw point");
     Point::from_raw(raw, "sim", 2.0).expect("analysable")
 }
 
-/// Two regimes: 1 us + n/500 below 1 KiB, 6 us + n/4000 from 1 KiB; times scaled by `scale`.
+/// The one-way time (us) of two regimes: 1 us + n/500 below 1 KiB, 6 us + n/4000 from 1 KiB.
+fn two_regimes_us(n: u64) -> f64 {
+    let (t0_us, bytes_per_us) = if n < 1024 {
+        (1.0, 500.0)
+    } else {
+        (6.0, 4000.0)
+    };
+    t0_us + n as f64 / bytes_per_us
+}
+
+/// [`two_regimes_us`] at 1 B .. 1 MiB, times scaled by `scale`.
 fn sweep(scale: f64, seed: u64) -> ResultDoc {
     let points: Vec<Point> = (0..=20)
-        .map(|k| {
-            let n = 1u64 << k;
-            let t = if n < 1024 {
-                1.0 + n as f64 / 500.0
-            } else {
-                6.0 + n as f64 / 4000.0
-            };
-            point(n, t * scale, seed)
-        })
+        .map(|k| point(1 << k, two_regimes_us(1 << k) * scale, seed))
         .collect();
     let v = serde_json::json!({
         "schema": SCHEMA, "version": SCHEMA_VERSION, "tool_version": "0.1.0",
@@ -87,21 +62,12 @@ fn write(dir: &Path, name: &str, doc: &ResultDoc) -> String {
     p.display().to_string()
 }
 
-fn assert_usage_error(o: &Output, needle: &str) {
-    let e = stderr(o);
-    assert_eq!(o.status.code(), Some(2), "{e}");
-    let first = e.lines().next().unwrap_or("");
-    assert!(first.starts_with("commbench: error: "), "{e}");
-    assert!(first.contains(needle), "expected {needle:?} in {first:?}");
-    assert!(e.lines().any(|l| l.starts_with("hint: ")), "{e}");
-}
-
 #[test]
 fn report_formats() {
     let d = tmpdir("report");
     let f = write(&d, "a.json", &sweep(1.0, 1));
     let o = run(&["report", &f]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_ok(&o);
     let s = stdout(&o);
     assert!(s.contains("TIMING RESULTS AND STATISTICS"), "{s}");
     assert!(
@@ -111,7 +77,7 @@ fn report_formats() {
     assert!(s.contains("LATENCY AND BANDWIDTH"));
 
     let o = run(&["report", &f, "--format", "csv"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_ok(&o);
     let s = stdout(&o);
     let lines: Vec<&str> = s.lines().collect();
     assert_eq!(lines.len(), 22, "{s}");
@@ -121,7 +87,7 @@ fn report_formats() {
     assert!(lines[1].starts_with("pingpong,sim,1,"));
 
     let o = run(&["report", &f, "--format", "markdown"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_ok(&o);
     let s = stdout(&o);
     assert!(s.starts_with("# commbench"));
     assert_eq!(
@@ -138,18 +104,18 @@ fn report_formats() {
 fn report_usage_errors() {
     let d = tmpdir("report-errors");
     let missing = d.join("missing.json").display().to_string();
-    assert_usage_error(&run(&["report", &missing]), "missing.json");
+    assert_usage_error(&["report", &missing], "missing.json");
     let bad = d.join("bad.json");
     std::fs::write(&bad, "{ not json").expect("write");
-    assert_usage_error(&run(&["report", &bad.display().to_string()]), "bad.json");
+    assert_usage_error(&["report", &bad.display().to_string()], "bad.json");
     let other = d.join("other.json");
     std::fs::write(&other, r#"{"schema": "something-else"}"#).expect("write");
     assert_usage_error(
-        &run(&["report", &other.display().to_string()]),
+        &["report", &other.display().to_string()],
         "not a commbench result",
     );
     let f = write(&d, "a.json", &sweep(1.0, 1));
-    assert_usage_error(&run(&["report", &f, "--format", "xml"]), "--format xml");
+    assert_usage_error(&["report", &f, "--format", "xml"], "--format xml");
 }
 
 /// Balanced tags and a single `<svg>` root.
@@ -204,15 +170,15 @@ fn plot_every_kind() {
         "--size",
         "4K",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_ok(&o);
     let s = std::fs::read_to_string(&out).expect("svg");
     assert!(s.contains("4 KiB") && s.contains(r#"class="cut-line""#));
     assert_usage_error(
-        &run(&["plot", &f, "-o", &out, "--kind", "pie"]),
+        &["plot", &f, "-o", &out, "--kind", "pie"],
         "unknown plot kind",
     );
     assert_usage_error(
-        &run(&["plot", &f, "-o", &out, "--kind", "histogram", "--size", "3"]),
+        &["plot", &f, "-o", &out, "--kind", "histogram", "--size", "3"],
         "no point of size 3",
     );
 }
@@ -231,12 +197,12 @@ fn compare_and_fail_if_slower() {
     let b = write(&d, "b.json", &sweep(1.2, 2));
 
     let o = run(&["compare", &a, &a2, "--fail-if-slower", "5"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_ok(&o);
     let s = stdout(&o);
     assert_eq!(s.matches("no difference").count(), 21, "{s}");
 
     let o = run(&["compare", &a, &b]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_ok(&o);
     assert_eq!(stdout(&o).matches("slower (+").count(), 21);
 
     let o = run(&["compare", &a, &b, "--fail-if-slower", "5"]);
@@ -247,23 +213,24 @@ fn compare_and_fail_if_slower() {
         "{e}"
     );
     let o = run(&["compare", &a, &b, "--fail-if-slower", "40"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_ok(&o);
     // B faster than A never fails.
     let o = run(&["compare", &b, &a, "--fail-if-slower", "0"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_ok(&o);
 
     let o = run(&["compare", &a, &b, "--json", "-"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_ok(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
     let rows = v.as_array().expect("array");
     assert_eq!(rows.len(), 21);
     assert_eq!(rows[0]["verdict"], "slower");
     assert!(rows[0]["ci95"]["lo"].as_f64().unwrap() > 1.0);
 
-    assert_usage_error(
+    assert_usage_output(
         &run(&["compare", &a, &b, "--fail-if-slower=-3"]),
         "--fail-if-slower",
+        "compare",
     );
     let missing = d.join("none.json").display().to_string();
-    assert_usage_error(&run(&["compare", &a, &missing]), "none.json");
+    assert_usage_output(&run(&["compare", &a, &missing]), "none.json", "compare");
 }

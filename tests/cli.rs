@@ -1,54 +1,15 @@
 //! Integration tests of the `commbench` command line: exit codes, the JSON contract, runs
 //! started by hand with --rank/--size, a refused token, and a killed peer.
 
+mod common;
+
+use common::{
+    assert_ok, assert_usage_error, commbench, read_json, run, run_json, stderr, tmpdir, wait_for,
+};
 use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-fn exe() -> &'static str {
-    env!("CARGO_BIN_EXE_commbench")
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(exe())
-        .args(args)
-        .env_remove("COMMBENCH_RANK")
-        .env_remove("COMMBENCH_SIZE")
-        .env_remove("OMPI_COMM_WORLD_RANK")
-        .env_remove("PMI_RANK")
-        .env_remove("SLURM_PROCID")
-        .output()
-        .expect("commbench starts")
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("commbench-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Bad usage exits 2 with `commbench: error: <one line>` and a hint.
-fn assert_usage_error(args: &[&str], needle: &str) {
-    let o = run(args);
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
-    let first = e.lines().next().unwrap_or("");
-    assert!(first.starts_with("commbench: error: "), "{args:?}: {e}");
-    assert!(
-        first.contains(needle),
-        "{args:?}: expected {needle:?} in {first:?}"
-    );
-    assert!(
-        e.lines().any(|l| l.starts_with("hint: ")),
-        "{args:?}: no hint in {e}"
-    );
-}
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 #[test]
 fn help_and_version_succeed() {
@@ -107,10 +68,10 @@ fn timer_prints_overhead_and_resolution() {
     let d = tmpdir("timer");
     let j = d.join("timer.json");
     let o = run(&["timer", "--samples", "20000", "--json", j.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_ok(&o);
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(s.contains("min_ov") && s.contains("res_timing"));
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    let v = read_json(&j);
     assert_eq!(v["samples"], 20000);
     assert!(
         v["resolution_ns"].as_f64().unwrap() >= v["min_overhead_ns"].as_f64().unwrap()
@@ -201,7 +162,7 @@ fn tcp_run_writes_the_documented_outputs() {
         "--output",
         d.to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_ok(&o);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("median time") && text.contains("FILTERED"));
     // Piped, there is no progress bar: standard error holds only the names of the files.
@@ -217,20 +178,10 @@ fn tcp_run_writes_the_documented_outputs() {
     ] {
         assert!(d.join(f).is_file(), "{f} missing");
     }
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("result.json")).unwrap()).unwrap();
+    let doc = read_json(&d.join("result.json"));
     check_contract(&doc, &[0, 8, 1024], 50);
     assert_eq!(doc["status"], "complete");
     assert_eq!(doc["environment"]["backend_info"]["mode"], "blocking");
-}
-
-/// Run `args` with `--json j --quiet`; it must succeed. The result document.
-fn run_json(j: &Path, args: &[&str]) -> serde_json::Value {
-    let mut all = args.to_vec();
-    all.extend_from_slice(&["--json", j.to_str().unwrap(), "--quiet"]);
-    let o = run(&all);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    serde_json::from_str(&std::fs::read_to_string(j).unwrap()).unwrap()
 }
 
 /// A 20-trial 8-byte tcp ping-pong with `extra` arguments; its result document, checked
@@ -281,7 +232,7 @@ fn free_port() -> u16 {
 }
 
 fn spawn_rank(rank: u32, rdv: &str, token: &str, out: Option<&Path>) -> std::process::Child {
-    let mut c = Command::new(exe());
+    let mut c = commbench(&[]);
     c.args([
         "pingpong",
         "--backend",
@@ -309,18 +260,6 @@ fn spawn_rank(rank: u32, rdv: &str, token: &str, out: Option<&Path>) -> std::pro
         c.arg("--json").arg(p);
     }
     c.spawn().unwrap()
-}
-
-fn wait_for(c: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let t = Instant::now();
-    while t.elapsed() < limit {
-        if let Some(s) = c.try_wait().unwrap() {
-            return Some(s);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = c.kill();
-    None
 }
 
 #[test]
@@ -351,8 +290,7 @@ fn ranks_started_by_hand_and_a_wrong_token_is_refused() {
         e0.to_lowercase().contains("token") || e0.contains("refused"),
         "the refusal is logged: {e0}"
     );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    let doc = read_json(&j);
     check_contract(&doc, &[8], 30);
     assert_eq!(doc["environment"]["launcher"], "manual");
 }
@@ -382,7 +320,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 pub fn killed_peer_gives_error_and_partial_results(backend: &str) {
     let d = tmpdir(&format!("killed-{backend}"));
     let sizes: Vec<String> = (1..=400).map(|s| s.to_string()).collect();
-    let mut c = Command::new(exe())
+    let mut c = commbench(&[])
         .args([
             "pingpong",
             "--backend",
@@ -436,12 +374,21 @@ pub fn killed_peer_gives_error_and_partial_results(backend: &str) {
     let err = reader.join().unwrap();
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("rank 1"), "the error names the peer: {err}");
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("result.json")).unwrap()).unwrap();
+    let doc = read_json(&d.join("result.json"));
     assert_eq!(doc["status"], "partial");
     let n = doc["points"].as_array().unwrap().len();
     assert!((1..400).contains(&n), "{n} points");
     assert!(doc["error"].as_str().unwrap().contains("rank 1"));
+}
+
+#[test]
+fn tcp_killed_peer() {
+    killed_peer_gives_error_and_partial_results("tcp");
+}
+
+#[test]
+fn shm_killed_peer() {
+    killed_peer_gives_error_and_partial_results("shm");
 }
 
 fn nix_kill(pid: u32) -> std::io::Result<()> {
@@ -453,11 +400,6 @@ fn nix_kill(pid: u32) -> std::io::Result<()> {
     } else {
         Err(std::io::Error::other("kill failed"))
     }
-}
-
-#[test]
-fn tcp_killed_peer() {
-    killed_peer_gives_error_and_partial_results("tcp");
 }
 
 #[test]
@@ -533,22 +475,21 @@ fn sim_rejects_ranks_outside_the_machine() {
     );
 }
 
-#[test]
-fn shm_killed_peer() {
-    killed_peer_gives_error_and_partial_results("shm");
-}
-
-#[test]
-fn shm_is_the_default_and_records_wait_policy_and_pinning() {
-    let d = tmpdir("shm");
-    let j = d.join("r.json");
-    let before: Vec<String> = std::fs::read_dir("/dev/shm")
+/// The names in /dev/shm.
+fn dev_shm() -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
         .map(|r| {
             r.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+#[test]
+fn shm_is_the_default_and_records_wait_policy_and_pinning() {
+    let j = tmpdir("shm").join("r.json");
+    let before = dev_shm();
     let doc = run_json(
         &j,
         &[
@@ -570,13 +511,7 @@ fn shm_is_the_default_and_records_wait_policy_and_pinning() {
     let info = &doc["environment"]["backend_info"];
     assert_eq!(info["wait"], "spin-yield", "{info}");
     assert_eq!(info["cpu_affinity"], serde_json::json!([0]), "{info}");
-    let after: Vec<String> = std::fs::read_dir("/dev/shm")
-        .map(|r| {
-            r.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+    let after = dev_shm();
     assert!(
         after.iter().all(|f| before.contains(f)),
         "left in /dev/shm: {after:?}"

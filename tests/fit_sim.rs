@@ -1,61 +1,60 @@
 //! Fitted models against the simulator, whose one-way time is an exact closed form of the
 //! configured per-message times: on two neighbouring nodes t(n) = F(n) + E(n) + U(n).
 
-use std::process::Command;
+mod common;
 
-fn sweep(name: &str, times: &str) -> serde_json::Value {
-    let dir = std::env::temp_dir().join(format!("commbench-fit-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+use common::{run_json, tmpdir};
+use serde_json::Value;
+
+/// A 1..1M ping-pong sweep (npp 1) on a one-dimensional simulated machine with `times`.
+fn sweep(name: &str, times: &str) -> Value {
+    let dir = tmpdir(name);
     let cfg = dir.join("machine.toml");
     std::fs::write(
         &cfg,
         format!("name = \"{name}\"\npreset = \"generic\"\ndimensions = 1\ntick_ns = 1\nclock_read_ns = 1\n\n[times]\n{times}"),
     )
     .unwrap();
-    let json = dir.join("r.json");
-    let o = Command::new(env!("CARGO_BIN_EXE_commbench"))
-        .args([
-            "pingpong",
-            "--backend",
-            "sim",
-            "--sim-config",
-            cfg.to_str().unwrap(),
-        ])
-        .args([
-            "--sizes",
-            "1..1M:x2",
-            "--npp",
-            "1",
-            "--trials",
-            "5",
-            "--warmup",
-            "1",
-            "--samples",
-            "100",
-        ])
-        .args(["--json", json.to_str().unwrap(), "--quiet"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    let args = [
+        "pingpong",
+        "--backend",
+        "sim",
+        "--sim-config",
+        cfg.to_str().unwrap(),
+        "--sizes",
+        "1..1M:x2",
+        "--npp",
+        "1",
+        "--trials",
+        "5",
+        "--warmup",
+        "1",
+        "--samples",
+        "100",
+    ];
+    run_json(&dir.join("r.json"), &args)
 }
 
 fn close(got: f64, want: f64, rel: f64) -> bool {
     (got - want).abs() <= rel * want.abs()
 }
 
+/// A Hockney regime `h` has `r_inf` (MB/s) and `t0` (us) within 1 %.
+fn assert_regime(h: &Value, r_inf: f64, t0: f64) {
+    assert!(close(h["r_inf_mb_s"].as_f64().unwrap(), r_inf, 0.01), "{h}");
+    assert!(close(h["t0_us"].as_f64().unwrap(), t0, 0.01), "{h}");
+}
+
 #[test]
 fn hockney_parameters_are_recovered_within_one_percent() {
     // t0 = 2 + 5 + 1 = 8 us; 1/r_inf = 0.0002 + 0.001 + 0.0003 = 0.0015 us/B.
+    let (t0, r_inf) = (8.0, 1.0 / 0.0015);
     let doc = sweep(
         "one-regime",
         "F = { base_us = 2.0, per_byte_us = 0.0002 }\nE = { base_us = 5.0, per_byte_us = 0.001 }\nU = { base_us = 1.0, per_byte_us = 0.0003 }\n",
     );
     let h = &doc["fit"]["hockney"];
-    let r_inf = 1.0 / 0.0015;
-    let t0 = 8.0;
-    assert!(close(h["r_inf_mb_s"].as_f64().unwrap(), r_inf, 0.01), "{h}");
-    assert!(close(h["t0_us"].as_f64().unwrap(), t0, 0.01), "{h}");
+    assert_regime(h, r_inf, t0);
     assert!(
         close(h["n_half_bytes"].as_f64().unwrap(), r_inf * t0, 0.01),
         "{h}"
@@ -91,23 +90,7 @@ fn the_breakpoint_of_two_regimes_is_found() {
     let segs = h["segments"].as_array().unwrap();
     assert_eq!(segs.len(), 2, "{h}");
     // The upper regime: 1/r_inf = 0.0002 + 0.0005 + 0.0003 = 0.001 us/B, t0 = 28 us.
-    let upper = &segs[1];
-    assert!(
-        close(upper["r_inf_mb_s"].as_f64().unwrap(), 1000.0, 0.01),
-        "{upper}"
-    );
-    assert!(
-        close(upper["t0_us"].as_f64().unwrap(), 28.0, 0.01),
-        "{upper}"
-    );
+    assert_regime(&segs[1], 1000.0, 28.0);
     // The lower regime: 1/r_inf = 0.0025 us/B, t0 = 8 us.
-    let lower = &segs[0];
-    assert!(
-        close(lower["r_inf_mb_s"].as_f64().unwrap(), 400.0, 0.01),
-        "{lower}"
-    );
-    assert!(
-        close(lower["t0_us"].as_f64().unwrap(), 8.0, 0.01),
-        "{lower}"
-    );
+    assert_regime(&segs[0], 400.0, 8.0);
 }

@@ -3,21 +3,16 @@
 //! Every run is bounded in time: a hang is a failure, not a stuck test.
 #![cfg(feature = "mpi")]
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+mod common;
+
+use common::{
+    assert_ok, bounded, commbench, ok_json, stderr, stdout, tmpdir, wait_for, with_json, EXE,
+};
+use serde_json::Value;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn exe() -> &'static str {
-    env!("CARGO_BIN_EXE_commbench")
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("commbench-mpi-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
-
+/// `mpirun -np <np> commbench args` (oversubscribed above two ranks).
 fn mpirun(np: u32, args: &[&str]) -> Command {
     let mut c = Command::new("mpirun");
     c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -26,56 +21,33 @@ fn mpirun(np: u32, args: &[&str]) -> Command {
     if np > 2 {
         c.arg("--oversubscribe");
     }
-    c.arg(exe()).args(args);
+    c.arg(EXE).args(args);
     c
 }
 
-/// Run with a wall-clock limit; `(output, finished in time)`.
-fn bounded(mut c: Command, limit: Duration) -> (Output, bool) {
-    let mut child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start");
-    let start = Instant::now();
-    let mut in_time = true;
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > limit {
-            in_time = false;
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (child.wait_with_output().expect("output"), in_time)
-}
+/// A short run: few trials, a small timer characterisation.
+const QUICK: &[&str] = &["--trials", "30", "--samples", "10000", "--warmup", "5"];
 
-fn ok_json(c: Command, json: &PathBuf) -> serde_json::Value {
-    let (o, in_time) = bounded(c, Duration::from_secs(120));
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(in_time, "hung: {err}");
-    assert_eq!(o.status.code(), Some(0), "{err}");
-    serde_json::from_str(&std::fs::read_to_string(json).expect("result document")).expect("JSON")
+/// `mpirun -np <np> commbench args` with [`QUICK`] settings, which must succeed within two
+/// minutes: its result document.
+fn mpi_doc(np: u32, name: &str, args: &[&str]) -> Value {
+    let j = tmpdir(name).join("r.json");
+    let mut all = args.to_vec();
+    all.extend_from_slice(QUICK);
+    ok_json(
+        mpirun(np, &with_json(&all, &j)),
+        &j,
+        Duration::from_secs(120),
+    )
 }
-
-const QUICK: &[&str] = &[
-    "--trials",
-    "30",
-    "--samples",
-    "10000",
-    "--warmup",
-    "5",
-    "--quiet",
-];
 
 #[test]
 fn pingpong_on_mpi_records_library_clock_and_wtick() {
-    let d = tmpdir("pp");
-    let j = d.join("r.json");
-    let mut args = vec!["pingpong", "--backend", "mpi", "--sizes", "0,8,1K"];
-    args.extend_from_slice(QUICK);
-    args.extend_from_slice(&["--json", j.to_str().unwrap()]);
-    let doc = ok_json(mpirun(2, &args), &j);
+    let doc = mpi_doc(
+        2,
+        "pp",
+        &["pingpong", "--backend", "mpi", "--sizes", "0,8,1K"],
+    );
     let pts = doc["points"].as_array().expect("points");
     assert_eq!(pts.len(), 3);
     assert_eq!(pts[1]["size"], 8);
@@ -90,9 +62,7 @@ fn pingpong_on_mpi_records_library_clock_and_wtick() {
 #[test]
 fn monotonic_clock_and_any_two_ranks_on_four() {
     for pattern in ["pingpong", "exchange", "bandwidth"] {
-        let d = tmpdir(pattern);
-        let j = d.join("r.json");
-        let mut args = vec![
+        let args = [
             pattern,
             "--backend",
             "mpi",
@@ -105,9 +75,7 @@ fn monotonic_clock_and_any_two_ranks_on_four() {
             "--sizes",
             "8K",
         ];
-        args.extend_from_slice(QUICK);
-        args.extend_from_slice(&["--json", j.to_str().unwrap()]);
-        let doc = ok_json(mpirun(4, &args), &j);
+        let doc = mpi_doc(4, pattern, &args);
         assert_eq!(doc["timer"]["clock"], "CLOCK_MONOTONIC", "{pattern}");
         assert_eq!(doc["points"].as_array().unwrap().len(), 1, "{pattern}");
     }
@@ -116,12 +84,11 @@ fn monotonic_clock_and_any_two_ranks_on_four() {
 #[test]
 fn mpi_tcp_and_shm_between_the_same_processes() {
     let mut args = vec!["pingpong", "--backend", "mpi,tcp,shm"];
-    args.extend_from_slice(&["--trials", "30", "--samples", "10000", "--warmup", "5"]);
+    args.extend_from_slice(QUICK);
     let (o, in_time) = bounded(mpirun(2, &args), Duration::from_secs(120));
-    let out = String::from_utf8_lossy(&o.stdout);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(in_time, "hung: {err}");
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(in_time, "hung: {}", stderr(&o));
+    assert_ok(&o);
+    let out = stdout(&o);
     for b in ["mpi", "tcp", "shm"] {
         assert!(out.contains(b), "{b} missing from\n{out}");
     }
@@ -129,12 +96,11 @@ fn mpi_tcp_and_shm_between_the_same_processes() {
 
 #[test]
 fn transpose_is_verified_with_vector_type_and_packing() {
-    let d = tmpdir("transpose");
-    let j = d.join("r.json");
-    let mut args = vec!["transpose", "--backend", "mpi", "--n", "24"];
-    args.extend_from_slice(QUICK);
-    args.extend_from_slice(&["--json", j.to_str().unwrap()]);
-    let doc = ok_json(mpirun(2, &args), &j);
+    let doc = mpi_doc(
+        2,
+        "transpose",
+        &["transpose", "--backend", "mpi", "--n", "24"],
+    );
     let pats: Vec<&str> = doc["points"]
         .as_array()
         .unwrap()
@@ -150,21 +116,9 @@ fn transpose_is_verified_with_vector_type_and_packing() {
 
 #[test]
 fn without_a_launcher_it_says_how_to_start() {
-    let mut c = Command::new(exe());
-    c.args(["pingpong", "--backend", "mpi"]);
-    for v in [
-        "OMPI_COMM_WORLD_SIZE",
-        "OMPI_COMM_WORLD_RANK",
-        "PMIX_RANK",
-        "PMI_SIZE",
-        "PMI_RANK",
-        "SLURM_STEP_NUM_TASKS",
-        "SLURM_PROCID",
-    ] {
-        c.env_remove(v);
-    }
+    let c = commbench(&["pingpong", "--backend", "mpi"]);
     let (o, in_time) = bounded(c, Duration::from_secs(30));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = stderr(&o);
     assert!(in_time);
     assert_ne!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("mpirun -np 2"), "{err}");
@@ -229,14 +183,7 @@ fn a_rank_killed_mid_run_is_an_error_not_a_hang() {
         .status()
         .expect("kill");
     assert!(st.success());
-    let killed_at = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if killed_at.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("the run hung after rank 1 was killed");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let o = child.wait_with_output().expect("output");
-    assert!(!o.status.success());
+    let status = wait_for(&mut child, Duration::from_secs(60))
+        .expect("the run hung after rank 1 was killed");
+    assert!(!status.success());
 }

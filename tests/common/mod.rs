@@ -1,0 +1,129 @@
+//! Helpers shared by the command-line integration tests: the built `commbench` binary, runs
+//! bounded in time, result documents, temporary directories and exit-code checks. Each test
+//! file uses only some of them.
+#![allow(dead_code)]
+
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub const EXE: &str = env!("CARGO_BIN_EXE_commbench");
+
+/// Prefixes of the variables by which launchers (commbench's own, Open MPI, PMIx, MPICH's Hydra
+/// and PMI, Slurm) tell a process it is one of their ranks.
+const LAUNCHER_PREFIXES: &[&str] = &["COMMBENCH_", "OMPI_", "PMIX_", "PMI_", "MPI_", "SLURM_"];
+
+/// `commbench args`, started as from a shell of its own: no launcher variables inherited.
+pub fn commbench(args: &[&str]) -> Command {
+    let mut c = Command::new(EXE);
+    c.args(args);
+    for (k, _) in std::env::vars_os() {
+        let name = k.to_string_lossy();
+        if LAUNCHER_PREFIXES.iter().any(|p| name.starts_with(p)) {
+            c.env_remove(&k);
+        }
+    }
+    c
+}
+
+/// Run `commbench args` to completion.
+pub fn run(args: &[&str]) -> Output {
+    commbench(args).output().expect("commbench starts")
+}
+
+/// A fresh, empty directory for one test, named after it.
+pub fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("commbench-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Exit 0, or a failure showing standard error.
+pub fn assert_ok(o: &Output) {
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+}
+
+/// A usage error: exit 2 with `commbench: error: <one line naming needle>` and a hint.
+/// `what` (the arguments, say) is shown when it is not.
+pub fn assert_usage_output(o: &Output, needle: &str, what: impl Debug) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{what:?}: {e}");
+    let first = e.lines().next().unwrap_or("");
+    assert!(first.starts_with("commbench: error: "), "{what:?}: {e}");
+    assert!(
+        first.contains(needle),
+        "{what:?}: expected {needle:?} in {first:?}"
+    );
+    assert!(
+        e.lines().any(|l| l.starts_with("hint: ")),
+        "{what:?}: no hint in {e}"
+    );
+}
+
+/// `commbench args` is a usage error naming `needle` (see [`assert_usage_output`]).
+pub fn assert_usage_error(args: &[&str], needle: &str) {
+    assert_usage_output(&run(args), needle, args);
+}
+
+/// Wait for `c` at most `limit`; its exit status, or None (and `c` killed) when over the limit.
+pub fn wait_for(c: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if let Some(s) = c.try_wait().expect("wait") {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    None
+}
+
+/// Run `c` with its output captured and a wall-clock limit, so that a hang is a failure and not
+/// a stuck test: the output, and whether it ended in time.
+pub fn bounded(mut c: Command, limit: Duration) -> (Output, bool) {
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start");
+    let in_time = wait_for(&mut child, limit).is_some();
+    (child.wait_with_output().expect("output"), in_time)
+}
+
+/// `args` followed by `--json j --quiet`.
+pub fn with_json<'a>(args: &[&'a str], j: &'a Path) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--json", j.to_str().expect("UTF-8 path"), "--quiet"]);
+    all
+}
+
+/// The result document (or any JSON file) at `p`.
+pub fn read_json(p: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(p).expect("result document");
+    serde_json::from_str(&text).expect("JSON")
+}
+
+/// `c` must end within `limit` with exit 0, having written the document `j`: that document.
+pub fn ok_json(c: Command, j: &Path, limit: Duration) -> serde_json::Value {
+    let (o, in_time) = bounded(c, limit);
+    assert!(in_time, "hung: {}", stderr(&o));
+    assert_ok(&o);
+    read_json(j)
+}
+
+/// Run `commbench args --json j --quiet`; it must succeed within five minutes. The result
+/// document.
+pub fn run_json(j: &Path, args: &[&str]) -> serde_json::Value {
+    ok_json(commbench(&with_json(args, j)), j, Duration::from_secs(300))
+}

@@ -27,7 +27,7 @@ use crate::WaitPolicy;
 use commbench_core::method::clock::monotonic_ns;
 use commbench_core::transport::matching::{Matcher, ReqTable};
 use commbench_core::transport::BackendInfo;
-use commbench_core::{Completion, Endpoint, Error, OpKind, Rank, ReqId, Result, Src, Tag, TagSel};
+use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Src, Tag, TagSel};
 use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -225,6 +225,124 @@ fn notify(map: &Mapping, futex: bool, r: usize) {
     }
 }
 
+/// Take `rank`'s slot of a segment of `n` ranks and publish this process's pid there. The
+/// segment must have been created for the same wait policy (the slot is then marked failed).
+fn claim_slot(map: &Mapping, n: u32, rank: Rank, wait: WaitPolicy) -> Result<()> {
+    if rank >= n {
+        return Err(Error::Config(format!(
+            "shm: rank {rank} out of range for {n} ranks"
+        )));
+    }
+    let seg_wait = map.header().wait;
+    if seg_wait != wait.code() {
+        map.mark_failed(rank);
+        return Err(Error::Config(format!(
+            "shm: this rank uses the {} wait policy but the segment was created for the {} wait policy",
+            wait.name(),
+            WaitPolicy::from_code(seg_wait).map_or("?", |w| w.name())
+        )));
+    }
+    let me = map.slot(rank);
+    if let Err(st) =
+        me.state
+            .compare_exchange(ST_EMPTY, ST_MAPPED, Ordering::AcqRel, Ordering::Acquire)
+    {
+        return Err(Error::Config(format!(
+            "shm: rank {rank} is already taken in this segment (state {st}, pid {})",
+            me.pid.load(Ordering::Acquire)
+        )));
+    }
+    me.pid.store(std::process::id(), Ordering::Release);
+    Ok(())
+}
+
+/// The producer side of `rank`'s ring to every peer and the consumer side of every peer's ring
+/// to `rank`, indexed by peer (null pointers at `rank` itself).
+fn rings(map: &Mapping, layout: &Layout, rank: Rank) -> (Vec<Tx>, Vec<Rx>) {
+    let base = map.base();
+    let cap = layout.ring_bytes as u64;
+    let ring = |off: usize| {
+        // SAFETY: ring_offset(..) + stride <= layout.total == mapping length (validated).
+        let ctrl = unsafe { base.add(off) };
+        // SAFETY: as above; the data area follows the 256-byte control block.
+        let data = unsafe { ctrl.add(CTRL_BYTES) };
+        (ctrl as *const RingCtrl, data)
+    };
+    let none = (std::ptr::null(), std::ptr::null_mut());
+    (0..layout.n)
+        .map(|p| {
+            let (to, from) = if p == rank {
+                (none, none)
+            } else {
+                (
+                    ring(layout.ring_offset(rank, p)),
+                    ring(layout.ring_offset(p, rank)),
+                )
+            };
+            let tx = Tx {
+                ctrl: to.0,
+                data: to.1,
+                cap,
+                head: 0,
+                tail_cache: 0,
+            };
+            let rx = Rx {
+                ctrl: from.0,
+                data: from.1,
+                cap,
+                tail: 0,
+                head_cache: 0,
+                state: RxState::Idle,
+            };
+            (tx, rx)
+        })
+        .unzip()
+}
+
+/// What the endpoint records about itself in the result document.
+fn backend_info(layout: &Layout, wait: WaitPolicy, mode: &str) -> BackendInfo {
+    let mut info = BackendInfo::new();
+    info.insert("mode".into(), mode.into());
+    info.insert("segment".into(), "memfd".into());
+    info.insert("wait".into(), wait.name().into());
+    info.insert("ring_bytes".into(), (layout.ring_bytes as u64).into());
+    info.insert("segment_bytes".into(), (layout.total as u64).into());
+    info.insert("pid".into(), std::process::id().into());
+    info
+}
+
+/// Where the payload of a record from `p` goes once it matched the posted receive `req`: into
+/// `buf` from byte `got` on, or nowhere after a truncation error when `buf` is too small.
+fn into_receive(
+    reqs: &mut ReqTable,
+    p: usize,
+    req: ReqId,
+    buf: Vec<u8>,
+    tag: Tag,
+    len: usize,
+    got: usize,
+) -> RxState {
+    if len > buf.len() {
+        reqs.complete(
+            req,
+            Err(Error::Truncated {
+                len,
+                cap: buf.len(),
+                source_rank: p as Rank,
+                tag,
+            }),
+        );
+        return RxState::Discard { len, got };
+    }
+    RxState::Direct {
+        req,
+        buf,
+        tag,
+        len,
+        got,
+    }
+}
+
 /// One rank's shared-memory endpoint (backend `shm`).
 pub struct ShmEndpoint {
     map: Arc<Mapping>,
@@ -270,79 +388,10 @@ impl ShmEndpoint {
         mode: &str,
     ) -> Result<Self> {
         let n = layout.n;
-        if rank >= n {
-            return Err(Error::Config(format!(
-                "shm: rank {rank} out of range for {n} ranks"
-            )));
-        }
-        let seg_wait = map.header().wait;
-        if seg_wait != wait.code() {
-            map.mark_failed(rank);
-            return Err(Error::Config(format!(
-                "shm: this rank uses --wait {} but the segment was created for --wait {}",
-                wait.name(),
-                WaitPolicy::from_code(seg_wait).map_or("?", |w| w.name())
-            )));
-        }
-        let me = map.slot(rank);
-        if let Err(st) =
-            me.state
-                .compare_exchange(ST_EMPTY, ST_MAPPED, Ordering::AcqRel, Ordering::Acquire)
-        {
-            return Err(Error::Config(format!(
-                "shm: rank {rank} is already taken in this segment (state {st}, pid {})",
-                me.pid.load(Ordering::Acquire)
-            )));
-        }
-        me.pid.store(std::process::id(), Ordering::Release);
-        let base = map.base();
-        let cap = layout.ring_bytes as u64;
-        let ring = |off: usize| {
-            // SAFETY: ring_offset(..) + stride <= layout.total == mapping length (validated).
-            let ctrl = unsafe { base.add(off) };
-            // SAFETY: as above; the data area follows the 256-byte control block.
-            let data = unsafe { ctrl.add(CTRL_BYTES) };
-            (ctrl as *const RingCtrl, data)
-        };
-        let mut tx = Vec::with_capacity(n as usize);
-        let mut rx = Vec::with_capacity(n as usize);
-        for p in 0..n {
-            let (tc, td, rc, rd) = if p == rank {
-                (
-                    std::ptr::null(),
-                    std::ptr::null_mut(),
-                    std::ptr::null(),
-                    std::ptr::null_mut(),
-                )
-            } else {
-                let (tc, td) = ring(layout.ring_offset(rank, p));
-                let (rc, rd) = ring(layout.ring_offset(p, rank));
-                (tc, td, rc, rd)
-            };
-            tx.push(Tx {
-                ctrl: tc,
-                data: td,
-                cap,
-                head: 0,
-                tail_cache: 0,
-            });
-            rx.push(Rx {
-                ctrl: rc,
-                data: rd,
-                cap,
-                tail: 0,
-                head_cache: 0,
-                state: RxState::Idle,
-            });
-        }
-        let mut info = BackendInfo::new();
-        info.insert("mode".into(), mode.into());
-        info.insert("segment".into(), "memfd".into());
-        info.insert("wait".into(), wait.name().into());
-        info.insert("ring_bytes".into(), (layout.ring_bytes as u64).into());
-        info.insert("segment_bytes".into(), (layout.total as u64).into());
-        info.insert("pid".into(), std::process::id().into());
+        claim_slot(&map, n, rank, wait)?;
+        let (tx, rx) = rings(&map, &layout, rank);
         let mut ep = ShmEndpoint {
+            info: backend_info(&layout, wait, mode),
             map,
             rank,
             size: n,
@@ -357,7 +406,6 @@ impl ShmEndpoint {
             reqs: ReqTable::new(),
             deps: Vec::new(),
             watch: Vec::new(),
-            info,
             finished: false,
         };
         ep.await_all_attached()?;
@@ -550,43 +598,26 @@ impl ShmEndpoint {
 
     /// Consume whatever ring `p` holds: match headers, copy payloads. True if anything moved.
     fn progress_rx(&mut self, p: usize) -> bool {
-        let rx = &mut self.rx[p];
+        let ShmEndpoint {
+            rx,
+            matcher,
+            reqs,
+            map,
+            futex,
+            ..
+        } = self;
+        let (rx, futex) = (&mut rx[p], *futex);
         let mut did = false;
         let mut dirty = false;
         loop {
             if let RxState::Idle = rx.state {
-                let stamp = rx.stamp(rx.tail).load(Ordering::Acquire);
-                if stamp & !STREAM_BIT != rx.tail + 1 {
+                let Some((tag, len)) = rx.next_header() else {
                     break;
-                }
-                let (tag, len32) = rx.header(rx.tail);
-                let len = len32 as usize;
-                rx.tail += HDR;
-                if stamp & STREAM_BIT == 0 {
-                    rx.head_cache = rx.head_cache.max(rx.tail + len as u64);
-                }
-                rx.state = match self.matcher.match_arrival(p as Rank, tag) {
-                    Some(pr) if len > pr.buf.len() => {
-                        self.reqs.complete(
-                            pr.req,
-                            Err(Error::Truncated {
-                                len,
-                                cap: pr.buf.len(),
-                                source_rank: p as Rank,
-                                tag,
-                            }),
-                        );
-                        RxState::Discard { len, got: 0 }
-                    }
-                    Some(pr) => RxState::Direct {
-                        req: pr.req,
-                        buf: pr.buf,
-                        tag,
-                        len,
-                        got: 0,
-                    },
+                };
+                rx.state = match matcher.match_arrival(p as Rank, tag) {
+                    Some(pr) => into_receive(reqs, p, pr.req, pr.buf, tag, len, 0),
                     None => RxState::Unexp {
-                        buf: self.matcher.unexpected_buffer(len),
+                        buf: matcher.unexpected_buffer(len),
                         tag,
                         len,
                         got: 0,
@@ -594,42 +625,16 @@ impl ShmEndpoint {
                 };
                 did = true;
             }
-            let (len, got) = match &rx.state {
-                RxState::Direct { len, got, .. }
-                | RxState::Unexp { len, got, .. }
-                | RxState::Discard { len, got } => (*len, *got),
-                RxState::Idle => (0, 0),
-            };
-            if got < len {
-                let need = (len - got) as u64;
-                let mut avail = rx.head_cache.saturating_sub(rx.tail);
-                if avail == 0 {
-                    rx.head_cache = rx.ctrl().head.load(Ordering::Acquire);
-                    avail = rx.head_cache.saturating_sub(rx.tail);
-                    if avail == 0 {
-                        break;
-                    }
+            if !rx.payload_done() {
+                if !rx.copy_published() {
+                    break;
                 }
-                let take = avail.min(need) as usize;
-                let pos = rx.tail;
-                match &mut rx.state {
-                    RxState::Direct { buf, got, .. } | RxState::Unexp { buf, got, .. } => {
-                        let dst = &mut buf[*got..*got + take];
-                        // Split borrow: read through the ring pointers only.
-                        let (data, cap) = (rx.data, rx.cap);
-                        Rx::read_raw(data, cap, pos, dst);
-                        *got += take;
-                    }
-                    RxState::Discard { got, .. } => *got += take,
-                    RxState::Idle => {}
-                }
-                rx.tail += take as u64;
                 did = true;
-                if got + take < len {
+                if !rx.payload_done() {
                     // Streaming: hand the space back at once so the producer keeps going.
                     rx.ctrl().tail.store(rx.tail, Ordering::Release);
                     dirty = false;
-                    notify(&self.map, self.futex, p);
+                    notify(map, futex, p);
                     continue;
                 }
             }
@@ -639,25 +644,14 @@ impl ShmEndpoint {
             match std::mem::replace(&mut rx.state, RxState::Idle) {
                 RxState::Direct {
                     req, buf, tag, len, ..
-                } => self.reqs.complete(
-                    req,
-                    Ok(Completion {
-                        kind: OpKind::Recv,
-                        buf,
-                        peer: p as Rank,
-                        tag,
-                        len,
-                    }),
-                ),
-                RxState::Unexp { buf, tag, .. } => {
-                    self.matcher.push_unexpected(p as Rank, tag, buf)
-                }
+                } => reqs.complete(req, Ok(Completion::recv(buf, p as Rank, tag, len))),
+                RxState::Unexp { buf, tag, .. } => matcher.push_unexpected(p as Rank, tag, buf),
                 RxState::Discard { .. } | RxState::Idle => {}
             }
         }
         if dirty {
             rx.ctrl().tail.store(rx.tail, Ordering::Release);
-            notify(&self.map, self.futex, p);
+            notify(map, futex, p);
         }
         did
     }
@@ -669,17 +663,8 @@ impl ShmEndpoint {
             let before = (ps.st.started, ps.st.off);
             if self.write_some(d, ps.tag, &ps.buf, &mut ps.st) {
                 self.pending_sends -= 1;
-                let len = ps.buf.len();
-                self.reqs.complete(
-                    ps.req,
-                    Ok(Completion {
-                        kind: OpKind::Send,
-                        buf: ps.buf,
-                        peer: d as Rank,
-                        tag: ps.tag,
-                        len,
-                    }),
-                );
+                self.reqs
+                    .complete(ps.req, Ok(Completion::send(ps.buf, d as Rank, ps.tag)));
                 did = true;
             } else {
                 did |= before != (ps.st.started, ps.st.off);
@@ -733,13 +718,7 @@ impl ShmEndpoint {
         rx.tail = align16(rx.tail + HDR + len as u64);
         rx.ctrl().tail.store(rx.tail, Ordering::Release);
         notify(&self.map, self.futex, s);
-        Fast::Done(Completion {
-            kind: OpKind::Recv,
-            buf: std::mem::take(buf),
-            peer: s as Rank,
-            tag,
-            len,
-        })
+        Fast::Done(Completion::recv(std::mem::take(buf), s as Rank, tag, len))
     }
 
     /// A send to this very rank: matched and copied at once.
@@ -767,27 +746,10 @@ impl ShmEndpoint {
                 got,
             } = std::mem::replace(&mut self.rx[p].state, RxState::Idle)
             {
-                self.rx[p].state = if len > buf.len() {
-                    self.reqs.complete(
-                        req,
-                        Err(Error::Truncated {
-                            len,
-                            cap: buf.len(),
-                            source_rank: p as Rank,
-                            tag,
-                        }),
-                    );
-                    RxState::Discard { len, got }
-                } else {
+                if len <= buf.len() {
                     buf[..got].copy_from_slice(&tmp[..got]);
-                    RxState::Direct {
-                        req,
-                        buf,
-                        tag,
-                        len,
-                        got,
-                    }
-                };
+                }
+                self.rx[p].state = into_receive(&mut self.reqs, p, req, buf, tag, len, got);
             }
             return;
         }
@@ -911,6 +873,66 @@ impl ShmEndpoint {
 }
 
 impl Rx {
+    /// The tag and length of the record at the read position once its stamp is published, and
+    /// the read position moved past its header; `None` while there is none.
+    #[inline]
+    fn next_header(&mut self) -> Option<(Tag, usize)> {
+        let stamp = self.stamp(self.tail).load(Ordering::Acquire);
+        if stamp & !STREAM_BIT != self.tail + 1 {
+            return None;
+        }
+        let (tag, len32) = self.header(self.tail);
+        let len = len32 as usize;
+        self.tail += HDR;
+        if stamp & STREAM_BIT == 0 {
+            // An inline record is published whole with its stamp.
+            self.head_cache = self.head_cache.max(self.tail + len as u64);
+        }
+        Some((tag, len))
+    }
+
+    /// Whether the current record's payload is all consumed (true between records).
+    #[inline]
+    fn payload_done(&self) -> bool {
+        match &self.state {
+            RxState::Direct { len, got, .. }
+            | RxState::Unexp { len, got, .. }
+            | RxState::Discard { len, got } => got >= len,
+            RxState::Idle => true,
+        }
+    }
+
+    /// Consume what is published of the current record's payload, up to its end: copied into
+    /// the receive's or the unexpected buffer, or dropped. False when nothing is published.
+    #[inline]
+    fn copy_published(&mut self) -> bool {
+        let mut avail = self.head_cache.saturating_sub(self.tail);
+        if avail == 0 {
+            self.head_cache = self.ctrl().head.load(Ordering::Acquire);
+            avail = self.head_cache.saturating_sub(self.tail);
+            if avail == 0 {
+                return false;
+            }
+        }
+        let (data, cap, pos) = (self.data, self.cap, self.tail);
+        let take = match &mut self.state {
+            RxState::Direct { buf, len, got, .. } | RxState::Unexp { buf, len, got, .. } => {
+                let take = avail.min((*len - *got) as u64) as usize;
+                Rx::read_raw(data, cap, pos, &mut buf[*got..*got + take]);
+                *got += take;
+                take
+            }
+            RxState::Discard { len, got } => {
+                let take = avail.min((*len - *got) as u64) as usize;
+                *got += take;
+                take
+            }
+            RxState::Idle => 0,
+        };
+        self.tail += take as u64;
+        true
+    }
+
     #[inline]
     fn read_raw(data: *mut u8, cap: u64, pos: u64, dst: &mut [u8]) {
         let off = (pos & (cap - 1)) as usize;
@@ -954,25 +976,17 @@ impl Endpoint for ShmEndpoint {
         self.check_dest(dest, buf.len())?;
         let req = self.reqs.alloc();
         self.set_dep(req, Dep::Send(dest, tag));
-        let send_done = |buf: Vec<u8>| {
-            let len = buf.len();
-            Ok(Completion {
-                kind: OpKind::Send,
-                buf,
-                peer: dest,
-                tag,
-                len,
-            })
-        };
         if dest == self.rank {
             self.self_send(tag, &buf);
-            self.reqs.complete(req, send_done(buf));
+            self.reqs
+                .complete(req, Ok(Completion::send(buf, dest, tag)));
             return Ok(req);
         }
         let d = dest as usize;
         let mut st = TxState::default();
         if self.sendq[d].is_empty() && self.write_some(d, tag, &buf, &mut st) {
-            self.reqs.complete(req, send_done(buf));
+            self.reqs
+                .complete(req, Ok(Completion::send(buf, dest, tag)));
             return Ok(req);
         }
         self.sendq[d].push_back(PendingSend { req, tag, buf, st });

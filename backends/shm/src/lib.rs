@@ -112,11 +112,11 @@ impl FromStr for WaitPolicy {
 /// Settings of the shared-memory backend.
 #[derive(Debug, Clone)]
 pub struct ShmConfig {
-    /// How ranks wait (`--wait`).
+    /// How ranks wait.
     pub wait: WaitPolicy,
-    /// CPUs to pin ranks to (`--cpus`): rank `i` goes to `cpus[i % len]`; empty: no pinning.
+    /// CPUs to pin ranks to: rank `i` goes to `cpus[i % len]`; empty: no pinning.
     pub cpus: Vec<usize>,
-    /// Longest wait before an error (`--timeout`).
+    /// Longest wait before an error.
     pub timeout: Duration,
     /// Data bytes of each ring: a power of two from 4 KiB to 1 GiB.
     pub ring_bytes: usize,

@@ -29,7 +29,6 @@
 use crate::analysis::document::Point;
 use commbench_core::stats::{self, Interval};
 use serde::{Deserialize, Serialize};
-use std::fmt::Write;
 
 /// Below this root-mean-square relative residual (0.1 %) one line describes the sweep and no
 /// breakpoint is reported: rounding (the simulator's integer nanoseconds) and noise at that
@@ -669,144 +668,6 @@ pub fn fit_points(points: &[Point], breakpoint: Breakpoint, ips: Option<f64>) ->
         .collect()
 }
 
-/// `x` with `prec` decimals, more for values below 1 so that four significant digits remain;
-/// `None` for a value that is not finite (each caller says how it shows that).
-pub fn decimals(x: f64, prec: usize) -> Option<String> {
-    if !x.is_finite() {
-        return None;
-    }
-    let a = x.abs();
-    let prec = if a > 0.0 && a < 1.0 {
-        prec.max((3.0 - a.log10().floor()).min(12.0) as usize)
-    } else {
-        prec
-    };
-    Some(format!("{x:.prec$}"))
-}
-
-/// [`decimals`] for the text report.
-fn num(x: f64, prec: usize) -> String {
-    decimals(x, prec).unwrap_or_else(|| "undefined".into())
-}
-
-fn sci(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x:.4e}")
-    } else {
-        "undefined".into()
-    }
-}
-
-fn segment_lines(out: &mut String, s: &HockneySegment, indent: &str) {
-    let _ = writeln!(
-        out,
-        "{indent}r_inf  = {} +- {} MB/s      t0   = {} +- {} us",
-        num(s.r_inf_mb_s, 2),
-        num(s.se_r_inf_mb_s, 2),
-        num(s.t0_us, 4),
-        num(s.se_t0_us, 4)
-    );
-    let _ = writeln!(
-        out,
-        "{indent}n_half = {} +- {} bytes   pi0  = {} per s",
-        num(s.n_half_bytes, 1),
-        num(s.se_n_half_bytes, 1),
-        sci(s.pi0_per_s)
-    );
-    let _ = writeln!(
-        out,
-        "{indent}r2 = {}   max error = {} us   points = {}",
-        num(s.r2, 6),
-        num(s.max_abs_err_us, 4),
-        s.points
-    );
-}
-
-/// Append the fit section of the text report.
-pub fn render_fit(out: &mut String, f: &FitSection) {
-    let _ = writeln!(
-        out,
-        "\nFITTED MODELS of {} ({}, least squares weighted {})",
-        f.pattern, f.basis, f.weighting
-    );
-    let h = &f.hockney;
-    let _ = writeln!(
-        out,
-        "  HOCKNEY t = t0 + n / r_inf (seed 002), whole range {}..{} bytes",
-        f.points.first().map_or(0, |p| p.size),
-        f.points.last().map_or(0, |p| p.size)
-    );
-    segment_lines(out, &h.whole, "    ");
-    match h.breakpoint_bytes {
-        Some(bp) => {
-            let _ = writeln!(out, "  breakpoint = {bp} bytes ({})", h.breakpoint_source);
-            for (name, s) in ["below", "at and above"].iter().zip(&h.segments) {
-                let _ = writeln!(
-                    out,
-                    "  regime {name} the breakpoint: {}..{} bytes",
-                    s.from_bytes, s.to_bytes
-                );
-                segment_lines(out, s, "    ");
-            }
-        }
-        None => {
-            let _ = writeln!(out, "  breakpoint = none");
-        }
-    }
-    for n in &h.notes {
-        let _ = writeln!(out, "  note: {n}");
-    }
-    let l = &f.linear;
-    let _ = writeln!(out, "  LATENCY AND BANDWIDTH (seed 003 eq. 1-2)");
-    let _ = writeln!(
-        out,
-        "    latency   = {} us, 95% CI [{}, {}] (intercept over {}..{} bytes)",
-        num(l.latency_us, 4),
-        num(l.ci95_latency_us.lo, 4),
-        num(l.ci95_latency_us.hi, 4),
-        l.latency_sizes[0],
-        l.latency_sizes[1]
-    );
-    let _ = writeln!(
-        out,
-        "    bandwidth = {} MB/s, 95% CI [{}, {}] (1/slope over {}..{} bytes)",
-        num(l.bandwidth_mb_s, 2),
-        num(l.ci95_bandwidth_mb_s.lo, 2),
-        num(l.ci95_bandwidth_mb_s.hi, 2),
-        l.bandwidth_sizes[0],
-        l.bandwidth_sizes[1]
-    );
-    if let Some(c) = &l.cycles {
-        let _ = writeln!(
-            out,
-            "    cycles    = {} + {} n  (eq. 3-4, {} instructions/s; T_c = {} s/byte)",
-            num(c.a_cycles, 4),
-            sci(c.b_cycles_per_byte),
-            sci(c.instructions_per_second),
-            sci(c.beta_s_per_byte)
-        );
-    }
-    let _ = writeln!(
-        out,
-        "  POINTS: size (bytes), median one-way time (us), its 95% CI, model (us), relative error"
-    );
-    for p in &f.points {
-        let ci = p.ci95_us.map_or_else(
-            || "-".to_string(),
-            |c| format!("[{}, {}]", num(c.lo, 4), num(c.hi, 4)),
-        );
-        let _ = writeln!(
-            out,
-            "    {:>10} {:>12} {:>26} {:>12} {:>+9.4}",
-            p.size,
-            num(p.time_us, 4),
-            ci,
-            num(p.model_us, 4),
-            (p.model_us - p.time_us) / p.time_us
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1096,31 +957,5 @@ mod tests {
         assert!((f2_survival(4.1028, 10.0) - 0.05).abs() < 1e-4);
         assert_eq!(f2_survival(0.0, 5.0), 1.0);
         assert_eq!(f2_survival(f64::INFINITY, 5.0), 0.0);
-    }
-
-    #[test]
-    fn render_has_sections() {
-        let sizes = pow2_sizes(12);
-        let mut f = fit(
-            &sizes,
-            &two_regimes(&sizes, 0.0),
-            Breakpoint::Auto,
-            Some(5.6e9),
-        )
-        .unwrap();
-        f.pattern = "pingpong".into();
-        let mut s = String::new();
-        render_fit(&mut s, &f);
-        assert!(
-            s.contains("HOCKNEY") && s.contains("breakpoint = 1024 bytes (auto)"),
-            "{s}"
-        );
-        assert!(s.contains("LATENCY AND BANDWIDTH") && s.contains("cycles"));
-        assert_eq!(
-            s.lines()
-                .filter(|l| l.starts_with("    ") && l.trim_start().starts_with(char::is_numeric))
-                .count(),
-            sizes.len()
-        );
     }
 }

@@ -1,6 +1,16 @@
-//! Rendering result documents for people: [`text`] (seed 000's full and summary outputs),
-//! [`svg`] (latency, bandwidth, histogram and signature plots). Reads the typed document of
+//! Rendering result documents for people and programs. Reads the typed document of
 //! [`crate::analysis::document`]; measures nothing.
+//!
+//! * [`text`]: seed 000's full and summary outputs, and the timer's characterisation;
+//! * [`fit`] and [`compare`]: the fitted models and a comparison of two documents as text;
+//! * [`markdown`] and [`csv`]: the document as a table;
+//! * [`svg`]: latency, bandwidth, histogram and signature plots;
+//! * [`format`]: the one number formatter they share.
 
+pub mod compare;
+pub mod csv;
+pub mod fit;
+pub mod format;
+pub mod markdown;
 pub mod svg;
 pub mod text;

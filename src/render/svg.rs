@@ -22,6 +22,7 @@
 
 use crate::analysis::document::{Point, ResultDoc};
 use crate::analysis::fit::{self, Breakpoint, FitSection, HockneySegment};
+use crate::render::format::{text, Style};
 use commbench_core::transport::error::{Error, Result};
 use std::fmt::Write;
 
@@ -296,20 +297,9 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// A number in a label or caption.
 fn num(x: f64) -> String {
-    if !x.is_finite() {
-        return "undefined".into();
-    }
-    let a = x.abs();
-    if a >= 1e5 || (a > 0.0 && a < 1e-3) {
-        format!("{x:.3e}")
-    } else if a >= 100.0 {
-        format!("{x:.1}")
-    } else if a >= 1.0 {
-        format!("{x:.3}")
-    } else {
-        format!("{x:.4}")
-    }
+    text(x, Style::Label)
 }
 
 /// An SVG document under construction.

@@ -1,8 +1,10 @@
 //! Text reports in the spirit of seed 000 Appendix C (the summary) and §5 (the full output,
 //! which adds the distributions of Appendices A and B).
 
-use crate::analysis::document::{Point, ResultDoc};
+use crate::analysis::document::{Environment, Point, ResultDoc};
+use crate::render::format::{text, Style};
 use crate::spec::format_size;
+use commbench_core::method::timer::TimerReport;
 use commbench_core::stats::Summary;
 use std::fmt::Write;
 
@@ -15,29 +17,14 @@ pub enum Detail {
     Full,
 }
 
+/// A statistic as seed 000 prints it (`0.1463E+00`): scientific with four decimals.
 fn e(x: f64) -> String {
-    // The seed prints statistics as 0.1463E+00; scientific with 4 significant digits.
-    if x.is_finite() {
-        format!("{x:.4e}")
-    } else {
-        "undefined".to_string()
-    }
+    text(x, Style::Scientific)
 }
 
-/// A number with four significant digits, plainly written where that reads well.
-pub fn sig(x: f64) -> String {
-    if !x.is_finite() {
-        return "undefined".to_string();
-    }
-    let a = x.abs();
-    if a == 0.0 {
-        "0".to_string()
-    } else if (1e-3..1e6).contains(&a) {
-        let decimals = (3 - a.log10().floor() as i32).max(0) as usize;
-        format!("{x:.decimals$}")
-    } else {
-        format!("{x:.3e}")
-    }
+/// A rate or time with four significant digits.
+fn sig(x: f64) -> String {
+    text(x, Style::Significant)
 }
 
 fn time_definition(p: &Point) -> String {
@@ -207,13 +194,7 @@ pub fn render(doc: &ResultDoc, detail: Detail) -> String {
             .collect();
         let _ = writeln!(out, "  backend settings: {}", info.join(", "));
     }
-    let _ = writeln!(
-        out,
-        "  host = {}, cpu = {}, kernel = {}",
-        env.hostname.as_deref().unwrap_or("?"),
-        env.cpu_model.as_deref().unwrap_or("?"),
-        env.kernel.as_deref().unwrap_or("?")
-    );
+    let _ = writeln!(out, "  {}", host_line(env, " = "));
     if let Some(t) = &doc.timer {
         let _ = writeln!(
             out,
@@ -241,7 +222,7 @@ pub fn render(doc: &ResultDoc, detail: Detail) -> String {
     side_by_side(&mut out, &doc.points);
     if let Some(f) = &doc.fit {
         out.push('\n');
-        crate::analysis::fit::render_fit(&mut out, f);
+        crate::render::fit::fit_section(&mut out, f);
     }
     if let Some(err) = &doc.error {
         let _ = writeln!(
@@ -254,8 +235,42 @@ pub fn render(doc: &ResultDoc, detail: Detail) -> String {
     out
 }
 
+/// `host = H, cpu = C, kernel = K` with `sep` between each name and its value.
+pub(crate) fn host_line(env: &Environment, sep: &str) -> String {
+    format!(
+        "host{sep}{}, cpu{sep}{}, kernel{sep}{}",
+        env.hostname.as_deref().unwrap_or("?"),
+        env.cpu_model.as_deref().unwrap_or("?"),
+        env.kernel.as_deref().unwrap_or("?")
+    )
+}
+
+/// `commbench timer`: the clock's overhead and resolution (seed 000 §3.1) and its
+/// distribution (Appendix A).
+pub fn timer_report(t: &TimerReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "TIMER: {} ({} back-to-back read pairs, seed 000 section 3.1)",
+        t.clock, t.samples
+    );
+    let _ = writeln!(s, "  minimum overhead min_ov  = {} ns", t.min_overhead_ns);
+    let _ = writeln!(s, "  resolution res_timing    = {} ns", t.resolution_ns);
+    let _ = writeln!(
+        s,
+        "  median / average / max   = {} / {:.2} / {} ns",
+        t.median_ns, t.mean_ns, t.max_ns
+    );
+    let _ = writeln!(s, "  standard deviation       = {:.2} ns", t.std_dev_ns);
+    if let Some(c) = t.claimed_resolution_ns {
+        let _ = writeln!(s, "  resolution the OS claims = {c} ns (clock_getres)");
+    }
+    timer_distribution(&mut s, t);
+    s
+}
+
 /// Appendix A: the binned distribution and the frequency of each distinct value.
-pub fn timer_distribution(out: &mut String, t: &commbench_core::method::timer::TimerReport) {
+pub fn timer_distribution(out: &mut String, t: &TimerReport) {
     let h = &t.histogram;
     let _ = writeln!(
         out,

@@ -1,0 +1,73 @@
+//! A result document as CSV: one row per point, for spreadsheets and scripts.
+
+use crate::analysis::document::ResultDoc;
+use crate::render::format::{number, Style, CSV_UNDEFINED};
+use std::fmt::Write;
+
+/// The columns of [`render`].
+pub const HEADER: &str = "pattern,backend,size_bytes,npp,trials,min_us,median_us,ci95_median_lo_us,ci95_median_hi_us,mean_us,ci95_mean_lo_us,ci95_mean_hi_us,max_us,std_dev_us,p90_us,p99_us,p999_us,rate_median_mb_s,cut_coef,kept,removed,filtered_median_us,filtered_mean_us";
+
+/// A text cell, quoted when it holds a comma, a quote or a line break.
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// A number cell: exact, empty when undefined.
+fn num(x: f64) -> String {
+    number(x, Style::Exact, CSV_UNDEFINED)
+}
+
+/// One CSV row per point (one-way times in us, rates in MB/s; an undefined value is empty).
+pub fn render(doc: &ResultDoc) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{HEADER}");
+    for p in &doc.points {
+        let o = &p.one_way_us;
+        let f = &p.filtered;
+        let cells = [
+            field(&p.pattern),
+            field(&p.backend),
+            p.size.to_string(),
+            p.npp.to_string(),
+            p.trials.to_string(),
+            num(o.min),
+            num(o.median),
+            num(o.ci95_median.lo),
+            num(o.ci95_median.hi),
+            num(o.mean),
+            num(o.ci95_mean.lo),
+            num(o.ci95_mean.hi),
+            num(o.max),
+            num(o.std_dev),
+            num(o.p90),
+            num(o.p99),
+            num(o.p999),
+            num(p.rate_mb_s.median),
+            num(f.cut_coef),
+            f.kept.to_string(),
+            f.removed.to_string(),
+            num(f.one_way_us.median),
+            num(f.one_way_us.mean),
+        ];
+        let _ = writeln!(s, "{}", cells.join(","));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_and_columns() {
+        assert_eq!(field("a,b"), "\"a,b\"");
+        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(field("plain"), "plain");
+        assert_eq!(num(f64::NAN), "");
+        assert_eq!(HEADER.split(',').count(), 23);
+    }
+}

@@ -1,0 +1,152 @@
+//! A result document as Markdown: the run, one table row per point, and the fitted models.
+
+use crate::analysis::document::ResultDoc;
+use crate::analysis::fit::{FitSection, HockneySegment};
+use crate::render::format::{number, Style, MARKDOWN_UNDEFINED};
+use crate::render::text::host_line;
+use std::fmt::Write;
+
+/// A number for a table cell with `decimals` decimals (more below 1), `-` when undefined.
+fn cell(x: f64, decimals: usize) -> String {
+    number(x, Style::Decimals(decimals), MARKDOWN_UNDEFINED)
+}
+
+/// The document as Markdown: run description, one table row per point, the fitted models.
+pub fn render(doc: &ResultDoc, fits: &[FitSection]) -> String {
+    let mut s = String::new();
+    run(&mut s, doc);
+    points(&mut s, doc);
+    for f in fits {
+        fit(&mut s, f);
+    }
+    s
+}
+
+fn run(s: &mut String, doc: &ResultDoc) {
+    let env = &doc.environment;
+    let _ = writeln!(s, "# commbench {} result\n", doc.tool_version);
+    let _ = writeln!(s, "- command: `{}`", doc.command.join(" "));
+    let _ = writeln!(
+        s,
+        "- backend: {} ({} ranks, started by {})",
+        env.backend, env.ranks, env.launcher
+    );
+    let _ = writeln!(s, "- {}", host_line(env, ": "));
+    if let Some(t) = &doc.timer {
+        let _ = writeln!(
+            s,
+            "- timer: {}, min_ov = {} ns, resolution = {} ns (seed 000 sec. 3.1)",
+            t.detail.clock, t.min_overhead_ns, t.resolution_ns
+        );
+    }
+    let _ = writeln!(s, "- status: {}", doc.status);
+    if let Some(e) = &doc.error {
+        let _ = writeln!(s, "- error: {e}");
+    }
+}
+
+fn points(s: &mut String, doc: &ResultDoc) {
+    let _ = writeln!(s, "\n## One-way time per size (us)\n");
+    let _ = writeln!(s, "| pattern | size (B) | npp | trials | min | median | 95% CI of median | mean | p99 | max | MB/s at median | kept by cut |");
+    let _ = writeln!(
+        s,
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"
+    );
+    for p in &doc.points {
+        let o = &p.one_way_us;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | [{}, {}] | {} | {} | {} | {} | {} / {} |",
+            p.pattern,
+            p.size,
+            p.npp,
+            p.trials,
+            cell(o.min, 4),
+            cell(o.median, 4),
+            cell(o.ci95_median.lo, 4),
+            cell(o.ci95_median.hi, 4),
+            cell(o.mean, 4),
+            cell(o.p99, 4),
+            cell(o.max, 4),
+            cell(p.rate_mb_s.median, 2),
+            p.filtered.kept,
+            p.trials
+        );
+    }
+}
+
+/// The Hockney rows: the whole range, then each regime either side of the breakpoint, each
+/// with its size range.
+fn hockney_rows(f: &FitSection) -> Vec<(String, String, &HockneySegment)> {
+    let h = &f.hockney;
+    let whole = format!(
+        "{}..{}",
+        f.points.first().map_or(0, |p| p.size),
+        f.points.last().map_or(0, |p| p.size)
+    );
+    let mut rows = vec![("Hockney, whole range".to_string(), whole, &h.whole)];
+    for (name, seg) in ["below", "at and above"].iter().zip(&h.segments) {
+        rows.push((
+            format!(
+                "Hockney, {name} {} B",
+                h.breakpoint_bytes.unwrap_or(seg.from_bytes)
+            ),
+            format!("{}..{}", seg.from_bytes, seg.to_bytes),
+            seg,
+        ));
+    }
+    rows
+}
+
+fn fit(s: &mut String, f: &FitSection) {
+    let h = &f.hockney;
+    let _ = writeln!(
+        s,
+        "\n## Fitted models: {} ({}, least squares weighted {})\n",
+        f.pattern, f.basis, f.weighting
+    );
+    let _ = writeln!(
+        s,
+        "| model | sizes (B) | t0 (us) | r_inf (MB/s) | n_half (B) | pi0 (1/s) | r2 |"
+    );
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|");
+    for (name, range, seg) in hockney_rows(f) {
+        let _ = writeln!(
+            s,
+            "| {name} | {range} | {} ± {} | {} ± {} | {} ± {} | {} | {} |",
+            cell(seg.t0_us, 4),
+            cell(seg.se_t0_us, 4),
+            cell(seg.r_inf_mb_s, 2),
+            cell(seg.se_r_inf_mb_s, 2),
+            cell(seg.n_half_bytes, 1),
+            cell(seg.se_n_half_bytes, 1),
+            cell(seg.pi0_per_s, 0),
+            cell(seg.r2, 6)
+        );
+    }
+    let l = &f.linear;
+    let _ = writeln!(
+        s,
+        "\nBreakpoint: {} ({}). Seed 003: latency = {} us (95% CI [{}, {}]), bandwidth = {} MB/s (95% CI [{}, {}]).",
+        h.breakpoint_bytes.map_or("none".to_string(), |b| format!("{b} B")),
+        h.breakpoint_source,
+        cell(l.latency_us, 4),
+        cell(l.ci95_latency_us.lo, 4),
+        cell(l.ci95_latency_us.hi, 4),
+        cell(l.bandwidth_mb_s, 2),
+        cell(l.ci95_bandwidth_mb_s.lo, 2),
+        cell(l.ci95_bandwidth_mb_s.hi, 2)
+    );
+    if let Some(c) = &l.cycles {
+        let _ = writeln!(
+            s,
+            "Cycles (seed 003 eq. 4): {} + {} n at {:e} instructions/s.",
+            cell(c.a_cycles, 2),
+            c.b_cycles_per_byte,
+            c.instructions_per_second
+        );
+    }
+    for n in &h.notes {
+        let _ = writeln!(s, "\n> {n}");
+    }
+}

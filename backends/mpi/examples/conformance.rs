@@ -9,9 +9,11 @@
 //! With `-np N` the checks run on 2..=N ranks (sub-communicators of the first n ranks).
 //! Exits non-zero (and aborts the job) on the first failure.
 
+mod common;
+
 use commbench_core::method::engine::Measurement;
-use commbench_core::method::PatternKind;
 use commbench_core::method::transpose::Transpose;
+use commbench_core::method::PatternKind;
 use commbench_core::method::{MethodConfig, NppChoice};
 use commbench_core::testkit::{run_check, Harness, CHECKS};
 use commbench_core::{Program, Result};
@@ -104,8 +106,7 @@ fn all(mpi: &Mpi) -> Result<usize> {
     mpi.run(&cfg, &t)
         .map_err(|e| e.in_phase("transpose-pack"))?;
     let v = Measurement::new(Transpose { n: 33 }, quick(0, 1, vec![]), None);
-    commbench_mpi::measure_vector(mpi, &cfg, &v)
-        .map_err(|e| e.in_phase("transpose-vector"))?;
+    commbench_mpi::measure_vector(mpi, &cfg, &v).map_err(|e| e.in_phase("transpose-vector"))?;
     if mpi.rank() == 0 {
         let (a, b) = (t.take_collected(), v.take_collected());
         if a.points.len() != 1 || b.points.len() != 1 || b.points[0].pattern != "transpose-vector" {
@@ -119,26 +120,13 @@ fn all(mpi: &Mpi) -> Result<usize> {
 }
 
 fn main() {
-    let mpi = match Mpi::init() {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("conformance: {e}");
-            std::process::exit(2);
-        }
-    };
-    match all(&mpi) {
-        Ok(n) => {
-            if mpi.rank() == 0 {
-                println!(
-                    "conformance over MPI: {n} checks passed on up to {} ranks ({})",
-                    mpi.size(),
-                    commbench_mpi::library_version()
-                );
-            }
-        }
-        Err(e) => {
-            eprintln!("conformance: rank {}: {e}", mpi.rank());
-            mpi.abort(1);
-        }
+    let mpi = common::init("conformance");
+    let n = common::or_abort(&mpi, "conformance", all(&mpi));
+    if mpi.rank() == 0 {
+        println!(
+            "conformance over MPI: {n} checks passed on up to {} ranks ({})",
+            mpi.size(),
+            commbench_mpi::library_version()
+        );
     }
 }

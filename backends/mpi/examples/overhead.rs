@@ -12,6 +12,7 @@
 //!
 //! [`MpiEndpoint`]: commbench_mpi::MpiEndpoint
 
+mod common;
 #[path = "osu_latency.rs"]
 mod osu;
 
@@ -52,13 +53,7 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
-    let mpi = match Mpi::init() {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("overhead: {e}");
-            std::process::exit(2);
-        }
-    };
+    let mpi = common::init("overhead");
     let me = mpi.rank();
     let (mut plain, mut auto, mut fixed) = (Vec::new(), Vec::new(), Vec::new());
     if me == 0 {
@@ -73,13 +68,7 @@ fn main() {
         let p = osu::median(&mut t);
         let run = commbench_median(&mpi, MethodConfig::default().npp, 2000)
             .and_then(|a| Ok((a, commbench_median(&mpi, NppChoice::Fixed(ITERS), BATCHES)?)));
-        let (a, f) = match run {
-            Ok(x) => x,
-            Err(e) => {
-                eprintln!("overhead: rank {me}: {e}");
-                mpi.abort(1);
-            }
-        };
+        let (a, f) = common::or_abort(&mpi, "overhead", run);
         if me == 0 {
             println!(
                 "{r:>7}  {p:>10.4}  {a:>19.4}  {f:>20.4}  {:>10.4}  {:>11.4}",

@@ -7,10 +7,12 @@
 //! mpirun -np 2 --bind-to core target/release/examples/side_by_side
 //! ```
 
+mod common;
+
 use commbench_core::launch::RankEnv;
 use commbench_core::method::engine::Measurement;
-use commbench_core::method::PatternKind;
 use commbench_core::method::MethodConfig;
+use commbench_core::method::PatternKind;
 use commbench_core::Result;
 use commbench_mpi::{Mpi, MpiClock, MpiConfig};
 use std::time::Duration;
@@ -63,27 +65,14 @@ fn all(mpi: &Mpi) -> Result<Vec<(&'static str, Option<f64>)>> {
 }
 
 fn main() {
-    let mpi = match Mpi::init() {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("side_by_side: {e}");
-            std::process::exit(2);
-        }
-    };
-    match all(&mpi) {
-        Ok(v) => {
-            if mpi.rank() == 0 {
-                let base = v[0].1.unwrap_or(f64::NAN);
-                println!("# backend  8 B one-way median (us)  ratio to mpi");
-                for (name, m) in v {
-                    let m = m.unwrap_or(f64::NAN);
-                    println!("{name:>9}  {m:>26.4}  {:>12.3}", m / base);
-                }
-            }
-        }
-        Err(e) => {
-            eprintln!("side_by_side: rank {}: {e}", mpi.rank());
-            mpi.abort(1);
+    let mpi = common::init("side_by_side");
+    let v = common::or_abort(&mpi, "side_by_side", all(&mpi));
+    if mpi.rank() == 0 {
+        let base = v[0].1.unwrap_or(f64::NAN);
+        println!("# backend  8 B one-way median (us)  ratio to mpi");
+        for (name, m) in v {
+            let m = m.unwrap_or(f64::NAN);
+            println!("{name:>9}  {m:>26.4}  {:>12.3}", m / base);
         }
     }
 }

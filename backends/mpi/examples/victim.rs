@@ -5,20 +5,16 @@
 //! mpirun -np 2 target/debug/examples/victim
 //! ```
 
+mod common;
+
 use commbench_core::method::engine::Measurement;
 use commbench_core::method::PatternKind;
 use commbench_core::method::{MethodConfig, NppChoice};
-use commbench_mpi::{Mpi, MpiConfig};
+use commbench_mpi::MpiConfig;
 use std::time::Duration;
 
 fn main() {
-    let mpi = match Mpi::init() {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("victim: {e}");
-            std::process::exit(2);
-        }
-    };
+    let mpi = common::init("victim");
     if mpi.rank() == 1 {
         std::thread::spawn(|| {
             std::thread::sleep(Duration::from_millis(700));

@@ -6,11 +6,12 @@ use commbench_core::method::engine::Measurement;
 use commbench_core::method::transpose::Transpose;
 use commbench_core::method::{MethodConfig, NppChoice};
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+/// This crate's example `name` (built by `cargo test`): target/<profile>/deps/<this test> ->
+/// target/<profile>/examples/<name>.
 fn example(name: &str) -> PathBuf {
-    // target/<profile>/deps/<this test> -> target/<profile>/examples/<name>
     let exe = std::env::current_exe().expect("test executable path");
     exe.parent()
         .and_then(|d| d.parent())
@@ -19,41 +20,38 @@ fn example(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Run `cmd`, killing it after `limit`; the output and whether it finished in time.
-fn run_bounded(mut cmd: Command, limit: Duration) -> (Output, bool) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start mpirun");
-    let start = Instant::now();
-    let mut in_time = true;
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > limit {
-            in_time = false;
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (child.wait_with_output().expect("output"), in_time)
-}
-
-fn mpirun(np: u32, exe: &str) -> Command {
+/// `mpirun -np 2 <example>`.
+fn on_two_ranks(name: &str) -> Command {
     let mut c = Command::new("mpirun");
     c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args(["-np", &np.to_string()]);
-    if np > 2 {
-        c.arg("--oversubscribe");
-    }
-    c.arg(example(exe));
+        .args(["-np", "2"])
+        .arg(example(name));
     c
+}
+
+/// Run `c` under coreutils' `timeout`, which ends it (TERM to its process group, KILL 10 s
+/// later) after `limit_s` seconds, so that a hang is a failure, not a stuck test. The output,
+/// and whether `c` ended by itself within the limit.
+fn within(limit_s: u64, c: &Command) -> (Output, bool) {
+    let mut t = Command::new("timeout");
+    t.args(["--kill-after=10", &limit_s.to_string()])
+        .arg(c.get_program())
+        .args(c.get_args());
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => t.env(k, v),
+            None => t.env_remove(k),
+        };
+    }
+    let start = Instant::now();
+    let o = t.output().expect("start timeout");
+    (o, start.elapsed() < Duration::from_secs(limit_s))
 }
 
 #[test]
 fn conformance_suite_over_mpi_on_two_ranks() {
-    let (out, in_time) = run_bounded(mpirun(2, "conformance"), Duration::from_secs(120));
+    let (out, in_time) = within(120, &on_two_ranks("conformance"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(in_time, "conformance hung\n{stdout}\n{stderr}");
@@ -66,7 +64,7 @@ fn conformance_suite_over_mpi_on_two_ranks() {
 
 #[test]
 fn a_killed_rank_ends_the_run_with_an_error() {
-    let (out, in_time) = run_bounded(mpirun(2, "victim"), Duration::from_secs(60));
+    let (out, in_time) = within(60, &on_two_ranks("victim"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(in_time, "a killed rank made the run hang\n{stderr}");
     assert!(!out.status.success(), "{stderr}");
@@ -79,7 +77,7 @@ fn without_a_launcher_it_says_how_to_start() {
     for v in commbench_mpi::LAUNCHER_VARIABLES {
         c.env_remove(v);
     }
-    let (out, in_time) = run_bounded(c, Duration::from_secs(30));
+    let (out, in_time) = within(30, &c);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(in_time);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
@@ -106,7 +104,7 @@ fn quick(source: u32, dest: u32) -> MethodConfig {
 fn packed_transpose_is_verified_on_tcp() {
     let cfg = commbench_tcp::TcpConfig::default();
     for (n, ranks, s, d) in [(1, 2, 0, 1), (7, 2, 1, 0), (40, 3, 2, 0)] {
-        let t = Measurement::new(Transpose { n: n }, quick(s, d), None);
+        let t = Measurement::new(Transpose { n }, quick(s, d), None);
         commbench_tcp::run_threads(ranks, &cfg, &t).unwrap();
         let c = t.take_collected();
         assert_eq!(c.points.len(), 1);

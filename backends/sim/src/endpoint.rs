@@ -79,10 +79,10 @@ impl Resp {
 }
 
 fn protocol(want: &str, got: &Resp) -> Error {
-    Error::Backend {
-        backend: "sim",
-        message: format!("kernel answered `{}` to a `{want}` request", got.kind()),
-    }
+    crate::kernel::sim_error(format!(
+        "kernel answered `{}` to a `{want}` request",
+        got.kind()
+    ))
 }
 
 /// The fixed facts a node's endpoint needs.

@@ -18,7 +18,7 @@
 use crate::config::SimConfig;
 use crate::endpoint::{Coll, EpInfo, Req, Resp, SimEndpoint};
 use commbench_core::transport::BackendInfo;
-use commbench_core::{Completion, Error, OpKind, Program, Rank, ReqId, Result, Src, Tag, TagSel};
+use commbench_core::{Completion, Error, Program, Rank, ReqId, Result, Src, Tag, TagSel};
 use corosensei::stack::DefaultStack;
 use corosensei::{CoroutineResult, ScopedCoroutine, ScopedCoroutineRef};
 use std::cmp::Ordering;
@@ -98,7 +98,6 @@ enum RState {
         buf: Vec<u8>,
         peer: Rank,
         tag: Tag,
-        len: usize,
     },
     RecvPosted {
         src: Src,
@@ -249,6 +248,14 @@ fn state_of(s: &RState) -> St {
     }
 }
 
+/// A failure of the simulator itself (a state its own bookkeeping should never reach).
+pub(crate) fn sim_error(message: impl Into<String>) -> Error {
+    Error::Backend {
+        backend: "sim",
+        message: message.into(),
+    }
+}
+
 fn not_found(req: ReqId) -> Error {
     Error::Invalid(format!("unknown or finished request {}", req.0))
 }
@@ -390,23 +397,9 @@ impl<'c> Kernel<'c> {
     /// Hand back a finished request of `node` at slot `i` (send done, or failed receive).
     fn take_done(&mut self, node: u32, i: usize) -> Result<Completion> {
         match self.nodes[node as usize].take(i) {
-            RState::SendDone {
-                buf,
-                peer,
-                tag,
-                len,
-            } => Ok(Completion {
-                kind: OpKind::Send,
-                buf,
-                peer,
-                tag,
-                len,
-            }),
+            RState::SendDone { buf, peer, tag } => Ok(Completion::send(buf, peer, tag)),
             RState::RecvFailed(e) => Err(e),
-            _ => Err(Error::Backend {
-                backend: "sim",
-                message: "request collected in the wrong state".into(),
-            }),
+            _ => Err(sim_error("request collected in the wrong state")),
         }
     }
 
@@ -426,10 +419,7 @@ impl<'c> Kernel<'c> {
                 Ok(Completion::recv(buf, peer, tag, len))
             }
             RState::RecvFailed(e) => Err(e),
-            _ => Err(Error::Backend {
-                backend: "sim",
-                message: "receive collected before arrival".into(),
-            }),
+            _ => Err(sim_error("receive collected before arrival")),
         }
     }
 
@@ -517,7 +507,6 @@ impl<'c> Kernel<'c> {
                     buf,
                     peer: dest,
                     tag,
-                    len,
                 });
                 self.start_user(node, f, Pending::Inject { msg, req })
             }
@@ -1002,12 +991,7 @@ fn run_here<P: Program>(cfg: &SimConfig, p: &P) -> Result<(Vec<P::Output>, SimSt
     let outputs = out
         .into_iter()
         .enumerate()
-        .map(|(i, o)| {
-            o.ok_or_else(|| Error::Backend {
-                backend: "sim",
-                message: format!("node {i} produced no output"),
-            })
-        })
+        .map(|(i, o)| o.ok_or_else(|| sim_error(format!("node {i} produced no output"))))
         .collect::<Result<Vec<_>>>()?;
     let stats = SimStats {
         events: k.events,

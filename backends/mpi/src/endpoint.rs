@@ -3,6 +3,7 @@
 
 use crate::sys::{self, Spin};
 use crate::MpiConfig;
+use commbench_core::transport::error::check_rank;
 use commbench_core::transport::{BackendInfo, TAG_UB};
 use commbench_core::{
     method::clock, Completion, Endpoint, Error, OpKind, Rank, ReqId, Result, Src, Tag, TagSel,
@@ -150,16 +151,6 @@ impl MpiEndpoint {
         self.data
     }
 
-    fn check_rank(&self, r: Rank, what: &str) -> Result<()> {
-        if r >= self.size {
-            return Err(Error::Invalid(format!(
-                "{what} rank {r} out of range for {} ranks",
-                self.size
-            )));
-        }
-        Ok(())
-    }
-
     /// The communicator and MPI tag for a commbench tag.
     #[inline]
     fn route(&self, tag: Tag) -> Result<(ffi::MPI_Comm, c_int, bool)> {
@@ -300,7 +291,7 @@ impl MpiEndpoint {
     /// Start a send of `buf` to `dest`; the caller keeps `buf` until the request completes.
     #[inline]
     fn post_send(&self, dest: Rank, tag: Tag, buf: &mut [u8]) -> Result<(ffi::MPI_Request, Op)> {
-        self.check_rank(dest, "destination")?;
+        check_rank("destination", dest, self.size)?;
         let (comm, t, ctrl) = self.route(tag)?;
         let op = Op {
             kind: OpKind::Send,
@@ -318,7 +309,7 @@ impl MpiEndpoint {
         let (s, peer) = match src {
             Src::Any => (sys::any_source(), None),
             Src::Rank(r) => {
-                self.check_rank(r, "source")?;
+                check_rank("source", r, self.size)?;
                 (r as c_int, Some(r))
             }
         };
@@ -377,10 +368,6 @@ impl MpiEndpoint {
             // completes (leaked on timeout); valid communicator.
             unsafe { ffi::MPI_Ibcast(p, n, byte, root as c_int, ctrl, req) }
         })
-    }
-
-    fn check_root(&self, root: Rank) -> Result<()> {
-        self.check_rank(root, "root")
     }
 
     /// Spin on an MPI request of a kernel that uses MPI directly (derived datatypes).
@@ -592,7 +579,7 @@ impl Endpoint for MpiEndpoint {
     }
 
     fn broadcast(&mut self, root: Rank, data: &mut Vec<u8>) -> Result<()> {
-        self.check_root(root)?;
+        check_rank("root", root, self.size)?;
         let mut len = (data.len() as u64).to_le_bytes().to_vec();
         let mut req = self.start_bcast(root, &mut len, 8)?;
         let len = sys::wait_keeping(
@@ -628,7 +615,7 @@ impl Endpoint for MpiEndpoint {
     }
 
     fn gather(&mut self, root: Rank, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
-        self.check_root(root)?;
+        check_rank("root", root, self.size)?;
         sys::collect_bytes(
             self.ctrl,
             self.rank,

@@ -25,6 +25,7 @@ use crate::segment::{
 use crate::sys::{futex_wait, futex_wake, Watch};
 use crate::WaitPolicy;
 use commbench_core::method::clock::monotonic_ns;
+use commbench_core::transport::error::check_rank;
 use commbench_core::transport::matching::{Matcher, ReqTable};
 use commbench_core::transport::BackendInfo;
 use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Src, Tag, TagSel};
@@ -508,12 +509,7 @@ impl ShmEndpoint {
     }
 
     fn check_dest(&self, dest: Rank, len: usize) -> Result<()> {
-        if dest >= self.size {
-            return Err(Error::Invalid(format!(
-                "destination rank {dest} out of range for {} ranks",
-                self.size
-            )));
-        }
+        check_rank("destination", dest, self.size)?;
         if len > MAX_MSG {
             return Err(Error::Invalid(format!(
                 "shm: a message of {len} bytes is over the backend's limit of {MAX_MSG} bytes"
@@ -996,12 +992,7 @@ impl Endpoint for ShmEndpoint {
 
     fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
         if let Src::Rank(s) = src {
-            if s >= self.size {
-                return Err(Error::Invalid(format!(
-                    "source rank {s} out of range for {} ranks",
-                    self.size
-                )));
-            }
+            check_rank("source", s, self.size)?;
         }
         let req = self.reqs.alloc();
         self.set_dep(req, Dep::Recv(src, tag));

@@ -2,6 +2,7 @@
 //! Every operation is a request yielded to the kernel; the kernel resumes the coroutine with
 //! the answer once the operation's virtual time has passed.
 
+use commbench_core::transport::error::check_rank;
 use commbench_core::transport::BackendInfo;
 use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Src, Tag, TagSel};
 use corosensei::Yielder;
@@ -133,16 +134,6 @@ impl<'y> SimEndpoint<'y> {
         self.y.suspend(r)
     }
 
-    fn check_rank(&self, r: Rank, what: &str) -> Result<()> {
-        if r >= self.info.size {
-            return Err(Error::Invalid(format!(
-                "{what} rank {r} out of range for {} ranks",
-                self.info.size
-            )));
-        }
-        Ok(())
-    }
-
     fn collective(&mut self, c: Coll) -> Resp {
         self.ask(Req::Collective(c))
     }
@@ -166,7 +157,7 @@ impl Endpoint for SimEndpoint<'_> {
     }
 
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
-        self.check_rank(dest, "destination")?;
+        check_rank("destination", dest, self.info.size)?;
         if let Some(cap) = self.info.recv_cap {
             if buf.len() as u64 > cap && dest != self.rank {
                 return Err(Error::Invalid(format!(
@@ -183,7 +174,7 @@ impl Endpoint for SimEndpoint<'_> {
 
     fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
         if let Src::Rank(r) = src {
-            self.check_rank(r, "source")?;
+            check_rank("source", r, self.info.size)?;
         }
         match self.ask(Req::Irecv { src, tag, buf }) {
             Resp::Id(r) => r,
@@ -245,7 +236,7 @@ impl Endpoint for SimEndpoint<'_> {
     }
 
     fn barrier_first(&mut self, first: Rank) -> Result<()> {
-        self.check_rank(first, "barrier_first")?;
+        check_rank("barrier_first", first, self.info.size)?;
         match self.collective(Coll::BarrierFirst(first)) {
             Resp::Unit(r) => r,
             other => Err(protocol("barrier_first", &other)),
@@ -253,7 +244,7 @@ impl Endpoint for SimEndpoint<'_> {
     }
 
     fn broadcast(&mut self, root: Rank, data: &mut Vec<u8>) -> Result<()> {
-        self.check_rank(root, "root")?;
+        check_rank("root", root, self.info.size)?;
         let mine = if self.rank == root {
             data.clone()
         } else {
@@ -269,7 +260,7 @@ impl Endpoint for SimEndpoint<'_> {
     }
 
     fn gather(&mut self, root: Rank, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
-        self.check_rank(root, "root")?;
+        check_rank("root", root, self.info.size)?;
         match self.collective(Coll::Gather {
             root,
             data: data.to_vec(),

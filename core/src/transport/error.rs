@@ -115,6 +115,17 @@ impl Error {
     }
 }
 
+/// `Ok` when `rank` is one of the `size` ranks of a run, else [`Error::Invalid`] naming it as
+/// `what` ("destination", "source", "root", ...).
+pub fn check_rank(what: &str, rank: Rank, size: u32) -> Result<()> {
+    if rank >= size {
+        return Err(Error::Invalid(format!(
+            "{what} rank {rank} out of range for {size} ranks"
+        )));
+    }
+    Ok(())
+}
+
 /// Attach a phase to the error of a result (`ep.wait(r).phase("handshake")?`).
 pub trait ResultExt<T> {
     /// Wrap an error with the phase of the run it happened in.

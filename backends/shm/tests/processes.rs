@@ -144,6 +144,21 @@ fn rank0(n: u32, job: Option<String>) -> RankEnv {
     }
 }
 
+/// Rank 0's outcome `mine` as a harness gives it, once the child ranks `kids` (1, 2, ..) have
+/// all ended well, each waited for at most 30 s; else the first that did not.
+fn after_children<T>(kids: Vec<Child>, mine: Result<T>) -> Result<Vec<T>> {
+    for (i, k) in kids.into_iter().enumerate() {
+        let (ok, err) = finish(k, Duration::from_secs(30));
+        if !ok {
+            return Err(Error::Backend {
+                backend: "test",
+                message: format!("rank {}: {err}", i + 1),
+            });
+        }
+    }
+    mine.map(|o| vec![o])
+}
+
 /// A local run: rank 0 here, ranks 1.. as children of this process.
 struct Local {
     role: String,
@@ -155,16 +170,7 @@ impl Harness for Local {
         let kids: Vec<Child> = (1..n).map(|r| spawn(r, n, &self.role, &vars)).collect();
         drop(vars);
         let mine = run_rank(&rank0(n, None), Some(seg), &cfg(), p);
-        for (i, k) in kids.into_iter().enumerate() {
-            let (ok, err) = finish(k, Duration::from_secs(30));
-            if !ok {
-                return Err(Error::Backend {
-                    backend: "test",
-                    message: format!("rank {}: {err}", i + 1),
-                });
-            }
-        }
-        mine.map(|o| vec![o])
+        after_children(kids, mine)
     }
 }
 
@@ -183,16 +189,7 @@ impl Harness for External {
         let vars = vec![(ENV_JOB.to_string(), job.clone())];
         let kids: Vec<Child> = (1..n).map(|r| spawn(r, n, &self.role, &vars)).collect();
         let mine = run_rank(&rank0(n, Some(job)), None, &cfg(), p);
-        for (i, k) in kids.into_iter().enumerate() {
-            let (ok, err) = finish(k, Duration::from_secs(30));
-            if !ok {
-                return Err(Error::Backend {
-                    backend: "test",
-                    message: format!("rank {}: {err}", i + 1),
-                });
-            }
-        }
-        mine.map(|o| vec![o])
+        after_children(kids, mine)
     }
 }
 

@@ -10,6 +10,28 @@ fn ncube(tick_ns: u64) -> SimConfig {
     c
 }
 
+/// The nCUBE's times on a smaller cube of `dimensions`, with a 1 ns clock tick.
+fn cube(dimensions: u32) -> SimConfig {
+    SimConfig {
+        dimensions,
+        ..ncube(1)
+    }
+}
+
+/// The virtual time `f` takes on this node, between two clock reads, and its result.
+fn timed<E: Endpoint, T>(ep: &mut E, f: impl FnOnce(&mut E) -> Result<T>) -> Result<(u64, T)> {
+    let t1 = ep.now_ns();
+    let r = f(ep)?;
+    Ok((ep.now_ns() - t1, r))
+}
+
+/// The virtual time of `work` iterations of computation on this node, between two clock reads.
+fn compute_time<E: Endpoint>(ep: &mut E, work: u64) -> u64 {
+    let t1 = ep.now_ns();
+    ep.compute(work);
+    ep.now_ns() - t1
+}
+
 /// Seed 000 §3.2: barrier, handshake, then `npp` timed ping-pongs per trial on `src`.
 struct PingPong {
     src: Rank,
@@ -30,13 +52,15 @@ impl Program for PingPong {
             ep.barrier()?;
             if me == self.src {
                 hs = ep.recv(Src::Rank(self.dst), TagSel::Tag(2), hs)?.buf;
-                let t1 = ep.now_ns();
-                for _ in 0..self.npp {
-                    buf = ep.send(self.dst, 1, buf)?;
-                    buf = ep.recv(Src::Rank(self.dst), TagSel::Tag(1), buf)?.buf;
-                }
-                let t2 = ep.now_ns();
-                times.push(t2 - t1);
+                let (t, b) = timed(ep, |ep| {
+                    for _ in 0..self.npp {
+                        buf = ep.send(self.dst, 1, buf)?;
+                        buf = ep.recv(Src::Rank(self.dst), TagSel::Tag(1), buf)?.buf;
+                    }
+                    Ok(buf)
+                })?;
+                buf = b;
+                times.push(t);
             } else if me == self.dst {
                 hs = ep.send(self.src, 2, hs)?;
                 for _ in 0..self.npp {
@@ -212,21 +236,19 @@ struct Experiments {
 
 impl Program for Experiments {
     type Output = Vec<u64>;
-    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<Vec<u64>> {
-        let me = ep.rank();
-        let n = self.n;
-        let mut out = Vec::new();
-        let mut buf = vec![0u8; n];
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<Self::Output> {
+        let (me, mut buf, mut out) = (ep.rank(), vec![0u8; self.n], Vec::new());
 
         // 1. F + S: a write followed by Q, minus Q (node 0 sends to 1).
         ep.barrier()?;
         if me == 0 {
-            let t1 = ep.now_ns();
-            let r = ep.isend(1, 1, buf)?;
-            ep.compute(self.work);
-            let t2 = ep.now_ns();
+            let (t, r) = timed(ep, |ep| {
+                let r = ep.isend(1, 1, buf)?;
+                ep.compute(self.work);
+                Ok(r)
+            })?;
             buf = ep.wait(r)?.buf;
-            out.push(t2 - t1);
+            out.push(t);
         } else if me == 1 {
             buf = ep.recv(Src::Rank(0), TagSel::Tag(1), buf)?.buf;
         }
@@ -234,15 +256,11 @@ impl Program for Experiments {
         // 2. R: node 1 sends to node 0 while node 0 computes.
         ep.barrier()?;
         if me == 0 {
-            let t1 = ep.now_ns();
-            ep.compute(self.work);
-            let t2 = ep.now_ns();
-            out.push(t2 - t1);
+            out.push(compute_time(ep, self.work));
             // 3. A + U: the message is already in a system buffer.
-            let t1 = ep.now_ns();
-            buf = ep.recv(Src::Rank(1), TagSel::Tag(2), buf)?.buf;
-            let t2 = ep.now_ns();
-            out.push(t2 - t1);
+            let (t, c) = timed(ep, |ep| ep.recv(Src::Rank(1), TagSel::Tag(2), buf))?;
+            buf = c.buf;
+            out.push(t);
         } else if me == 1 {
             buf = ep.send(0, 2, buf)?;
         }
@@ -251,10 +269,7 @@ impl Program for Experiments {
         //    routing takes them through node 0, which computes meanwhile.
         ep.barrier()?;
         if me == 0 {
-            let t1 = ep.now_ns();
-            ep.compute(self.work);
-            let t2 = ep.now_ns();
-            out.push(t2 - t1);
+            out.push(compute_time(ep, self.work));
         } else if me == 1 {
             for _ in 0..10 {
                 buf = ep.send(2, 3, buf)?;
@@ -271,8 +286,7 @@ impl Program for Experiments {
 
 #[test]
 fn handlers_preempt_compute_and_forwarding_costs_r_plus_s() {
-    let mut c = ncube(1);
-    c.dimensions = 2;
+    let c = cube(2);
     let n = 2000usize;
     let work = 40_000; // 40 ms of Q at 1 us per iteration: longer than 10 hops of E(2000)
     let (out, stats) = run_with_stats(&c, &Experiments { n, work }).unwrap();
@@ -355,8 +369,7 @@ impl Program for BothReceiveFirst {
 
 #[test]
 fn deadlock_names_every_blocked_node() {
-    let mut c = ncube(1);
-    c.dimensions = 1;
+    let c = cube(1);
     let e = run(&c, &BothReceiveFirst).unwrap_err();
     let Error::Deadlock(msg) = &e else {
         panic!("expected a deadlock, got {e}");
@@ -382,8 +395,7 @@ impl Program for PollForever {
 
 #[test]
 fn polling_with_nothing_in_flight_is_reported() {
-    let mut c = ncube(1);
-    c.dimensions = 1;
+    let mut c = cube(1);
     c.spin_limit = 1000;
     let e = run(&c, &PollForever).unwrap_err();
     let msg = e.to_string();
@@ -421,8 +433,7 @@ impl Program for Bounded {
 
 #[test]
 fn bounded_receive_buffer_holds_the_channel() {
-    let mut c = ncube(1);
-    c.dimensions = 1;
+    let mut c = cube(1);
     c.recv_buffer_bytes = Some(1000);
     let (out, st) = run_with_stats(&c, &Bounded).unwrap();
     let t = &c.times;
@@ -455,8 +466,7 @@ fn oversized_message_for_a_bounded_buffer_is_an_error() {
             Ok(())
         }
     }
-    let mut c = ncube(1);
-    c.dimensions = 1;
+    let mut c = cube(1);
     c.recv_buffer_bytes = Some(1000);
     run(&c, &Big).unwrap();
 }
@@ -467,14 +477,13 @@ fn node_error_ends_the_run_naming_the_node() {
     impl Program for Fails {
         type Output = ();
         fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
-            if ep.rank() == 2 {
-                return Err(Error::Invalid("boom".into()));
+            match ep.rank() {
+                2 => Err(Error::Invalid("boom".into())),
+                _ => ep.barrier(),
             }
-            ep.barrier()
         }
     }
-    let mut c = ncube(1);
-    c.dimensions = 2;
+    let c = cube(2);
     let e = run(&c, &Fails).unwrap_err();
     assert!(e.to_string().contains("sim node 2"), "{e}");
     assert!(matches!(e.root(), Error::Invalid(_)));

@@ -72,14 +72,14 @@ fn round_trips(c: &mut Criterion) {
     g.sample_size(10).measurement_time(Duration::from_secs(3));
     #[cfg(feature = "tcp")]
     for poll in [false, true] {
-        let cfg = commbench::tcp::TcpConfig {
+        let cfg = commbench_tcp::TcpConfig {
             poll,
             ..Default::default()
         };
         let name = if poll { "tcp/poll" } else { "tcp/blocking" };
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
-                commbench::tcp::run_threads(2, &cfg, &RoundTrips(iters))
+                commbench_tcp::run_threads(2, &cfg, &RoundTrips(iters))
                     .map(|v| v[0])
                     .unwrap_or(Duration::MAX)
             })
@@ -87,10 +87,10 @@ fn round_trips(c: &mut Criterion) {
     }
     #[cfg(feature = "shm")]
     {
-        let cfg = commbench::shm::ShmConfig::default();
+        let cfg = commbench_shm::ShmConfig::default();
         g.bench_function("shm/spin", |b| {
             b.iter_custom(|iters| {
-                commbench::shm::run_threads(2, &cfg, &RoundTrips(iters))
+                commbench_shm::run_threads(2, &cfg, &RoundTrips(iters))
                     .map(|v| v[0])
                     .unwrap_or(Duration::MAX)
             })

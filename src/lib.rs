@@ -1,8 +1,12 @@
 //! # commbench
 //!
 //! Point-to-point communication latency and rates with one statistically sound method on every
-//! transport. This facade re-exports the core and the backends compiled in by Cargo features:
-//! `tcp`, `shm` and `sim` by default, `mpi` on request.
+//! transport. This library holds what rank 0 does with a run, away from the ranks: the typed
+//! result document and its [`analysis`] (statistics of raw trials, fits, compare), the
+//! [`render`]ers (text, Markdown, CSV, SVG) and the [`spec`] parsers; it re-exports
+//! [`core`], what every rank runs. Backends never compile it. The `commbench` binary beside it
+//! is the one place that names the backends (compiled in by Cargo features: `tcp`, `shm` and
+//! `sim` by default, `mpi` on request).
 //!
 //! ```
 //! use commbench::core::method::npp_formula;
@@ -15,82 +19,3 @@ pub mod render;
 pub mod spec;
 
 pub use commbench_core as core;
-#[cfg(feature = "mpi")]
-pub use commbench_mpi as mpi;
-#[cfg(feature = "shm")]
-pub use commbench_shm as shm;
-#[cfg(feature = "sim")]
-pub use commbench_sim as sim;
-#[cfg(feature = "tcp")]
-pub use commbench_tcp as tcp;
-
-/// A backend name the command line accepts, whether or not it is compiled in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BackendName {
-    /// Name on the command line.
-    pub name: &'static str,
-    /// Cargo feature that compiles it in.
-    pub feature: &'static str,
-    /// Whether this build has it.
-    pub compiled: bool,
-    /// Whether this version of commbench has an implementation at all.
-    pub implemented: bool,
-    /// One line on what it is.
-    pub about: &'static str,
-}
-
-/// Every backend commbench knows by name.
-pub const BACKENDS: &[BackendName] = &[
-    BackendName {
-        name: "shm",
-        feature: "shm",
-        compiled: cfg!(feature = "shm"),
-        implemented: true,
-        about: "shared memory between processes on one host (default)",
-    },
-    BackendName {
-        name: "tcp",
-        feature: "tcp",
-        compiled: cfg!(feature = "tcp"),
-        implemented: true,
-        about: "raw TCP sockets, on loopback or across hosts",
-    },
-    BackendName {
-        name: "sim",
-        feature: "sim",
-        compiled: cfg!(feature = "sim"),
-        implemented: true,
-        about: "simulated NCUBE-style hypercube on a virtual clock",
-    },
-    BackendName {
-        name: "mpi",
-        feature: "mpi",
-        compiled: cfg!(feature = "mpi"),
-        implemented: true,
-        about: "MPI through rsmpi, under mpirun/srun",
-    },
-    BackendName {
-        name: "ofi",
-        feature: "ofi",
-        compiled: false,
-        implemented: false,
-        about: "libfabric",
-    },
-    BackendName {
-        name: "ucx",
-        feature: "ucx",
-        compiled: false,
-        implemented: false,
-        about: "UCX",
-    },
-];
-
-/// Look a backend up by name.
-pub fn backend(name: &str) -> Option<&'static BackendName> {
-    BACKENDS.iter().find(|b| b.name == name)
-}
-
-/// The backend `commbench` uses without `--backend`: shm when compiled in, else tcp, else sim.
-pub fn default_backend() -> Option<&'static BackendName> {
-    BACKENDS.iter().take(3).find(|b| b.compiled)
-}

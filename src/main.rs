@@ -1,10 +1,10 @@
-//! The `commbench` command line: clap parsing -> validated configuration -> launch -> run ->
-//! analysis on rank 0 -> reports. Exit codes: 0 success, 1 a failed run, 2 bad usage.
+//! The `commbench` command line: [`cli`] parses, validates and runs; [`backend`] is the one
+//! place that names the backends; [`analyze`] reads result documents back. Exit codes: 0
+//! success, 1 a failed run, 2 bad usage.
 
 mod analyze;
+mod backend;
 mod cli;
-mod launch;
-mod output;
 
 use std::process::ExitCode;
 

@@ -332,7 +332,7 @@ fn npp_runs<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
     Ok(vec![(n, Some(n), Some(ppt))])
 }
 
-/// npp for one size ([`npp_runs`], §3.3), then the timed trials (§3.2) for each npp; rank 0
+/// npp for one size (§3.3: calculated or given), then the timed trials (§3.2) for each npp; rank 0
 /// collects one [`RawPoint`] per npp, trial times gathered from `source` when it is not rank 0.
 pub fn measure_size<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
     ep: &mut E,

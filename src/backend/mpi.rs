@@ -1,0 +1,146 @@
+//! The mpi backend at launch: under mpirun or srun, MPI starts first, and every backend of
+//! `--backend mpi,tcp,shm` is measured in turn between the same processes, the raw ones
+//! bootstrapped through MPI. On MPI a transpose is measured twice: packed, as everywhere, and
+//! straight from the matrix with a derived vector datatype.
+
+use super::{launcher_name, Backend, BackendRun, Chosen, Job, Outcome, Ran};
+use crate::cli::args::{BackendArgs, ClockArg};
+use crate::cli::fatal::Fatal;
+use commbench::core::launch::RankEnv;
+use commbench::core::method::engine::{KernelSpec, Measurement, ProgressFn};
+use commbench::core::method::transpose::Transpose;
+use commbench::core::method::MethodConfig;
+use commbench::core::{Error, Program};
+use commbench_mpi::{Mpi, MpiClock, MpiConfig};
+use std::time::Duration;
+
+/// The mpi backend with its options.
+#[derive(Debug)]
+pub struct MpiBackend(MpiConfig);
+
+/// This rank of an MPI job, as the backends measured beside MPI meet it.
+#[derive(Debug)]
+pub struct MpiJob<'a> {
+    /// MPI, initialised.
+    pub mpi: &'a Mpi,
+    /// A token every rank shares (for the tcp bootstrap and shm's segment).
+    pub token: String,
+    /// The launcher's view of this rank (shm meets its peers by job id and token).
+    pub env: Result<RankEnv, String>,
+    /// How long a wait may see no progress.
+    pub timeout: Duration,
+}
+
+const HOW: &str = "for example: mpirun -np 2 commbench pingpong --backend mpi,tcp,shm";
+
+fn init() -> Result<Mpi, Fatal> {
+    Mpi::init().map_err(|e| Fatal::usage(e.reason(), HOW))
+}
+
+impl Backend for MpiBackend {
+    const NAME: &'static str = "mpi";
+
+    fn configure(a: &BackendArgs, timeout: Duration) -> Result<Self, Fatal> {
+        let clock = match a.clock {
+            None | Some(ClockArg::Wtime) => MpiClock::Wtime,
+            Some(ClockArg::Monotonic) => MpiClock::Monotonic,
+        };
+        Ok(MpiBackend(MpiConfig { timeout, clock }))
+    }
+
+    fn run<P: Program<Output = ()>>(&self, _job: &Job, prog: &P) -> Result<Ran, Fatal> {
+        let mpi = init()?;
+        let result = mpi.run(&self.0, prog);
+        Ok(Ran {
+            ranks: mpi.size(),
+            launcher: "mpi".into(),
+            rank: mpi.rank(),
+            result,
+        })
+    }
+
+    fn beside_mpi<P: Program<Output = ()>>(&self, job: &MpiJob<'_>, prog: &P) -> Result<(), Error> {
+        job.mpi.run(&self.0, prog)
+    }
+}
+
+/// Measure `spec` with every backend of `chosen` in turn, between the processes of this MPI
+/// job; stops at the first backend that fails.
+pub fn run_all<S: KernelSpec + Copy>(
+    chosen: &[Chosen],
+    job: &Job,
+    method: &MethodConfig,
+    spec: S,
+    progress: &ProgressFn<'_>,
+) -> Result<Outcome, Fatal> {
+    let mpi = init()?;
+    let (rank, size) = (mpi.rank(), mpi.size());
+    method
+        .validate(size)
+        .map_err(|e| Fatal::usage(e.reason(), format!("mpirun started {size} ranks")))?;
+    let token = mpi
+        .shared_token(job.timeout)
+        .map_err(|e| Fatal::run(e.to_string(), None))?;
+    let env = RankEnv::detect(None, None, size)
+        .map(|mut e| {
+            e.token = Some(token.clone());
+            e
+        })
+        .map_err(|e| e.to_string());
+    let mj = MpiJob {
+        mpi: &mpi,
+        token,
+        env,
+        timeout: job.timeout,
+    };
+    let mut runs = Vec::new();
+    for b in chosen {
+        let m = Measurement::new(spec, method.clone(), Some(progress));
+        let result = dispatch!(b, x => x.beside_mpi(&mj, &m));
+        let mut failed = result.is_err();
+        runs.push(BackendRun {
+            backend: b.name(),
+            collected: m.take_collected(),
+            result,
+        });
+        if let (Chosen::Mpi(x), Some(t), false) = (b, job.transpose, failed) {
+            let run = x.vector_transpose(&mj, t, method, progress);
+            failed = run.result.is_err();
+            runs.push(run);
+        }
+        if failed {
+            break;
+        }
+    }
+    let launcher = mj
+        .env
+        .as_ref()
+        .ok()
+        .map(launcher_name)
+        .unwrap_or_else(|| "mpi".into());
+    Ok(Outcome {
+        ranks: size,
+        launcher,
+        rank,
+        runs,
+    })
+}
+
+impl MpiBackend {
+    /// The transpose straight from the matrix with a derived vector datatype.
+    fn vector_transpose(
+        &self,
+        job: &MpiJob<'_>,
+        t: Transpose,
+        method: &MethodConfig,
+        progress: &ProgressFn<'_>,
+    ) -> BackendRun {
+        let m = Measurement::new(t, method.clone(), Some(progress));
+        let result = commbench_mpi::measure_vector(job.mpi, &self.0, &m);
+        BackendRun {
+            backend: Self::NAME,
+            collected: m.take_collected(),
+            result,
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! The shm backend at launch: shared memory between processes of one host, started locally
+//! (rank 0 creates the segment and hands it to the children), under a launcher (the ranks meet
+//! by job id and token), or beside MPI.
+
+#[cfg(feature = "mpi")]
+use super::mpi::MpiJob;
+use super::{cpu_list, local, Backend, Job, Ran};
+use crate::cli::args::{BackendArgs, WaitArg};
+use crate::cli::fatal::Fatal;
+#[cfg(feature = "mpi")]
+use commbench::core::Error;
+use commbench::core::Program;
+use commbench_shm::{ShmConfig, WaitPolicy};
+use std::time::Duration;
+
+/// The shm backend with its options.
+#[derive(Debug)]
+pub struct Shm(ShmConfig);
+
+impl Backend for Shm {
+    const NAME: &'static str = "shm";
+
+    fn configure(a: &BackendArgs, timeout: Duration) -> Result<Self, Fatal> {
+        let wait = match a.wait {
+            None | Some(WaitArg::Spin) => WaitPolicy::Spin,
+            Some(WaitArg::SpinYield) => WaitPolicy::SpinYield,
+            Some(WaitArg::Futex) => WaitPolicy::Futex,
+        };
+        Ok(Shm(ShmConfig {
+            timeout,
+            wait,
+            cpus: cpu_list(a)?,
+            ..Default::default()
+        }))
+    }
+
+    fn run<P: Program<Output = ()>>(&self, job: &Job, prog: &P) -> Result<Ran, Fatal> {
+        let env = job.rank_env()?;
+        if !env.is_local_launcher() {
+            let result = commbench_shm::run_rank(&env, None, &self.0, prog).map(drop);
+            return Ok(Ran::joined(&env, result));
+        }
+        let (segment, vars) = commbench_shm::prepare_local(env.size, &self.0).map_err(|e| {
+            Fatal::run(
+                format!("cannot create the shared-memory segment: {e}"),
+                None,
+            )
+        })?;
+        local::run_local(job.timeout, env.size, &vars, || {
+            commbench_shm::run_rank(&env, Some(segment), &self.0, prog).map(drop)
+        })
+    }
+
+    #[cfg(feature = "mpi")]
+    fn beside_mpi<P: Program<Output = ()>>(&self, job: &MpiJob<'_>, prog: &P) -> Result<(), Error> {
+        match &job.env {
+            Ok(env) => commbench_shm::run_rank(env, None, &self.0, prog),
+            Err(e) => Err(Error::Config(e.clone())),
+        }
+    }
+}

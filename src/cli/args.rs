@@ -1,0 +1,337 @@
+//! The command line as clap parses it (design §2: args -> plan -> launch -> runs -> document
+//! -> render). Every closed choice is a `ValueEnum`, so `--help` lists it and a typo is a usage
+//! error; nothing here is validated beyond its type (that is [`super::plan`]'s job).
+
+use crate::analyze::{CompareArgs, PlotArgs, ReportArgs};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use commbench::analysis::fit::Breakpoint;
+use std::path::PathBuf;
+
+const ABOUT: &str = "Point-to-point communication latency and rates, measured with one statistically sound method on every transport.";
+
+const LONG_ABOUT: &str = "\
+Point-to-point communication latency and rates, measured with one statistically sound method on
+every transport (shared memory, TCP, a simulated hypercube, MPI; libfabric and UCX are planned).
+
+The method is that of Luecke et al. (2009): the clock's overhead and resolution are measured
+first; every timed trial is preceded by a barrier and a handshake; each trial times `npp`
+ping-pongs, with npp chosen from the timer resolution; and the whole distribution of trial times
+is analysed (minimum, median, mean, maximum, spread, percentiles, confidence intervals, rates),
+again after filtering out trials above cut_coef x median.
+
+Examples:
+  commbench pingpong                          8-byte ping-pong over shared memory, 2 local ranks
+  commbench pingpong --backend tcp --poll --sizes 1..4M:x2 --output out/
+  commbench pingpong --backend sim --sim-config ncube7 --source 0 --dest 63
+  commbench timer                             the clock's overhead and resolution
+  mpirun -np 2 commbench pingpong --backend mpi,tcp,shm   (built with --features mpi)";
+
+#[derive(Debug, Parser)]
+#[command(name = "commbench", version, about = ABOUT, long_about = LONG_ABOUT)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// COMMS1 ping-pong between two ranks, timed with the method of seed 000 (sec. 3).
+    Pingpong(PingpongArgs),
+    /// COMMS2 exchange: both ranks send to each other at once, then return the messages.
+    Exchange(PingpongArgs),
+    /// Streaming bandwidth: a window of outstanding sends, then a short acknowledgement.
+    Bandwidth(BandwidthArgs),
+    /// Seed 003's column transpose: the source sends the columns of an N x N matrix of doubles,
+    /// the dest stores them as rows (packed; on MPI also with a derived vector datatype).
+    Transpose(TransposeArgs),
+    /// Re-render a result document (text, markdown or csv) without measuring again.
+    Report(ReportArgs),
+    /// Draw a result document as SVG: latency, bandwidth, histogram or signature graph.
+    Plot(PlotArgs),
+    /// Compare two result documents size by size: ratio of medians, bootstrap CI, rank test.
+    Compare(CompareArgs),
+    /// Characterise the clock: overhead and resolution from back-to-back reads (seed 000 sec. 3.1).
+    Timer(TimerArgs),
+    /// List the backends this build knows and whether each is compiled in.
+    Backends,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct PingpongArgs {
+    #[command(flatten)]
+    pub backend: BackendArgs,
+
+    /// Message sizes: a list (1,8,64), powers (1..4M:x2) or linear steps (1..4096:+512).
+    /// Suffixes K, M, G are binary (1K = 1024). Size 0 is allowed (the classic latency).
+    /// Default: 8 (bandwidth: 1..4M:x2).
+    #[arg(long, value_name = "SPEC", conflicts_with = "sweep")]
+    pub sizes: Option<String>,
+
+    /// Sweep 1 B..4 MiB in powers of two (the same as --sizes 1..4M:x2).
+    #[arg(long)]
+    pub sweep: bool,
+
+    /// Timed trials per size (ntrial). Default: 10000 (bandwidth: 100).
+    #[arg(long, value_name = "N")]
+    pub trials: Option<u64>,
+
+    /// Untimed iterations before the first trial of each size. Default: 100 (bandwidth: 10).
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u64>,
+
+    /// Fix npp, the iterations per timing loop, instead of calculating it (seed 000 sec. 3.3).
+    /// A list (1,9,18,36,72,144,15000) measures every size once per value: the npp study of
+    /// seed 000 Tables 4.1-4.3.
+    #[arg(long, value_name = "N[,N...]")]
+    pub npp: Option<String>,
+
+    /// res_npp: a timing loop should last at least res_npp x the timer resolution.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    pub res_npp: u64,
+
+    /// npp_init: ping-pongs per loop while estimating the ping-pong time.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub npp_init: u64,
+
+    /// npptrial: loops used to estimate the ping-pong time.
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    pub npp_trials: u64,
+
+    /// Filtered analysis: remove trials above this multiple of the median (seed 000 sec. 3.4).
+    #[arg(long, default_value_t = 2.0, value_name = "X")]
+    pub cut_coef: f64,
+
+    /// Back-to-back clock-read pairs for the timer characterisation (seed 000 sec. 3.1).
+    #[arg(long, default_value_t = 1 << 24, value_name = "N")]
+    pub samples: u64,
+
+    /// The rank that times the ping-pongs.
+    #[arg(long, default_value_t = 0, value_name = "RANK")]
+    pub source: u32,
+
+    /// The rank that echoes them.
+    #[arg(long, default_value_t = 1, value_name = "RANK")]
+    pub dest: u32,
+
+    /// Hockney fit (seed 002): none, auto (find the size that best splits the sweep into two
+    /// linear regimes) or a size where the protocol changes (e.g. 4K).
+    #[arg(long, default_value = "auto", value_name = "none|auto|SIZE", value_parser = parse_breakpoint)]
+    pub breakpoint: Breakpoint,
+
+    /// Also express the fitted line in cycles, a + b n (seed 003 eq. 3-4).
+    #[arg(long, value_name = "HZ")]
+    pub instructions_per_second: Option<f64>,
+
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct BandwidthArgs {
+    #[command(flatten)]
+    pub common: PingpongArgs,
+
+    /// Sends outstanding per window (as osu_bw). A window's buffers are capped at 64 MiB per
+    /// rank; a smaller effective window is recorded per point.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub window: u32,
+
+    /// Stream in both directions at once (as osu_bibw); rates are per direction.
+    #[arg(long)]
+    pub bidirectional: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct TransposeArgs {
+    #[command(flatten)]
+    pub common: PingpongArgs,
+
+    /// Matrix order N (the message is N x N doubles).
+    #[arg(long, value_name = "N")]
+    pub n: usize,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct BackendArgs {
+    /// Transport: shm (default), tcp, sim, mpi (with --features mpi, under mpirun). Under mpirun
+    /// a list (mpi,tcp,shm) measures each between the same processes, side by side.
+    #[arg(long, value_name = "NAME[,NAME...]")]
+    pub backend: Option<String>,
+
+    /// mpi: the clock to read, wtime (MPI_Wtime, default) or monotonic (CLOCK_MONOTONIC).
+    #[arg(long, value_name = "CLOCK", help_heading = "mpi")]
+    pub clock: Option<ClockArg>,
+
+    /// Ranks to start locally (default: enough for --source and --dest). The simulator always
+    /// runs every node of its hypercube.
+    #[arg(long, value_name = "N")]
+    pub ranks: Option<u32>,
+
+    /// Seconds without progress after which a wait is an error naming the silent peer.
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    pub timeout: f64,
+
+    /// tcp: busy-poll non-blocking sockets instead of blocking in the kernel.
+    #[arg(long, help_heading = "tcp")]
+    pub poll: bool,
+
+    /// tcp: interface address to listen on for data connections (default: the one that reached
+    /// the rendezvous).
+    #[arg(long, value_name = "HOST", help_heading = "tcp")]
+    pub bind: Option<String>,
+
+    /// shm: how a rank waits: spin (default), spin-yield or futex (for oversubscribed hosts).
+    #[arg(long, value_name = "POLICY", help_heading = "shm")]
+    pub wait: Option<WaitArg>,
+
+    /// shm, tcp: pin rank i to the i-th CPU of this list, cycling (e.g. 0,2 or 0-3).
+    #[arg(long, value_name = "LIST", help_heading = "shm")]
+    pub cpus: Option<String>,
+
+    /// sim: a preset (ncube7, generic) or a TOML file describing the simulated machine.
+    #[arg(long, value_name = "NAME|FILE", help_heading = "sim")]
+    pub sim_config: Option<String>,
+
+    /// Join a multi-process run as this rank (otherwise from the launcher's environment).
+    #[arg(
+        long,
+        value_name = "R",
+        requires = "size",
+        help_heading = "Across hosts"
+    )]
+    pub rank: Option<u32>,
+
+    /// Number of ranks of a multi-process run (with --rank).
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "rank",
+        help_heading = "Across hosts"
+    )]
+    pub size: Option<u32>,
+
+    /// HOST:PORT where rank 0 holds the rendezvous of a multi-process run (tcp; shm under a
+    /// launcher). Also COMMBENCH_RENDEZVOUS; the run's token comes from COMMBENCH_TOKEN.
+    #[arg(long, value_name = "HOST:PORT", help_heading = "Across hosts")]
+    pub rendezvous: Option<String>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct OutputArgs {
+    /// Write the full output, the summary and the JSON result document into this directory.
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: Option<PathBuf>,
+
+    /// Write the JSON result document to this file ('-' for standard output).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Print the full output (distributions included) instead of the summary.
+    #[arg(long)]
+    pub full: bool,
+
+    /// Print nothing on success but the output files' names.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+
+    /// Progress: auto (a bar on a terminal), always (a bar, or plain lines at each quarter of a
+    /// size's trials when standard error is a log; shown even with --quiet), never.
+    #[arg(long, value_enum, default_value_t = ProgressWhen::Auto, value_name = "WHEN")]
+    pub progress: ProgressWhen,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct TimerArgs {
+    /// Back-to-back clock-read pairs.
+    #[arg(long, default_value_t = 1 << 24, value_name = "N")]
+    pub samples: u64,
+
+    /// Characterise the clock of this backend's rank 0 instead of this process's
+    /// CLOCK_MONOTONIC (useful with sim, whose clock is virtual).
+    #[arg(long, value_name = "NAME")]
+    pub backend: Option<String>,
+
+    /// sim: a preset or a TOML file.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub sim_config: Option<String>,
+
+    /// Write the characterisation as JSON to this file ('-' for standard output).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// `--progress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProgressWhen {
+    /// A bar when standard error is a terminal.
+    Auto,
+    /// A bar, or plain lines when standard error is a log; shown even with --quiet.
+    Always,
+    /// No progress.
+    Never,
+}
+
+/// `--wait` (shm).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WaitArg {
+    /// Pure busy polling (lowest latency; one core per rank).
+    Spin,
+    /// Poll a little, then yield the CPU between polls.
+    SpinYield,
+    /// Poll a little, then sleep on a futex that senders ring.
+    Futex,
+}
+
+/// `--clock` (mpi).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClockArg {
+    /// MPI_Wtime.
+    Wtime,
+    /// CLOCK_MONOTONIC, as the other backends read.
+    Monotonic,
+}
+
+impl WaitArg {
+    /// The name on the command line and in the result document.
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitArg::Spin => "spin",
+            WaitArg::SpinYield => "spin-yield",
+            WaitArg::Futex => "futex",
+        }
+    }
+}
+
+impl ClockArg {
+    /// The name on the command line and in the result document.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClockArg::Wtime => "wtime",
+            ClockArg::Monotonic => "monotonic",
+        }
+    }
+}
+
+/// `--breakpoint none|auto|SIZE`.
+fn parse_breakpoint(s: &str) -> Result<Breakpoint, String> {
+    s.parse::<Breakpoint>()
+        .map_err(|e| format!("{}; use none, auto or a size such as 4K", e.reason()))
+}
+
+impl BackendArgs {
+    /// The backend-specific options given on this command line, by flag.
+    pub fn given(&self) -> Vec<&'static str> {
+        let set = [
+            ("--poll", self.poll),
+            ("--bind", self.bind.is_some()),
+            ("--wait", self.wait.is_some()),
+            ("--cpus", self.cpus.is_some()),
+            ("--sim-config", self.sim_config.is_some()),
+            ("--clock", self.clock.is_some()),
+        ];
+        set.into_iter()
+            .filter(|(_, on)| *on)
+            .map(|(f, _)| f)
+            .collect()
+    }
+}

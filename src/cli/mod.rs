@@ -1,0 +1,131 @@
+//! The `commbench` command line (design §2), one way through:
+//! [`args`] (clap) -> [`plan`] (typed, fully validated) -> [`run`] (the backends launch the
+//! ranks) -> [`record`] (the result document on rank 0) -> the renderers and [`files`].
+//! Exit codes: 0 success, 1 a failed run, 2 bad usage ([`fatal`]).
+
+pub mod args;
+pub mod fatal;
+pub mod files;
+pub mod plan;
+mod progress;
+mod record;
+mod run;
+
+use crate::backend::{self, BACKENDS};
+use args::{BackendArgs, Cli, Command, TimerArgs};
+use clap::Parser;
+use commbench::core::method::PatternKind;
+use fatal::Fatal;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Parse the command line, do what it says, and turn the outcome into an exit code.
+pub fn main() -> ExitCode {
+    let result = match Cli::try_parse() {
+        Ok(cli) => dispatch(cli.cmd),
+        // --help and --version print and succeed.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => Err(usage_from_clap(&e)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("commbench: error: {}", f.reason);
+            if let Some(h) = f.hint {
+                eprintln!("hint: {h}");
+            }
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// clap's own usage errors in commbench's form: one line, then a hint (the values a closed
+/// choice takes, or clap's tip).
+fn usage_from_clap(e: &clap::Error) -> Fatal {
+    let text = e.render().to_string();
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let first = lines.first().copied().unwrap_or("bad usage");
+    let reason = first.strip_prefix("error: ").unwrap_or(first);
+    let values = lines.iter().find_map(|l| l.strip_prefix("[possible values: "));
+    let tip = lines.iter().find_map(|l| l.strip_prefix("tip: "));
+    let hint = match (values, tip) {
+        (Some(v), _) => format!("use one of: {}", v.trim_end_matches(']')),
+        (None, Some(t)) => t.to_string(),
+        (None, None) => "see `commbench --help`".to_string(),
+    };
+    Fatal::usage(reason, hint)
+}
+
+fn dispatch(cmd: Command) -> Result<(), Fatal> {
+    match cmd {
+        Command::Pingpong(a) => plan::pattern(PatternKind::PingPong, a).and_then(run::measure),
+        Command::Exchange(a) => plan::pattern(PatternKind::Exchange, a).and_then(run::measure),
+        Command::Bandwidth(b) => {
+            if b.window == 0 {
+                return Err(Fatal::usage(
+                    "--window 0: a window needs at least one send",
+                    "for example --window 64",
+                ));
+            }
+            let kind = if b.bidirectional {
+                PatternKind::BiBandwidth { window: b.window }
+            } else {
+                PatternKind::Bandwidth { window: b.window }
+            };
+            plan::pattern(kind, b.common).and_then(run::measure)
+        }
+        Command::Transpose(t) => plan::transpose(t.n, t.common).and_then(run::measure),
+        Command::Timer(a) => timer(a),
+        Command::Report(a) => crate::analyze::report(a),
+        Command::Plot(a) => crate::analyze::plot(a),
+        Command::Compare(a) => crate::analyze::compare(a),
+        Command::Backends => {
+            list_backends();
+            Ok(())
+        }
+    }
+}
+
+/// `commbench backends`.
+fn list_backends() {
+    for b in BACKENDS {
+        let state = if b.compiled {
+            "compiled in".to_string()
+        } else if b.implemented {
+            format!("not compiled in (rebuild with --features {})", b.feature)
+        } else {
+            "not available in this version".to_string()
+        };
+        println!("{:4} {:52} {state}", b.name, b.about);
+    }
+}
+
+/// `commbench timer [--backend B]`: characterise this process's clock, or rank 0's on B.
+fn timer(a: TimerArgs) -> Result<(), Fatal> {
+    if a.samples == 0 {
+        return Err(Fatal::usage(
+            "--samples 0: need at least one pair of clock reads",
+            "for example --samples 16777216",
+        ));
+    }
+    let report = match a.backend {
+        None => backend::monotonic_timer("CLOCK_MONOTONIC".into(), a.samples),
+        Some(name) => {
+            let b = BackendArgs {
+                backend: Some(name),
+                sim_config: a.sim_config,
+                ..BackendArgs::default()
+            };
+            let chosen = backend::choose(&b, Duration::from_secs(30))?;
+            chosen[0].timer(a.samples)?
+        }
+    };
+    print!("{}", commbench::render::text::timer_report(&report));
+    if let Some(p) = a.json {
+        files::write_json_value(&p, &report)?;
+    }
+    Ok(())
+}

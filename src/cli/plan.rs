@@ -1,0 +1,310 @@
+//! From parsed arguments to a typed, fully validated [`Plan`] (design §2): every bad value is
+//! found here, before anything starts, and is a usage error (exit 2) with one line and a hint.
+
+use super::args::{BackendArgs, OutputArgs, PingpongArgs, ProgressWhen};
+use super::fatal::Fatal;
+use crate::backend::{self, Chosen, Job};
+use commbench::analysis::document::RunConfig;
+use commbench::analysis::fit::{self, Breakpoint};
+use commbench::core::method::transpose::Transpose;
+use commbench::core::method::{MethodConfig, NppChoice, PatternKind};
+use commbench::spec;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What a run measures.
+#[derive(Debug, Clone, Copy)]
+pub enum Work {
+    /// Ping-pong, exchange or bandwidth.
+    Pattern(PatternKind),
+    /// Seed 003's column transpose.
+    Transpose(Transpose),
+}
+
+/// Where the results go.
+#[derive(Debug, Clone)]
+pub struct Outputs {
+    /// `--output DIR`.
+    pub dir: Option<PathBuf>,
+    /// `--json FILE` (`-`: standard output).
+    pub json: Option<PathBuf>,
+    /// `--full`.
+    pub full: bool,
+    /// `--quiet`.
+    pub quiet: bool,
+    /// `--progress`.
+    pub progress: ProgressWhen,
+}
+
+impl Outputs {
+    /// Whether the JSON document goes to standard output (and the report does not).
+    pub fn json_to_stdout(&self) -> bool {
+        self.json.as_ref().is_some_and(|p| p.as_os_str() == "-")
+    }
+}
+
+/// The validated plan of a measuring run.
+#[derive(Debug)]
+pub struct Plan {
+    /// What is measured.
+    pub work: Work,
+    /// Every backend to measure with its options, in order (more than one only under an MPI
+    /// launcher).
+    pub backends: Vec<Chosen>,
+    /// The method's parameters.
+    pub method: MethodConfig,
+    /// How the ranks are found.
+    pub job: Job,
+    /// The Hockney fit's breakpoint.
+    pub breakpoint: Breakpoint,
+    /// `--instructions-per-second`.
+    pub instructions_per_second: Option<f64>,
+    /// The run configuration the result document records (without the ranks, known once
+    /// the run has started).
+    pub config: RunConfig,
+    /// Where the results go.
+    pub outputs: Outputs,
+}
+
+impl Plan {
+    /// Whether the run needs an MPI launcher: the mpi backend, or several backends side by side.
+    pub fn under_mpi(&self) -> bool {
+        self.backends.len() > 1 || self.backends.iter().any(Chosen::is_mpi)
+    }
+}
+
+/// The default sizes of a pattern: 8 bytes, or the whole sweep for streaming.
+fn sizes_spec(a: &PingpongArgs, streaming: bool) -> String {
+    match (&a.sizes, a.sweep || streaming) {
+        (Some(s), _) => s.clone(),
+        (None, true) => "1..4M:x2".to_string(),
+        (None, false) => "8".to_string(),
+    }
+}
+
+/// `--npp`: calculated (seed 000 §3.3), one value, or the npp study.
+fn npp_choice(a: &PingpongArgs) -> Result<NppChoice, Fatal> {
+    let Some(list) = a.npp.as_deref() else {
+        return Ok(NppChoice::Auto {
+            res_npp: a.res_npp,
+            npp_init: a.npp_init,
+            npptrial: a.npp_trials,
+        });
+    };
+    let v = spec::parse_counts(list).map_err(|e| {
+        Fatal::usage(
+            format!("--npp: {e}"),
+            "npp must be at least 1; leave --npp out to calculate it from the timer resolution",
+        )
+    })?;
+    Ok(if v.len() == 1 {
+        NppChoice::Fixed(v[0])
+    } else {
+        NppChoice::Study(v)
+    })
+}
+
+/// The method's parameters of a pattern run (sizes, trials, npp, ...).
+fn method(a: &PingpongArgs, sizes: Vec<u64>, streaming: bool) -> Result<MethodConfig, Fatal> {
+    Ok(MethodConfig {
+        sizes,
+        trials: a.trials.unwrap_or(if streaming { 100 } else { 10_000 }),
+        warmup: a.warmup.unwrap_or(if streaming { 10 } else { 100 }),
+        npp: npp_choice(a)?,
+        cut_coef: a.cut_coef,
+        timer_samples: a.samples,
+        source: a.source,
+        dest: a.dest,
+    })
+}
+
+/// `--breakpoint SIZE` needs two measured sizes on each side; `--instructions-per-second`
+/// must be positive.
+fn check_fit(a: &PingpongArgs, sizes: &[u64]) -> Result<(), Fatal> {
+    if let Breakpoint::At(at) = a.breakpoint {
+        fit::validate_breakpoint(sizes, at).map_err(|e| {
+            Fatal::usage(
+                format!("--breakpoint {at}: {}", e.reason()),
+                "a breakpoint needs at least two measured sizes on each side",
+            )
+        })?;
+    }
+    match a.instructions_per_second {
+        Some(ips) if !(ips.is_finite() && ips > 0.0) => Err(Fatal::usage(
+            format!("--instructions-per-second {ips}: must be positive"),
+            "for example --instructions-per-second 2.4e9",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `--timeout` as a duration.
+fn timeout(b: &BackendArgs) -> Result<Duration, Fatal> {
+    if !(b.timeout.is_finite() && b.timeout > 0.0 && b.timeout < 1e7) {
+        return Err(Fatal::usage(
+            format!(
+                "--timeout {}: must be a positive number of seconds",
+                b.timeout
+            ),
+            "for example --timeout 30",
+        ));
+    }
+    Ok(Duration::from_secs_f64(b.timeout))
+}
+
+/// Ranks of the run: `--size`, `--ranks`, or enough for `--source` and `--dest`.
+fn ranks(a: &PingpongArgs) -> Result<u32, Fatal> {
+    let b = &a.backend;
+    let needed = a.source.max(a.dest) + 1;
+    let ranks = b.size.or(b.ranks).unwrap_or(needed.max(2));
+    if ranks < 2 {
+        return Err(Fatal::usage(
+            format!("--ranks {ranks}: a ping-pong needs at least 2 ranks"),
+            "use --ranks 2 or more",
+        ));
+    }
+    Ok(ranks)
+}
+
+/// The plan of a pattern run (ping-pong, exchange, bandwidth).
+pub fn pattern(kind: PatternKind, a: PingpongArgs) -> Result<Plan, Fatal> {
+    let streaming = matches!(
+        kind,
+        PatternKind::Bandwidth { .. } | PatternKind::BiBandwidth { .. }
+    );
+    let spec_text = sizes_spec(&a, streaming);
+    let sizes = spec::parse_sizes(&spec_text).map_err(|e| {
+        Fatal::usage(
+            format!("--sizes: {e}"),
+            "examples: --sizes 8, --sizes 1,8,64, --sizes 1..4M:x2, --sizes 1..4096:+512",
+        )
+    })?;
+    if streaming && sizes.contains(&0) {
+        return Err(Fatal::usage(
+            "size 0 has no bandwidth",
+            "start the sweep at 1 byte, e.g. --sizes 1..4M:x2",
+        ));
+    }
+    check_fit(&a, &sizes)?;
+    let method = method(&a, sizes, streaming)?;
+    build(Work::Pattern(kind), a, method, spec_text)
+}
+
+/// The plan of seed 003's transpose of an `n x n` matrix.
+pub fn transpose(n: usize, a: PingpongArgs) -> Result<Plan, Fatal> {
+    if a.sizes.is_some() || a.sweep {
+        return Err(Fatal::usage(
+            "transpose measures one N x N matrix: --sizes and --sweep do not apply",
+            "give the matrix order with --n",
+        ));
+    }
+    if n == 0 || n > 16384 {
+        return Err(Fatal::usage(
+            format!("--n {n}: the matrix order must be 1..=16384"),
+            "for example --n 256",
+        ));
+    }
+    let bytes = (n * n * 8) as u64;
+    check_fit(&a, &[bytes])?;
+    let method = method(&a, vec![bytes], false)?;
+    build(
+        Work::Transpose(Transpose { n }),
+        a,
+        method,
+        format!("{n}x{n} doubles"),
+    )
+}
+
+/// The checks and the plan every measuring command shares: backends and their options,
+/// ranks, timeout, the method against the run's size.
+fn build(
+    work: Work,
+    a: PingpongArgs,
+    method: MethodConfig,
+    spec_text: String,
+) -> Result<Plan, Fatal> {
+    let b = &a.backend;
+    let timeout = timeout(b)?;
+    let ranks = ranks(&a)?;
+    let backends = backend::choose(b, timeout)?;
+    let fixed = backends.iter().find_map(Chosen::fixed_ranks);
+    if ranks > 1024 && fixed.is_none() {
+        return Err(Fatal::usage(
+            format!("--ranks {ranks}: at most 1024 local ranks"),
+            "start large runs under mpirun or srun",
+        ));
+    }
+    // A backend that fixes its size (the simulator's hypercube) is checked against it; under
+    // MPI the size is known once MPI has started.
+    let (size, why) = fixed.unwrap_or((ranks, String::new()));
+    method.validate(size).map_err(|e| {
+        let hint = if why.is_empty() {
+            "see `commbench pingpong --help`".to_string()
+        } else {
+            why
+        };
+        Fatal::usage(e.reason(), hint)
+    })?;
+    let config = record(&a, &backends, &method, work, spec_text, timeout);
+    let transpose = match work {
+        Work::Transpose(t) => Some(t),
+        Work::Pattern(_) => None,
+    };
+    Ok(Plan {
+        work,
+        backends,
+        method,
+        job: Job {
+            ranks,
+            timeout,
+            manual: b.rank.zip(b.size),
+            rendezvous: b.rendezvous.clone(),
+            transpose,
+        },
+        breakpoint: a.breakpoint,
+        instructions_per_second: a.instructions_per_second,
+        config,
+        outputs: outputs(&a.out),
+    })
+}
+
+/// The run configuration as the result document records it: the options as given.
+fn record(
+    a: &PingpongArgs,
+    backends: &[Chosen],
+    method: &MethodConfig,
+    work: Work,
+    sizes_spec: String,
+    timeout: Duration,
+) -> RunConfig {
+    let b = &a.backend;
+    let names: Vec<&str> = backends.iter().map(Chosen::name).collect();
+    let (pattern, transpose_n) = match work {
+        Work::Pattern(k) => (k, None),
+        Work::Transpose(t) => (PatternKind::PingPong, Some(t.n)),
+    };
+    RunConfig {
+        method: method.clone(),
+        backend: names.join(","),
+        ranks: 0,
+        timeout_s: timeout.as_secs_f64(),
+        poll: b.poll,
+        wait: b.wait.map(|w| w.name().to_string()),
+        cpus: b.cpus.clone(),
+        sim_config: b.sim_config.clone(),
+        clock: b.clock.map(|c| c.name().to_string()),
+        sizes_spec,
+        pattern,
+        transpose_n,
+    }
+}
+
+fn outputs(o: &OutputArgs) -> Outputs {
+    Outputs {
+        dir: o.output.clone(),
+        json: o.json.clone(),
+        full: o.full,
+        quiet: o.quiet,
+        progress: o.progress,
+    }
+}

@@ -419,29 +419,41 @@ pub fn cut_filter_len(sorted: &[f64], cut_coef: f64) -> usize {
 
 /// Seed 000 Appendix A binned distribution.
 ///
-/// `counts[k]` counts samples in `[k * bin_width, (k + 1) * bin_width)`, `overflow` those
-/// `>= counts.len() * bin_width`, `underflow` the negative ones.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `counts[k]` counts values in `[origin + k * bin_width, origin + (k + 1) * bin_width)`,
+/// `overflow` those at or above the last bin's right edge, `underflow` those below `origin`.
+/// The origin is the caller's ([`histogram`]'s argument); the timer's bins start at 0.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Histogram {
-    /// Width of every bin; bin `k` starts at `k * bin_width`.
+    /// Width of every bin; bin `k` starts at `origin + k * bin_width`.
     pub bin_width: f64,
     /// Count per bin.
     pub counts: Vec<u64>,
-    /// Samples at or above the end of the last bin (infinities included).
+    /// Values at or above the end of the last bin (infinities included).
     pub overflow: u64,
-    /// Negative samples.
+    /// Values below the origin.
     pub underflow: u64,
 }
 
-/// Bin `samples` (any order) into `nbins` bins of width `bin_width` starting at 0, as in
-/// seed 000 Appendix A (`0.80 <= times < 1.00 with count = 5118946`).
+/// Bin `(value, count)` pairs (any order; a plain sample is `(x, 1)`) into `nbins` bins of
+/// width `bin_width` starting at `origin`, as in seed 000 Appendix A
+/// (`0.80 <= times < 1.00 with count = 5118946`).
 ///
-/// Bin edges are the floating-point products `k as f64 * bin_width`, the same numbers a
-/// report prints, and every sample lands in the bin whose computed edges enclose it. NaN
-/// samples are counted nowhere. `None` for `bin_width` not finite or `<= 0`, `nbins == 0`
-/// or `nbins > MAX_HISTOGRAM_BINS`.
-pub fn histogram(samples: &[f64], bin_width: f64, nbins: usize) -> Option<Histogram> {
-    if !bin_width.is_finite() || bin_width <= 0.0 || nbins == 0 || nbins > MAX_HISTOGRAM_BINS {
+/// Bin edges are the floating-point numbers `origin + k as f64 * bin_width`, the same numbers
+/// a report prints, and every value lands in the bin whose computed edges enclose it. NaN
+/// values are counted nowhere. `None` for `origin` not finite, `bin_width` not finite or
+/// `<= 0`, `nbins == 0` or `nbins > MAX_HISTOGRAM_BINS`.
+pub fn histogram(
+    values: impl IntoIterator<Item = (f64, u64)>,
+    origin: f64,
+    bin_width: f64,
+    nbins: usize,
+) -> Option<Histogram> {
+    if !origin.is_finite()
+        || !bin_width.is_finite()
+        || bin_width <= 0.0
+        || nbins == 0
+        || nbins > MAX_HISTOGRAM_BINS
+    {
         return None;
     }
     let mut h = Histogram {
@@ -450,18 +462,18 @@ pub fn histogram(samples: &[f64], bin_width: f64, nbins: usize) -> Option<Histog
         overflow: 0,
         underflow: 0,
     };
-    let end = nbins as f64 * bin_width;
-    let edge = |k: usize| k as f64 * bin_width;
-    for &x in samples {
+    let edge = |k: usize| origin + k as f64 * bin_width;
+    let end = edge(nbins);
+    for (x, count) in values {
         if x.is_nan() {
             continue;
         }
-        if x < 0.0 {
-            h.underflow += 1;
+        if x < origin {
+            h.underflow += count;
         } else if x >= end {
-            h.overflow += 1;
+            h.overflow += count;
         } else {
-            let mut k = ((x / bin_width).floor() as usize).min(nbins - 1);
+            let mut k = (((x - origin) / bin_width).floor() as usize).min(nbins - 1);
             while k > 0 && edge(k) > x {
                 k -= 1;
             }
@@ -469,11 +481,27 @@ pub fn histogram(samples: &[f64], bin_width: f64, nbins: usize) -> Option<Histog
                 k += 1;
             }
             if let Some(c) = h.counts.get_mut(k) {
-                *c += 1;
+                *c += count;
             }
         }
     }
     Some(h)
+}
+
+/// The smallest of 1, 2 or 5 times a power of ten that is at least `x` (a relative
+/// 1e-12 below counts as reaching it): bin widths and axis steps people read easily.
+/// 1 for `x` not finite or `<= 0`.
+pub fn nice_width(x: f64) -> f64 {
+    if !(x.is_finite() && x > 0.0) {
+        return 1.0;
+    }
+    let p = 10f64.powf(x.log10().floor());
+    for m in [1.0, 2.0, 5.0, 10.0] {
+        if m * p >= x * (1.0 - 1e-12) {
+            return m * p;
+        }
+    }
+    10.0 * p
 }
 
 /// Seed 000 Appendix B "time = 1.431 with frequency = 3480329": every distinct value of
@@ -815,23 +843,43 @@ mod tests {
         }
     }
 
+    /// Plain samples, each counted once.
+    fn ones(v: &[f64]) -> impl Iterator<Item = (f64, u64)> + '_ {
+        v.iter().map(|&x| (x, 1))
+    }
+
     #[test]
     fn histogram_by_hand() {
         let d = [0.1, 0.2, 0.6, 0.39, 1.0, 5.0, -0.1, f64::INFINITY, f64::NAN];
-        let h = histogram(&d, 0.2, 5).unwrap();
+        let h = histogram(ones(&d), 0.0, 0.2, 5).unwrap();
         // Edges 0, 0.2, 0.4, 0.6000000000000001, 0.8, 1.0
         assert_eq!(h.counts, vec![1, 2, 1, 0, 0]);
         assert_eq!(h.overflow, 3);
         assert_eq!(h.underflow, 1);
         assert_eq!(h.bin_width, 0.2);
-        let h = histogram(&[0.0, 0.99, 1.0, 2.5], 1.0, 3).unwrap();
+        let h = histogram(ones(&[0.0, 0.99, 1.0, 2.5]), 0.0, 1.0, 3).unwrap();
         assert_eq!(h.counts, vec![2, 1, 1]);
-        assert_eq!(histogram(&d, 0.0, 5), None);
-        assert_eq!(histogram(&d, -1.0, 5), None);
-        assert_eq!(histogram(&d, f64::NAN, 5), None);
-        assert_eq!(histogram(&d, f64::INFINITY, 5), None);
-        assert_eq!(histogram(&d, 1.0, 0), None);
-        assert_eq!(histogram(&d, 1.0, MAX_HISTOGRAM_BINS + 1), None);
+        // An origin, and counts.
+        let h = histogram([(1.0, 3), (1.25, 2), (0.5, 7), (3.0, 1)], 1.0, 0.5, 2).unwrap();
+        assert_eq!((h.counts, h.underflow, h.overflow), (vec![5, 0], 7, 1));
+        assert_eq!(histogram(ones(&d), 0.0, 0.0, 5), None);
+        assert_eq!(histogram(ones(&d), 0.0, -1.0, 5), None);
+        assert_eq!(histogram(ones(&d), 0.0, f64::NAN, 5), None);
+        assert_eq!(histogram(ones(&d), 0.0, f64::INFINITY, 5), None);
+        assert_eq!(histogram(ones(&d), f64::NAN, 1.0, 5), None);
+        assert_eq!(histogram(ones(&d), 0.0, 1.0, 0), None);
+        assert_eq!(histogram(ones(&d), 0.0, 1.0, MAX_HISTOGRAM_BINS + 1), None);
+    }
+
+    #[test]
+    fn nice_widths() {
+        assert_eq!(nice_width(0.3), 0.5);
+        assert_eq!(nice_width(0.7), 1.0);
+        assert_eq!(nice_width(20.0), 20.0);
+        assert_eq!(nice_width(21.0), 50.0);
+        assert_eq!(nice_width(130.0), 200.0);
+        assert_eq!(nice_width(-1.0), 1.0);
+        assert_eq!(nice_width(f64::NAN), 1.0);
     }
 
     #[test]
@@ -901,7 +949,7 @@ mod tests {
             w in 0.01f64..10.0,
             nbins in 1usize..50,
         ) {
-            let h = histogram(&v, w, nbins).unwrap();
+            let h = histogram(ones(&v), 0.0, w, nbins).unwrap();
             let total: u64 = h.counts.iter().sum::<u64>() + h.overflow + h.underflow;
             prop_assert_eq!(total, v.len() as u64);
             prop_assert_eq!(h.counts.len(), nbins);

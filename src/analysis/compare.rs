@@ -209,7 +209,7 @@ pub fn compare(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::svg::tests::{doc, point};
+    use crate::analysis::testkit::{doc, point};
 
     fn sweep(scale: f64, seed: u64) -> ResultDoc {
         doc((0..6)

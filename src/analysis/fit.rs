@@ -27,8 +27,9 @@
 //! from first-order error propagation including the intercept-slope covariance.
 
 use crate::analysis::document::Point;
+use crate::analysis::inference::{fit_line_weighted, Line};
+use crate::analysis::model::{Cycles, FitPoint, FitSection, Hockney, HockneySegment, Linear};
 use commbench_core::stats::{self, Interval};
-use serde::{Deserialize, Serialize};
 
 /// Below this root-mean-square relative residual (0.1 %) one line describes the sweep and no
 /// breakpoint is reported: rounding (the simulator's integer nanoseconds) and noise at that
@@ -42,91 +43,6 @@ pub const BREAKPOINT_ALPHA: f64 = 0.05;
 /// squares for a breakpoint to be reported.
 pub const BREAKPOINT_MIN_RSS_REDUCTION: f64 = 0.5;
 
-/// A weighted least-squares line `y = intercept + slope x` with its uncertainties.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct WeightedLine {
-    /// Value at `x = 0`.
-    pub intercept: f64,
-    /// Slope.
-    pub slope: f64,
-    /// Standard error of the intercept (NaN with two points).
-    pub se_intercept: f64,
-    /// Standard error of the slope (NaN with two points).
-    pub se_slope: f64,
-    /// Covariance of intercept and slope (NaN with two points).
-    pub cov: f64,
-    /// Weighted coefficient of determination.
-    pub r2: f64,
-    /// Weighted residual sum of squares (relative squared error when weights are `1/y^2`).
-    pub rss: f64,
-    /// Largest absolute (unweighted) residual, the "max. error" of seed 001 Appendix B.
-    pub max_abs_err: f64,
-    /// Number of points.
-    pub n: usize,
-}
-
-/// Weighted least squares of `y` on `x` with weights `w`.
-///
-/// `None` when the lengths differ, there are fewer than two points, a value or weight is not
-/// finite, a weight is negative, or `x` has no spread.
-pub fn weighted_line(x: &[f64], y: &[f64], w: &[f64]) -> Option<WeightedLine> {
-    let n = x.len();
-    if n < 2 || y.len() != n || w.len() != n {
-        return None;
-    }
-    if x.iter().chain(y).chain(w).any(|v| !v.is_finite()) || w.iter().any(|&v| v < 0.0) {
-        return None;
-    }
-    let sw: f64 = w.iter().sum();
-    if sw <= 0.0 {
-        return None;
-    }
-    let xm = x.iter().zip(w).map(|(a, b)| a * b).sum::<f64>() / sw;
-    let ym = y.iter().zip(w).map(|(a, b)| a * b).sum::<f64>() / sw;
-    let (mut sxx, mut sxy, mut syy) = (0.0, 0.0, 0.0);
-    for ((&xi, &yi), &wi) in x.iter().zip(y).zip(w) {
-        let dx = xi - xm;
-        let dy = yi - ym;
-        sxx += wi * dx * dx;
-        sxy += wi * dx * dy;
-        syy += wi * dy * dy;
-    }
-    if sxx.is_nan() || sxx <= 0.0 || !sxx.is_finite() {
-        return None;
-    }
-    let slope = sxy / sxx;
-    let intercept = ym - slope * xm;
-    let mut rss = 0.0;
-    let mut max_abs_err = 0.0_f64;
-    for ((&xi, &yi), &wi) in x.iter().zip(y).zip(w) {
-        let r = yi - (intercept + slope * xi);
-        rss += wi * r * r;
-        max_abs_err = max_abs_err.max(r.abs());
-    }
-    let r2 = if syy > 0.0 { 1.0 - rss / syy } else { 1.0 };
-    let (se_intercept, se_slope, cov) = if n > 2 {
-        let s2 = rss / (n as f64 - 2.0);
-        (
-            (s2 * (1.0 / sw + xm * xm / sxx)).sqrt(),
-            (s2 / sxx).sqrt(),
-            -s2 * xm / sxx,
-        )
-    } else {
-        (f64::NAN, f64::NAN, f64::NAN)
-    };
-    Some(WeightedLine {
-        intercept,
-        slope,
-        se_intercept,
-        se_slope,
-        cov,
-        r2,
-        rss,
-        max_abs_err,
-        n,
-    })
-}
-
 /// Relative weights `1 / t^2`; plain weights 1 when some time is not positive.
 fn relative_weights(t: &[f64]) -> Vec<f64> {
     if t.iter().all(|&v| v > 0.0 && v.is_finite()) {
@@ -136,188 +52,29 @@ fn relative_weights(t: &[f64]) -> Vec<f64> {
     }
 }
 
-/// One regime's Hockney parameters (seed 002 eq. 2-8), fitted to the sizes in
-/// `[from_bytes, to_bytes]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HockneySegment {
-    /// Smallest size in the regime, bytes (0 when read from a document that predates it).
-    #[serde(default)]
-    pub from_bytes: u64,
-    /// Largest size in the regime, bytes (0 when read from a document that predates it).
-    #[serde(default)]
-    pub to_bytes: u64,
-    /// Asymptotic bandwidth `r_inf = 1 / slope`, MB/s (10^6 B/s).
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub r_inf_mb_s: f64,
-    /// Half-performance message length `n_half = r_inf t0`, bytes.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub n_half_bytes: f64,
-    /// Start-up time `t0 = intercept`, us.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub t0_us: f64,
-    /// Specific performance `pi0 = 1 / t0`, per second (seed 002 eq. 8).
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub pi0_per_s: f64,
-    /// Standard error of `r_inf`, MB/s.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub se_r_inf_mb_s: f64,
-    /// Standard error of `t0`, us.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub se_t0_us: f64,
-    /// Standard error of `n_half`, bytes.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub se_n_half_bytes: f64,
-    /// Weighted coefficient of determination of the line.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub r2: f64,
-    /// Largest absolute residual, us.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub max_abs_err_us: f64,
-    /// Number of (size, time) points fitted.
-    pub points: usize,
-}
-
-impl HockneySegment {
-    /// Derive the Hockney parameters from a line fitted to `t(n)` in us against bytes.
-    fn from_line(l: &WeightedLine, from_bytes: u64, to_bytes: u64) -> Self {
-        let (a, b) = (l.intercept, l.slope);
-        let r_inf = 1.0 / b;
-        let n_half = a / b;
-        // Var(a/b) = (a/b)^2 (var_a/a^2 + var_b/b^2 - 2 cov/(a b)).
-        let rel2 =
-            l.se_intercept.powi(2) / (a * a) + l.se_slope.powi(2) / (b * b) - 2.0 * l.cov / (a * b);
-        HockneySegment {
-            from_bytes,
-            to_bytes,
-            r_inf_mb_s: r_inf,
-            n_half_bytes: n_half,
-            t0_us: a,
-            pi0_per_s: 1e6 / a,
-            se_r_inf_mb_s: l.se_slope / (b * b),
-            se_t0_us: l.se_intercept,
-            se_n_half_bytes: n_half.abs() * rel2.max(0.0).sqrt(),
-            r2: l.r2,
-            max_abs_err_us: l.max_abs_err,
-            points: l.n,
-        }
+/// Seed 002's parameters from a line fitted to `t(n)` in us against bytes (`n_half`'s error
+/// by first-order propagation with the intercept-slope covariance).
+fn segment_of(l: &Line, from_bytes: u64, to_bytes: u64) -> HockneySegment {
+    let (a, b) = (l.intercept, l.slope);
+    let r_inf = 1.0 / b;
+    let n_half = a / b;
+    // Var(a/b) = (a/b)^2 (var_a/a^2 + var_b/b^2 - 2 cov/(a b)).
+    let rel2 =
+        l.se_intercept.powi(2) / (a * a) + l.se_slope.powi(2) / (b * b) - 2.0 * l.cov / (a * b);
+    HockneySegment {
+        from_bytes,
+        to_bytes,
+        r_inf_mb_s: r_inf,
+        n_half_bytes: n_half,
+        t0_us: a,
+        pi0_per_s: 1e6 / a,
+        se_r_inf_mb_s: l.se_slope / (b * b),
+        se_t0_us: l.se_intercept,
+        se_n_half_bytes: n_half.abs() * rel2.max(0.0).sqrt(),
+        r2: l.r2,
+        max_abs_err_us: l.max_abs_err,
+        points: l.n,
     }
-
-    /// The model's time for `n` bytes, us.
-    pub fn time_us(&self, n: f64) -> f64 {
-        self.t0_us + n / self.r_inf_mb_s
-    }
-}
-
-/// The Hockney fit of a sweep: the whole-range fit, and the per-regime fits when there is a
-/// breakpoint (seed 002).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Hockney {
-    /// The whole-range fit; its keys sit at the top level of the object.
-    #[serde(flatten)]
-    pub whole: HockneySegment,
-    /// First size of the upper regime (sizes below it form the lower regime), or null.
-    pub breakpoint_bytes: Option<u64>,
-    /// `none`, `given` (by the user) or `auto` (found by [`auto_breakpoint`]).
-    pub breakpoint_source: String,
-    /// The per-regime fits (lower, upper) when there is a breakpoint; empty otherwise.
-    pub segments: Vec<HockneySegment>,
-    /// Why a requested breakpoint was not used, or what the automatic search concluded.
-    pub notes: Vec<String>,
-}
-
-impl Hockney {
-    /// The model's time for `n` bytes, us: the regime's line when there is a breakpoint.
-    pub fn time_us(&self, n: u64) -> f64 {
-        match (self.breakpoint_bytes, self.segments.as_slice()) {
-            (Some(bp), [lo, hi]) => {
-                if n < bp {
-                    lo.time_us(n as f64)
-                } else {
-                    hi.time_us(n as f64)
-                }
-            }
-            _ => self.whole.time_us(n as f64),
-        }
-    }
-}
-
-/// Seed 003 eq. 3-4: the transfer time in processor cycles, `a + b n`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Cycles {
-    /// Instructions per second assumed (seed 003: 2.8 GHz x 2 = 5.6e9).
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub instructions_per_second: f64,
-    /// `a = instructions/second x T_s` (eq. 3), cycles.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub a_cycles: f64,
-    /// `b = instructions/second x T_c`, cycles per byte, so that `a + b n` is in cycles.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub b_cycles_per_byte: f64,
-    /// `T_c` in seconds per byte: what seed 003's Table 1 prints as "Beta".
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub beta_s_per_byte: f64,
-}
-
-/// Seed 003's latency and bandwidth (eq. 1-2).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Linear {
-    /// Latency `T_s`: the intercept, us (of the lower regime when there is a breakpoint).
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub latency_us: f64,
-    /// Bandwidth `1 / T_c`: the inverse slope, MB/s (of the upper regime when there is a
-    /// breakpoint).
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub bandwidth_mb_s: f64,
-    /// Standard error of the latency, us.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub se_latency_us: f64,
-    /// Standard error of the bandwidth, MB/s.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub se_bandwidth_mb_s: f64,
-    /// 95 % confidence interval of the latency (Student t with `points - 2` degrees of
-    /// freedom), us.
-    pub ci95_latency_us: Interval,
-    /// 95 % confidence interval of the bandwidth, MB/s (the inverted interval of the slope;
-    /// the upper end is null, i.e. unbounded, when the slope's interval reaches 0).
-    pub ci95_bandwidth_mb_s: Interval,
-    /// Sizes the latency was fitted on, `[from, to]` bytes.
-    pub latency_sizes: [u64; 2],
-    /// Sizes the bandwidth was fitted on, `[from, to]` bytes.
-    pub bandwidth_sizes: [u64; 2],
-    /// Cycles `a + b n` (eq. 3-4) when the instructions per second were given.
-    pub cycles: Option<Cycles>,
-}
-
-/// One point the models were fitted to, with the model's prediction.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FitPoint {
-    /// Message size, bytes.
-    pub size: u64,
-    /// Time fitted (median one-way time), us.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub time_us: f64,
-    /// The point's 95 % confidence interval (of the median), us, when known.
-    pub ci95_us: Option<Interval>,
-    /// The Hockney model's time for this size (the regime's line), us.
-    #[serde(deserialize_with = "stats::f64_or_nan")]
-    pub model_us: f64,
-}
-
-/// The fits of one pattern's sweep: the `fit` object of the result document.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FitSection {
-    /// Pattern fitted.
-    pub pattern: String,
-    /// What was fitted: `median one-way time`.
-    pub basis: String,
-    /// How residuals were weighted: `relative (1/t^2)` or `ordinary` (when a time is 0).
-    pub weighting: String,
-    /// Seed 002's model.
-    pub hockney: Hockney,
-    /// Seed 003's model.
-    pub linear: Linear,
-    /// The points, in increasing size.
-    pub points: Vec<FitPoint>,
 }
 
 /// Where the sweep is split into two regimes.
@@ -385,10 +142,10 @@ fn sorted_pairs(sizes: &[u64], times: &[f64]) -> (Vec<(u64, f64)>, Vec<u64>) {
     (v, distinct)
 }
 
-fn line_of(pairs: &[(u64, f64)]) -> Option<WeightedLine> {
+fn line_of(pairs: &[(u64, f64)]) -> Option<Line> {
     let x: Vec<f64> = pairs.iter().map(|p| p.0 as f64).collect();
     let y: Vec<f64> = pairs.iter().map(|p| p.1).collect();
-    weighted_line(&x, &y, &relative_weights(&y))
+    fit_line_weighted(&x, &y, &relative_weights(&y))
 }
 
 /// Search the split of a sweep into two regimes (seed 002's breakpoint, found instead of read
@@ -530,7 +287,7 @@ fn fit_with_ci(
     let pairs: Vec<(u64, f64)> = order.iter().map(|&i| (sizes[i], times_us[i])).collect();
     let (&(first, _), &(last, _)) = (pairs.first()?, pairs.last()?);
     let whole_line = line_of(&pairs)?;
-    let whole = HockneySegment::from_line(&whole_line, first, last);
+    let whole = segment_of(&whole_line, first, last);
     let weighting = if times_us.iter().all(|&t| t > 0.0) {
         "relative (1/t^2)"
     } else {
@@ -543,10 +300,7 @@ fn fit_with_ci(
         Breakpoint::At(at) => match validate_breakpoint(sizes, at) {
             Ok(()) => (Some(at), "given"),
             Err(e) => {
-                notes.push(format!(
-                    "{}; fitted as one regime",
-                    e.to_string().trim_start_matches("bad configuration: ")
-                ));
+                notes.push(format!("{}; fitted as one regime", e.reason()));
                 (None, "none")
             }
         },
@@ -578,8 +332,8 @@ fn fit_with_ci(
         let split = pairs.partition_point(|p| p.0 < at);
         let (lo, hi) = pairs.split_at(split);
         if let (Some(l), Some(h)) = (line_of(lo), line_of(hi)) {
-            segments.push(HockneySegment::from_line(&l, lo[0].0, lo[lo.len() - 1].0));
-            segments.push(HockneySegment::from_line(&h, hi[0].0, hi[hi.len() - 1].0));
+            segments.push(segment_of(&l, lo[0].0, lo[lo.len() - 1].0));
+            segments.push(segment_of(&h, hi[0].0, hi[hi.len() - 1].0));
             seg_lines.push((l, lo[0].0, lo[lo.len() - 1].0));
             seg_lines.push((h, hi[0].0, hi[hi.len() - 1].0));
         }
@@ -779,26 +533,6 @@ mod tests {
         assert_eq!(h.whole.t0_us, l.latency_us);
         assert_eq!(h.whole.r_inf_mb_s, l.bandwidth_mb_s);
         assert!((h.whole.n_half_bytes - 3600.0).abs() < 3.0 * h.whole.se_n_half_bytes + 1.0);
-    }
-
-    #[test]
-    fn se_matches_ordinary_least_squares_with_unit_weights() {
-        // With equal weights the weighted fit is stats::fit_line.
-        let x = [1.0, 2.0, 3.0, 4.0, 6.0];
-        let y = [1.1, 1.9, 3.2, 3.9, 6.3];
-        let w = weighted_line(&x, &y, &[1.0; 5]).unwrap();
-        let o = crate::analysis::inference::fit_line(&x, &y).unwrap();
-        assert!(close(w.slope, o.slope, 1e-12) && close(w.intercept, o.intercept, 1e-12));
-        assert!(close(w.se_slope, o.se_slope, 1e-12));
-        assert!(close(w.se_intercept, o.se_intercept, 1e-12));
-        assert!(close(w.r2, o.r2, 1e-12) && close(w.max_abs_err, o.max_abs_err, 1e-12));
-        assert_eq!(weighted_line(&[1.0], &[1.0], &[1.0]), None);
-        assert_eq!(weighted_line(&[1.0, 1.0], &[1.0, 2.0], &[1.0, 1.0]), None);
-        assert_eq!(
-            weighted_line(&[1.0, 2.0], &[1.0, f64::NAN], &[1.0, 1.0]),
-            None
-        );
-        assert_eq!(weighted_line(&[1.0, 2.0], &[1.0, 2.0], &[1.0, -1.0]), None);
     }
 
     fn two_regimes(sizes: &[u64], noise_amp: f64) -> Vec<f64> {

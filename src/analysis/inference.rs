@@ -1,94 +1,105 @@
 //! Inference beyond descriptive statistics: the least-squares line of seed 001 Appendix B
-//! (`fit`), a bootstrap CI of a ratio of medians, and the Mann-Whitney rank test. Used by the
-//! fits and `compare`; no rank ever runs them.
+//! (ordinary or weighted, [`fit_line_weighted`]), a bootstrap CI of a ratio of medians, and the
+//! Mann-Whitney rank test. Used by the fits and `compare`; no rank ever runs them.
 
-use commbench_core::stats::{
-    f64_or_nan, lerp, mean_variance, quantile, sort_samples, CompensatedSum, Interval, Xoshiro256,
-};
+use commbench_core::stats::{lerp, quantile, sort_samples, CompensatedSum, Interval, Xoshiro256};
 use std::cmp::Ordering;
 
 /// Largest number of resamples [`bootstrap_median_ratio_ci`] accepts (2^24); more gives
 /// `None`.
 pub const MAX_BOOTSTRAP_ITERS: usize = 1 << 24;
-use serde::{Deserialize, Serialize};
 
-/// Ordinary least-squares line `y = intercept + slope * x` (the `fit` of seed 001
-/// Appendix B, which reports `base + slope n` with "max. error").
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LineFit {
+/// A least-squares line `y = intercept + slope x` with its uncertainties: the `fit` of
+/// seed 001 Appendix B, which reports `base + slope n` with "max. error".
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Line {
     /// Value at `x = 0` (seed 001's `base`).
-    #[serde(deserialize_with = "f64_or_nan")]
     pub intercept: f64,
     /// Change of `y` per unit `x`.
-    #[serde(deserialize_with = "f64_or_nan")]
     pub slope: f64,
-    /// Standard error of the intercept, `s sqrt(1/n + mean(x)^2 / Sxx)`; NaN when `n == 2`
-    /// (no residual degrees of freedom).
-    #[serde(deserialize_with = "f64_or_nan")]
+    /// Standard error of the intercept, `s sqrt(1/sum(w) + mean_w(x)^2 / Sxx)`; NaN with two
+    /// points (no residual degrees of freedom).
     pub se_intercept: f64,
-    /// Standard error of the slope, `s / sqrt(Sxx)` with `s^2 = SSE / (n - 2)`; NaN when
-    /// `n == 2`.
-    #[serde(deserialize_with = "f64_or_nan")]
+    /// Standard error of the slope, `s / sqrt(Sxx)` with `s^2 = RSS / (n - 2)`; NaN with two
+    /// points.
     pub se_slope: f64,
-    /// Coefficient of determination `1 - SSE / SST`; 1 when all `y` are equal.
-    #[serde(deserialize_with = "f64_or_nan")]
+    /// Covariance of intercept and slope, `-s^2 mean_w(x) / Sxx`; NaN with two points.
+    pub cov: f64,
+    /// Weighted coefficient of determination `1 - RSS / SST`; 1 when all `y` are equal.
     pub r2: f64,
-    /// Largest absolute residual `|intercept + slope x_i - y_i|` (seed 001's "maximum
-    /// error").
-    #[serde(deserialize_with = "f64_or_nan")]
+    /// Weighted residual sum of squares (the squared relative error when the weights are
+    /// `1 / y^2`).
+    pub rss: f64,
+    /// Largest absolute (unweighted) residual `|intercept + slope x_i - y_i|`, seed 001's
+    /// "maximum error".
     pub max_abs_err: f64,
     /// Number of points.
     pub n: usize,
 }
 
-/// Least-squares line through `(x[i], y[i])`, computed on centred data for accuracy.
+/// Ordinary least squares of `y` on `x`: [`fit_line_weighted`] with equal weights.
+pub fn fit_line(x: &[f64], y: &[f64]) -> Option<Line> {
+    fit_line_weighted(x, y, &vec![1.0; x.len()])
+}
+
+/// Least squares of `y` on `x` with weights `w`, computed on data centred at the weighted
+/// means.
 ///
-/// `None` when the lengths differ, `n < 2`, any value is not finite, or all `x` are equal.
-pub fn fit_line(x: &[f64], y: &[f64]) -> Option<LineFit> {
+/// `None` when the lengths differ, there are fewer than two points, a value or weight is not
+/// finite, a weight is negative, the weights sum to 0, or `x` has no spread.
+pub fn fit_line_weighted(x: &[f64], y: &[f64], w: &[f64]) -> Option<Line> {
     let n = x.len();
-    if n != y.len() || n < 2 || x.iter().chain(y).any(|v| !v.is_finite()) {
+    if n < 2 || y.len() != n || w.len() != n {
         return None;
     }
-    let (mx, _) = mean_variance(x)?;
-    let (my, _) = mean_variance(y)?;
-    let mut sxx = CompensatedSum::default();
-    let mut sxy = CompensatedSum::default();
-    let mut syy = CompensatedSum::default();
-    for (&xi, &yi) in x.iter().zip(y) {
-        let dx = xi - mx;
-        let dy = yi - my;
-        sxx.add(dx * dx);
-        sxy.add(dx * dy);
-        syy.add(dy * dy);
-    }
-    let sxx = sxx.value();
-    if sxx <= 0.0 || !sxx.is_finite() {
+    if x.iter().chain(y).chain(w).any(|v| !v.is_finite()) || w.iter().any(|&v| v < 0.0) {
         return None;
     }
-    let slope = sxy.value() / sxx;
-    let intercept = my - slope * mx;
-    let mut sse = CompensatedSum::default();
+    let sw: f64 = w.iter().sum();
+    if sw <= 0.0 {
+        return None;
+    }
+    let xm = x.iter().zip(w).map(|(a, b)| a * b).sum::<f64>() / sw;
+    let ym = y.iter().zip(w).map(|(a, b)| a * b).sum::<f64>() / sw;
+    let (mut sxx, mut sxy, mut syy) = (0.0, 0.0, 0.0);
+    for ((&xi, &yi), &wi) in x.iter().zip(y).zip(w) {
+        let dx = xi - xm;
+        let dy = yi - ym;
+        sxx += wi * dx * dx;
+        sxy += wi * dx * dy;
+        syy += wi * dy * dy;
+    }
+    if sxx.is_nan() || sxx <= 0.0 || !sxx.is_finite() {
+        return None;
+    }
+    let slope = sxy / sxx;
+    let intercept = ym - slope * xm;
+    let mut rss = 0.0;
     let mut max_abs_err = 0.0_f64;
-    for (&xi, &yi) in x.iter().zip(y) {
-        let r = intercept + slope * xi - yi;
-        sse.add(r * r);
+    for ((&xi, &yi), &wi) in x.iter().zip(y).zip(w) {
+        let r = yi - (intercept + slope * xi);
+        rss += wi * r * r;
         max_abs_err = max_abs_err.max(r.abs());
     }
-    let sse = sse.value();
-    let sst = syy.value();
-    let r2 = if sst > 0.0 { 1.0 - sse / sst } else { 1.0 };
-    let (se_slope, se_intercept) = if n > 2 {
-        let s = (sse / (n as f64 - 2.0)).sqrt();
-        (s / sxx.sqrt(), s * (1.0 / n as f64 + mx * mx / sxx).sqrt())
+    let r2 = if syy > 0.0 { 1.0 - rss / syy } else { 1.0 };
+    let (se_intercept, se_slope, cov) = if n > 2 {
+        let s2 = rss / (n as f64 - 2.0);
+        (
+            (s2 * (1.0 / sw + xm * xm / sxx)).sqrt(),
+            (s2 / sxx).sqrt(),
+            -s2 * xm / sxx,
+        )
     } else {
-        (f64::NAN, f64::NAN)
+        (f64::NAN, f64::NAN, f64::NAN)
     };
-    Some(LineFit {
+    Some(Line {
         intercept,
         slope,
         se_intercept,
         se_slope,
+        cov,
         r2,
+        rss,
         max_abs_err,
         n,
     })
@@ -287,6 +298,33 @@ mod tests {
             fit_line(&[1.0, 2.0, 3.0], &[4.0, 4.0, 4.0]).unwrap().r2,
             1.0
         );
+    }
+
+    #[test]
+    fn weighted_line_by_hand() {
+        // Weights 1, 1, 2 on (0, 0), (1, 1), (2, 4): weighted means 5/4 and 9/4,
+        // Sxx = 25/16 + 1/16 + 18/16 = 2.75, Sxy = 45/16 + 5/16 + 42/16 = 5.75, slope = 23/11.
+        let f = fit_line_weighted(&[0.0, 1.0, 2.0], &[0.0, 1.0, 4.0], &[1.0, 1.0, 2.0]).unwrap();
+        assert!(close(f.slope, 23.0 / 11.0, 1e-12));
+        assert!(close(f.intercept, 2.25 - 1.25 * 23.0 / 11.0, 1e-12));
+        assert!(f.cov < 0.0 && f.se_slope > 0.0 && f.rss > 0.0);
+        // Equal weights of any size give the ordinary line.
+        let (x, y) = ([1.0, 2.0, 3.0, 4.0, 6.0], [1.1, 1.9, 3.2, 3.9, 6.3]);
+        let o = fit_line(&x, &y).unwrap();
+        let w = fit_line_weighted(&x, &y, &[3.0; 5]).unwrap();
+        assert!(close(w.slope, o.slope, 1e-12) && close(w.intercept, o.intercept, 1e-12));
+        assert!(close(w.se_slope, o.se_slope, 1e-12));
+        assert!(close(w.se_intercept, o.se_intercept, 1e-12));
+        assert!(close(w.r2, o.r2, 1e-12) && close(w.max_abs_err, o.max_abs_err, 1e-12));
+        assert_eq!(
+            fit_line_weighted(&[1.0, 2.0], &[1.0, 2.0], &[1.0, -1.0]),
+            None
+        );
+        assert_eq!(
+            fit_line_weighted(&[1.0, 2.0], &[1.0, 2.0], &[0.0, 0.0]),
+            None
+        );
+        assert_eq!(fit_line_weighted(&[1.0, 2.0], &[1.0, 2.0], &[1.0]), None);
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //!   §3.4);
 //! * [`document`]: the versioned result document (docs/result-format.md), written once per
 //!   run and read back by `report`, `plot` and `compare`;
-//! * [`fit`]: seed 002's Hockney model with its breakpoint and seed 003's latency/bandwidth
-//!   line;
+//! * [`fit`]: fitting seed 002's Hockney model with its breakpoint and seed 003's
+//!   latency/bandwidth line to a sweep; [`model`]: the fitted models as the document records
+//!   them;
 //! * [`compare`]: two documents size by size (ratio of medians, bootstrap CI, rank test);
 //! * [`inference`]: the least-squares line, the bootstrap and the rank test these build on.
 //!
@@ -15,4 +16,7 @@ pub mod compare;
 pub mod document;
 pub mod fit;
 pub mod inference;
+pub mod model;
 pub mod point;
+#[cfg(test)]
+pub(crate) mod testkit;

@@ -87,9 +87,17 @@ pub fn analyse(
     let kept = stats::cut_filter_len(&v, cut_coef);
     let fs = stats::summarize(&v[..kept.max(1).min(v.len())])
         .ok_or_else(|| Error::Invalid("no trials left after filtering".into()))?;
-    let width = commbench_core::method::timer::nice_width((s.p999 - s.min).max(1e-3) / 50.0);
-    let lo = (s.min / width).floor() * width;
-    let histogram = histogram_from(&v, lo, width, 60);
+    let width = stats::nice_width((s.p999 - s.min).max(1e-3) / 50.0);
+    let origin = (s.min / width).floor() * width;
+    let h = stats::histogram(v.iter().map(|&x| (x, 1)), origin, width, 60)
+        .ok_or_else(|| Error::Invalid(format!("cannot bin times from {} us", s.min)))?;
+    let histogram = Distribution {
+        origin,
+        bin_width: h.bin_width,
+        counts: h.counts,
+        overflow: h.overflow,
+        underflow: h.underflow,
+    };
     let (frequencies, frequencies_omitted) = stats::distinct_frequencies(&v, MAX_FREQUENCIES);
     Ok(Analysis {
         rate_mb_s: Rates::from_summary(bytes, &s),
@@ -105,32 +113,6 @@ pub fn analyse(
         frequencies,
         frequencies_omitted,
     })
-}
-
-/// Bin sorted values from `lo` in `nbins` bins of width `w`.
-fn histogram_from(sorted: &[f64], lo: f64, w: f64, nbins: usize) -> Distribution {
-    let mut counts = vec![0u64; nbins];
-    let mut overflow = 0;
-    let mut underflow = 0;
-    for &x in sorted {
-        if x < lo {
-            underflow += 1;
-            continue;
-        }
-        let b = ((x - lo) / w) as usize;
-        if b < nbins {
-            counts[b] += 1;
-        } else {
-            overflow += 1;
-        }
-    }
-    Distribution {
-        origin: lo,
-        bin_width: w,
-        counts,
-        overflow,
-        underflow,
-    }
 }
 
 /// A binned distribution: bin k covers `[origin + k w, origin + (k+1) w)`.

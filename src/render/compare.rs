@@ -68,7 +68,7 @@ pub fn report(
 mod tests {
     use super::*;
     use crate::analysis::compare::compare;
-    use crate::render::svg::tests::{doc, point};
+    use crate::analysis::testkit::{doc, point};
 
     #[test]
     fn rows_verdicts_and_unmatched_points() {

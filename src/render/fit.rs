@@ -2,7 +2,7 @@
 //! parameters per regime, seed 003's latency and bandwidth, and the points with the model's
 //! time).
 
-use crate::analysis::fit::{FitSection, HockneySegment, Linear};
+use crate::analysis::model::{FitSection, HockneySegment, Linear};
 use crate::render::format::{text, Style};
 use std::fmt::Write;
 

@@ -1,7 +1,7 @@
 //! A result document as Markdown: the run, one table row per point, and the fitted models.
 
 use crate::analysis::document::ResultDoc;
-use crate::analysis::fit::{FitSection, HockneySegment};
+use crate::analysis::model::{FitSection, HockneySegment};
 use crate::render::format::{number, Style, MARKDOWN_UNDEFINED};
 use crate::render::text::host_line;
 use std::fmt::Write;

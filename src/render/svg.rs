@@ -21,8 +21,10 @@
 //! log plots (a caption says so).
 
 use crate::analysis::document::{Point, ResultDoc};
-use crate::analysis::fit::{self, Breakpoint, FitSection, HockneySegment};
+use crate::analysis::fit::{self, Breakpoint};
+use crate::analysis::model::{FitSection, HockneySegment};
 use crate::render::format::{text, Style};
+use commbench_core::stats::{self, nice_width};
 use commbench_core::transport::error::{Error, Result};
 use std::fmt::Write;
 
@@ -179,7 +181,7 @@ impl Axis {
             let d = if min != 0.0 { min.abs() * 0.01 } else { 1.0 };
             (min - d, max + d)
         };
-        let step = nice_step((max - min) / 6.0);
+        let step = nice_width((max - min) / 6.0);
         Axis {
             lo: (min / step).floor() * step,
             hi: (max / step).ceil() * step,
@@ -195,7 +197,7 @@ impl Axis {
         let mut minor = Vec::new();
         match self.scale {
             Scale::Linear => {
-                let step = nice_step((self.hi - self.lo) / 6.0);
+                let step = nice_width((self.hi - self.lo) / 6.0);
                 let decimals = (-step.log10().floor()).max(0.0) as usize;
                 let first = (self.lo / step).round() as i64;
                 let last = (self.hi / step).round() as i64;
@@ -243,25 +245,6 @@ impl Axis {
         }
         (major, minor)
     }
-}
-
-/// 1, 2 or 5 times a power of ten, at least `raw`.
-fn nice_step(raw: f64) -> f64 {
-    if raw.is_nan() || raw <= 0.0 || !raw.is_finite() {
-        return 1.0;
-    }
-    let p = 10f64.powf(raw.log10().floor());
-    let f = raw / p;
-    let m = if f <= 1.0 {
-        1.0
-    } else if f <= 2.0 {
-        2.0
-    } else if f <= 5.0 {
-        5.0
-    } else {
-        10.0
-    };
-    m * p
 }
 
 /// `m x 10^k` written exactly: `500`, `0.02`, `1e6`.
@@ -942,7 +925,7 @@ fn bandwidth(doc: &ResultDoc, fits: &[FitSection]) -> Result<String> {
 fn one_way_times(p: &Point) -> Vec<f64> {
     let per = 1000.0 * (p.npp.max(1) * p.trips_per_iteration.max(1)) as f64;
     let mut v: Vec<f64> = p.trial_ns.iter().map(|&t| t as f64 / per).collect();
-    commbench_core::stats::sort_samples(&mut v);
+    stats::sort_samples(&mut v);
     v
 }
 
@@ -966,9 +949,9 @@ fn histogram(doc: &ResultDoc, size: Option<u64>) -> Result<String> {
             p.size
         )));
     }
-    let median = commbench_core::stats::median(&v).unwrap_or(p.one_way_us.median);
+    let median = stats::median(&v).unwrap_or(p.one_way_us.median);
     let cut = p.filtered.cut_coef * median;
-    let p99 = commbench_core::stats::quantile(&v, 0.99).unwrap_or(median);
+    let p99 = stats::quantile(&v, 0.99).unwrap_or(median);
     let vmin = v[0];
     let vmax = v[v.len() - 1];
     // The data up to their 99th percentile decide the range; the cut line joins it when it is
@@ -985,15 +968,15 @@ fn histogram(doc: &ResultDoc, size: Option<u64>) -> Result<String> {
     };
     let nbins = 60usize;
     let width = (upper - vmin) / nbins as f64;
-    let mut counts = vec![0u64; nbins];
-    let mut overflow = 0u64;
-    for &t in &v {
-        if t > upper {
-            overflow += 1;
-        } else {
-            let k = (((t - vmin) / width) as usize).min(nbins - 1);
-            counts[k] += 1;
-        }
+    // Times above `upper` are off the plot; the last bar is closed on the right, so a time at
+    // `upper` (which rounding may put at or past the last computed edge) is drawn in it.
+    let shown = v.partition_point(|&t| t <= upper);
+    let overflow = (v.len() - shown) as u64;
+    let h = stats::histogram(v[..shown].iter().map(|&t| (t, 1)), vmin, width, nbins)
+        .ok_or_else(|| Error::Invalid(format!("cannot bin the times of size {}", p.size)))?;
+    let mut counts = h.counts;
+    if let Some(last) = counts.last_mut() {
+        *last += h.overflow;
     }
     let cmax = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
     let x = Axis::linear(vmin, upper, plot_x().0, plot_x().1);
@@ -1180,79 +1163,7 @@ fn signature(doc: &ResultDoc) -> Result<String> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use commbench_core::method::engine::RawPoint;
-
-    /// Deterministic noise in [0, 1).
-    fn unit(i: u64) -> f64 {
-        (i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// A ping-pong point whose one-way times are `t_us x (1 + spread u)`, `u` uniform.
-    pub(crate) fn point(
-        pattern: &str,
-        size: u64,
-        t_us: f64,
-        spread: f64,
-        trials: u64,
-        seed: u64,
-    ) -> Point {
-        let trial_ns = (0..trials)
-            .map(|i| {
-                (2000.0 * t_us * (1.0 + spread * unit(i ^ seed.rotate_left(17) ^ size))).round()
-                    as i64
-            })
-            .collect();
-        let raw = RawPoint {
-            pattern: pattern.into(),
-            size,
-            npp: 1,
-            npp_calculated: None,
-            median_ppt_ns: None,
-            trips_per_iteration: 2,
-            trial_ns,
-        };
-        Point::from_raw(raw, "sim", 2.0).unwrap()
-    }
-
-    /// A document from points, built through JSON so that it keeps working when the document
-    /// gains optional sections.
-    pub(crate) fn doc(points: Vec<Point>) -> ResultDoc {
-        let v = serde_json::json!({
-            "schema": crate::analysis::document::SCHEMA,
-            "version": crate::analysis::document::SCHEMA_VERSION,
-            "tool_version": "0.1.0",
-            "command": ["commbench", "pingpong"],
-            "config": {},
-            "environment": {
-                "hostname": "testhost", "cpu_model": null, "cpus": 2, "kernel": null,
-                "clocksource": null, "affinity": null, "target": "x86_64-linux",
-                "backend": "sim", "backend_info": {}, "ranks": 2, "launcher": "local"
-            },
-            "timer": null,
-            "points": points,
-            "status": "complete",
-            "error": null,
-            "started_unix_s": 0,
-            "wall_s": 1.0
-        });
-        serde_json::from_value(v).unwrap()
-    }
-
-    /// Two-regime sweep 1 B..1 MiB.
-    pub(crate) fn sweep(scale: f64) -> ResultDoc {
-        let pts = (0..=20)
-            .map(|k| {
-                let n = 1u64 << k;
-                let t = if n < 1024 {
-                    1.0 + n as f64 / 500.0
-                } else {
-                    6.0 + n as f64 / 4000.0
-                };
-                point("pingpong", n, t * scale, 0.05, 201, 1)
-            })
-            .collect();
-        doc(pts)
-    }
+    use crate::analysis::testkit::{doc, point, point_of, sweep};
 
     /// Minimal XML well-formedness check: balanced tags, quoted attributes, one root.
     pub(crate) fn well_formed(s: &str) -> std::result::Result<(), String> {
@@ -1365,20 +1276,10 @@ pub(crate) mod tests {
 
     #[test]
     fn histogram_plot() {
-        let mut pts = vec![point("pingpong", 8, 2.0, 0.2, 1000, 3)];
+        let mut trials = point("pingpong", 8, 2.0, 0.2, 1000, 3).trial_ns;
         // Outliers beyond the cut.
-        pts[0].trial_ns.extend([20_000, 30_000, 400_000]);
-        let p = pts.remove(0);
-        let raw = RawPoint {
-            pattern: p.pattern,
-            size: p.size,
-            npp: 1,
-            npp_calculated: None,
-            median_ppt_ns: None,
-            trips_per_iteration: 2,
-            trial_ns: p.trial_ns,
-        };
-        let p = Point::from_raw(raw, "sim", 2.0).unwrap();
+        trials.extend([20_000, 30_000, 400_000]);
+        let p = point_of("pingpong", 8, trials);
         let d = doc(vec![p, point("pingpong", 64, 3.0, 0.1, 100, 4)]);
         let s = plot(&d, PlotKind::Histogram, Some(8)).unwrap();
         well_formed(&s).unwrap();
@@ -1483,8 +1384,6 @@ pub(crate) mod tests {
         assert_eq!(bytes_label(0), "1");
         assert_eq!(bytes_label(10), "1K");
         assert_eq!(bytes_label(22), "4M");
-        assert_eq!(nice_step(0.7), 1.0);
-        assert_eq!(nice_step(130.0), 200.0);
         assert!(well_formed("<a><b/></a>").is_ok());
         assert!(well_formed("<a><b></a>").is_err());
         assert!(well_formed("<a>x > y</a>").is_err());

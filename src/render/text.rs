@@ -411,3 +411,29 @@ pub fn side_by_side(out: &mut String, points: &[Point]) {
         let _ = writeln!(out, "{line}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Documents and their reports as commbench 0.1.0 wrote them before the run configuration
+    /// was typed (`analysis::document`'s tests read them field by field).
+    const EARLIER: [(&str, &str); 2] = [
+        (
+            include_str!("../analysis/testdata/v0.1-sweep.json"),
+            include_str!("../analysis/testdata/v0.1-sweep.txt"),
+        ),
+        (
+            include_str!("../analysis/testdata/v0.1-fixed-npp.json"),
+            include_str!("../analysis/testdata/v0.1-fixed-npp.txt"),
+        ),
+    ];
+
+    #[test]
+    fn earlier_documents_render_as_before() {
+        for (json, text) in EARLIER {
+            let doc = ResultDoc::read_json(json).unwrap();
+            assert_eq!(render(&doc, Detail::Summary), text);
+        }
+    }
+}

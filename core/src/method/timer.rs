@@ -12,7 +12,7 @@
 //! of Appendix A without storing 2^24 samples. Recording a sample happens between `t2` and the
 //! next `t1`, outside the interval being measured.
 
-use crate::stats::Histogram;
+use crate::stats::{self, Histogram};
 use crate::transport::Endpoint;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -167,18 +167,10 @@ pub fn report_from_counts(
     // Appendix A bins at 0.2 us up to 10 us for a ~1 us timer: 50 bins. Here 50 bins of a
     // width that covers the 99.9th percentile, rounded to 1, 2 or 5 times a power of ten.
     let p999 = weighted_quantile(sorted, n, 0.999);
-    let width = nice_width((p999.max(res as f64).max(1.0)) / 50.0);
-    let nbins = 50usize;
-    let mut counts = vec![0u64; nbins];
-    let mut overflow = 0;
-    for &(d, c) in sorted {
-        let b = (d as f64 / width) as usize;
-        if b < nbins {
-            counts[b] += c;
-        } else {
-            overflow += c;
-        }
-    }
+    let width = stats::nice_width((p999.max(res as f64).max(1.0)) / 50.0);
+    // A positive finite width always bins; the empty default is for the impossible rest.
+    let histogram = stats::histogram(sorted.iter().map(|&(d, c)| (d as f64, c)), 0.0, width, 50)
+        .unwrap_or_default();
     let frequencies: Vec<(f64, u64)> = sorted
         .iter()
         .take(TimerReport::MAX_FREQ)
@@ -193,12 +185,7 @@ pub fn report_from_counts(
         mean_ns: mean,
         max_ns: max as f64,
         std_dev_ns: var.sqrt(),
-        histogram: Histogram {
-            bin_width: width,
-            counts,
-            overflow,
-            underflow: 0,
-        },
+        histogram,
         frequencies_omitted: sorted.len().saturating_sub(TimerReport::MAX_FREQ),
         frequencies,
         claimed_resolution_ns,
@@ -240,20 +227,6 @@ fn weighted_median(sorted: &[(u64, u64)], n: u64) -> f64 {
     } else {
         (nth(n / 2 - 1) + nth(n / 2)) / 2.0
     }
-}
-
-/// The smallest of 1, 2, 5 x 10^k that is >= x.
-pub fn nice_width(x: f64) -> f64 {
-    if !(x.is_finite() && x > 0.0) {
-        return 1.0;
-    }
-    let p = 10f64.powf(x.log10().floor());
-    for m in [1.0, 2.0, 5.0, 10.0] {
-        if m * p >= x * (1.0 - 1e-12) {
-            return m * p;
-        }
-    }
-    10.0 * p
 }
 
 #[cfg(test)]
@@ -300,11 +273,7 @@ mod tests {
     }
 
     #[test]
-    fn even_median_and_nice_widths() {
+    fn even_median() {
         assert_eq!(weighted_median(&[(1, 1), (3, 1)], 2), 2.0);
-        assert_eq!(nice_width(0.3), 0.5);
-        assert_eq!(nice_width(20.0), 20.0);
-        assert_eq!(nice_width(21.0), 50.0);
-        assert_eq!(nice_width(-1.0), 1.0);
     }
 }

@@ -104,8 +104,33 @@ fn npp_choice(a: &PingpongArgs) -> Result<NppChoice, Fatal> {
     })
 }
 
+/// The counts and the filter of the method, by flag.
+fn check_counts(a: &PingpongArgs) -> Result<(), Fatal> {
+    let positive = [
+        ("--trials", a.trials.unwrap_or(1)),
+        ("--samples", a.samples),
+        ("--res-npp", a.res_npp),
+        ("--npp-init", a.npp_init),
+        ("--npp-trials", a.npp_trials),
+    ];
+    if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
+        return Err(Fatal::usage(
+            format!("{flag} must be at least 1"),
+            "see `commbench pingpong --help`",
+        ));
+    }
+    if !(a.cut_coef.is_finite() && a.cut_coef >= 1.0) {
+        return Err(Fatal::usage(
+            format!("--cut-coef {} must be a number >= 1", a.cut_coef),
+            "trials above cut_coef x median are filtered out (seed 000 sec. 3.4); the default is 2",
+        ));
+    }
+    Ok(())
+}
+
 /// The method's parameters of a pattern run (sizes, trials, npp, ...).
 fn method(a: &PingpongArgs, sizes: Vec<u64>, streaming: bool) -> Result<MethodConfig, Fatal> {
+    check_counts(a)?;
     Ok(MethodConfig {
         sizes,
         trials: a.trials.unwrap_or(if streaming { 100 } else { 10_000 }),

@@ -43,7 +43,7 @@ pub struct TcpEndpoint {
     epoll: Epoll,
     events: [EpollEvent; 16],
     local: Option<SocketAddr>,
-    /// The CPU asked for (`--cpus`) and the affinity in effect, for the backend info.
+    /// The CPU asked for and the affinity in effect, for the backend info.
     pinned: Option<usize>,
     affinity: Vec<usize>,
 }

@@ -20,7 +20,7 @@ pub struct TcpConfig {
     /// Interface (host name or address) to listen on for data connections; by default the
     /// one this rank reached the rendezvous from (`127.0.0.1` for [`run_threads`]).
     pub bind_host: Option<String>,
-    /// CPUs to pin ranks to (`--cpus`): rank `i` goes to `cpus[i % len]`; empty: no pinning.
+    /// CPUs to pin ranks to: rank `i` goes to `cpus[i % len]`; empty: no pinning.
     pub cpus: Vec<usize>,
 }
 

@@ -43,7 +43,7 @@ pub struct RawPoint {
     pub size: u64,
     /// `npp` used.
     pub npp: u64,
-    /// `npp` the §3.3 formula gave (None when fixed with `--npp`).
+    /// `npp` the §3.3 formula gave (None when npp was given).
     pub npp_calculated: Option<u64>,
     /// `median_ppt` of §3.3, ns (None when `npp` was fixed).
     pub median_ppt_ns: Option<f64>,

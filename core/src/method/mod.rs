@@ -30,9 +30,9 @@ pub enum NppChoice {
         /// `npptrial`: estimation loops.
         npptrial: u64,
     },
-    /// A value given with `--npp N`.
+    /// A value given.
     Fixed(u64),
-    /// The npp study of seed 000 Tables 4.1-4.3 (`--npp 1,9,18,36`): every size is measured
+    /// The npp study of seed 000 Tables 4.1-4.3 (npp 1, 9, 18, 36, ...): every size is measured
     /// once per value, one row each.
     Study(Vec<u64>),
 }
@@ -95,10 +95,14 @@ impl MethodConfig {
             return Err(Error::Config("no message sizes".into()));
         }
         if self.trials == 0 {
-            return Err(Error::Config("--trials must be at least 1".into()));
+            return Err(Error::Config(
+                "the number of trials must be at least 1".into(),
+            ));
         }
         if self.timer_samples == 0 {
-            return Err(Error::Config("--samples must be at least 1".into()));
+            return Err(Error::Config(
+                "the timer characterisation needs at least 1 pair of clock reads".into(),
+            ));
         }
         match &self.npp {
             NppChoice::Auto {
@@ -108,33 +112,33 @@ impl MethodConfig {
             } => {
                 if *res_npp == 0 || *npp_init == 0 || *npptrial == 0 {
                     return Err(Error::Config(
-                        "--res-npp, --npp-init and --npp-trials must be at least 1".into(),
+                        "res_npp, npp_init and npptrial must be at least 1".into(),
                     ));
                 }
             }
             other => {
                 let v = other.fixed_values();
                 if v.is_empty() || v.contains(&0) {
-                    return Err(Error::Config("--npp must be at least 1".into()));
+                    return Err(Error::Config("npp must be at least 1".into()));
                 }
             }
         }
         if !(self.cut_coef.is_finite() && self.cut_coef >= 1.0) {
             return Err(Error::Config(format!(
-                "--cut-coef {} must be a number >= 1",
+                "cut_coef {} must be a number >= 1",
                 self.cut_coef
             )));
         }
         if self.source == self.dest {
             return Err(Error::Config(format!(
-                "--source and --dest are both rank {}; ping-pong needs two ranks",
+                "source and dest are both rank {}; a ping-pong needs two ranks",
                 self.source
             )));
         }
-        for (name, r) in [("--source", self.source), ("--dest", self.dest)] {
+        for (name, r) in [("source", self.source), ("dest", self.dest)] {
             if r >= size {
                 return Err(Error::Config(format!(
-                    "{name} {r} is out of range: the run has {size} ranks (0..{})",
+                    "{name} rank {r} is out of range: the run has {size} ranks (0..{})",
                     size.saturating_sub(1)
                 )));
             }

@@ -46,7 +46,7 @@ pub const MAX_MATRIX_BYTES: u64 = 4 << 30;
 /// above 2^31 - 1 bytes, or a matrix above [`MAX_MATRIX_BYTES`].
 pub fn matrix_bytes(n: usize) -> Result<u64> {
     if n == 0 {
-        return Err(Error::Config("--n must be at least 1".into()));
+        return Err(Error::Config("the matrix order must be at least 1".into()));
     }
     let col = (n as u64).checked_mul(8);
     let total = col.and_then(|c| c.checked_mul(n as u64));

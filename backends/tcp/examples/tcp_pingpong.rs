@@ -2,7 +2,7 @@
 //! backend's fast paths (not a measurement method; `commbench` itself does that properly).
 //!
 //! ```text
-//! cargo run --release -p commbench-tcp --example pingpong -- [SIZE_BYTES] [ROUNDS]
+//! cargo run --release -p commbench-tcp --example tcp_pingpong -- [SIZE_BYTES] [ROUNDS]
 //! ```
 //!
 //! Prints the mean one-way time (half the round trip) over ROUNDS ping-pongs after a warm-up,

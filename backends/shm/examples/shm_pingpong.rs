@@ -7,7 +7,7 @@
 //!   them and answers with one empty message at the end.
 //!
 //! ```text
-//! cargo run --release -p commbench-shm --example pingpong -- [--cpus 0,1] [--wait spin|spin-yield|futex]
+//! cargo run --release -p commbench-shm --example shm_pingpong -- [--cpus 0,1] [--wait spin|spin-yield|futex]
 //! ```
 
 use commbench_core::{Endpoint, Error, Program, Result, Src, TagSel};

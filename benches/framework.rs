@@ -3,7 +3,7 @@
 //!
 //! Run: `cargo bench --bench framework`; CI runs them once each with `cargo bench -- --test`.
 
-use commbench::core::method::clock;
+use commbench::core::transport::clock;
 use commbench::core::transport::{Endpoint, Program, Src, TagSel};
 use commbench::core::{stats, Result};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};

@@ -4,11 +4,11 @@
 //!
 //! * [`transport`]: the data plane every backend implements ([`Endpoint`]: non-blocking
 //!   sends and receives with tags and wildcards, completions, a control plane built on them),
-//!   the ids messages are addressed by, the one [`Error`] type, and the tag-matching engine
-//!   raw transports share;
+//!   the ids messages are addressed by, the clock an endpoint reads, the one [`Error`] type,
+//!   and the tag-matching engine raw transports share;
 //! * [`launch`]: where a rank comes from (commbench's local launcher, mpirun, srun), the tcp
 //!   rendezvous with its token, and CPU pinning;
-//! * [`method`]: the method of seed 000: the clock and its characterisation (§3.1), `npp`
+//! * [`method`]: the method of seed 000: the clock's characterisation (§3.1), `npp`
 //!   (§3.3), the one trial engine (§3.2) and the kernels it runs;
 //!
 //! plus descriptive [`stats`] and, behind the `testkit` feature, the conformance suite every

@@ -245,7 +245,7 @@ impl Environment {
             cpu_model,
             cpus: std::thread::available_parallelism().ok().map(|n| n.get()),
             kernel,
-            clocksource: commbench_core::method::clock::kernel_clocksource(),
+            clocksource: commbench_core::transport::clock::kernel_clocksource(),
             affinity,
             target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
             backend: backend.to_string(),

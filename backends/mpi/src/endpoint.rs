@@ -6,7 +6,7 @@ use crate::MpiConfig;
 use commbench_core::transport::error::check_rank;
 use commbench_core::transport::{BackendInfo, TAG_UB};
 use commbench_core::{
-    method::clock, Completion, Endpoint, Error, OpKind, Rank, ReqId, Result, Src, Tag, TagSel,
+    transport::clock, Completion, Endpoint, Error, OpKind, Rank, ReqId, Result, Src, Tag, TagSel,
 };
 use mpi::ffi;
 use std::os::raw::{c_int, c_void};
@@ -555,7 +555,7 @@ impl Endpoint for MpiEndpoint {
             // which an endpoint guarantees.
             MpiClock::Wtime => Some(unsafe { mpi::ffi::MPI_Wtick() } * 1e9),
             MpiClock::Monotonic => {
-                commbench_core::method::clock::monotonic_claimed_resolution_ns().map(|x| x as f64)
+                commbench_core::transport::clock::monotonic_claimed_resolution_ns().map(|x| x as f64)
             }
         }
     }

@@ -24,7 +24,7 @@ use crate::segment::{
 };
 use crate::sys::{futex_wait, futex_wake, Watch};
 use crate::WaitPolicy;
-use commbench_core::method::clock::monotonic_ns;
+use commbench_core::transport::clock::monotonic_ns;
 use commbench_core::transport::error::check_rank;
 use commbench_core::transport::matching::{Matcher, ReqTable};
 use commbench_core::transport::BackendInfo;

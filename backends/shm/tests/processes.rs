@@ -184,7 +184,7 @@ impl Harness for External {
         let job = format!(
             "shm-test-{}-{}",
             std::process::id(),
-            commbench_core::method::clock::monotonic_ns()
+            commbench_core::transport::clock::monotonic_ns()
         );
         let vars = vec![(ENV_JOB.to_string(), job.clone())];
         let kids: Vec<Child> = (1..n).map(|r| spawn(r, n, &self.role, &vars)).collect();

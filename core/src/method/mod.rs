@@ -1,10 +1,9 @@
-//! The measurement method of seed 000: the [`clock`] and its characterisation ([`timer`],
+//! The measurement method of seed 000: the clock's characterisation ([`timer`],
 //! §3.1), the configuration and the choice of `npp` (§3.3, here), the one trial engine with
 //! its barrier and handshake ([`engine`], §3.2), and what it measures ([`transpose`] and the
 //! patterns of [`engine`]). The analysis of the trial times (§3.4) runs on rank 0 outside
 //! this crate.
 
-pub mod clock;
 pub mod engine;
 pub mod kernels;
 pub mod timer;

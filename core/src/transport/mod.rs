@@ -13,13 +13,13 @@
 //! A [`Program`] is what every rank runs; a backend's launcher runs it on each rank it hosts
 //! (a process, a thread, or a simulated node's coroutine) and hands back each rank's output.
 
+pub mod clock;
 pub mod error;
 pub mod ids;
 pub mod matching;
 
 pub use ids::*;
 
-use crate::method::clock;
 use error::{Error, Result};
 use std::time::{Duration, Instant};
 

@@ -291,25 +291,11 @@ pub enum ClockArg {
     Monotonic,
 }
 
-impl WaitArg {
-    /// The name on the command line and in the result document.
-    pub fn name(self) -> &'static str {
-        match self {
-            WaitArg::Spin => "spin",
-            WaitArg::SpinYield => "spin-yield",
-            WaitArg::Futex => "futex",
-        }
-    }
-}
-
-impl ClockArg {
-    /// The name on the command line and in the result document.
-    pub fn name(self) -> &'static str {
-        match self {
-            ClockArg::Wtime => "wtime",
-            ClockArg::Monotonic => "monotonic",
-        }
-    }
+/// The name of a closed choice as the command line and the result document spell it.
+pub fn choice_name<T: ValueEnum>(v: &T) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
 }
 
 /// `--breakpoint none|auto|SIZE`.

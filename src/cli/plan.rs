@@ -1,7 +1,7 @@
 //! From parsed arguments to a typed, fully validated [`Plan`] (design §2): every bad value is
 //! found here, before anything starts, and is a usage error (exit 2) with one line and a hint.
 
-use super::args::{BackendArgs, OutputArgs, PingpongArgs, ProgressWhen};
+use super::args::{choice_name, BackendArgs, OutputArgs, PingpongArgs, ProgressWhen};
 use super::fatal::Fatal;
 use crate::backend::{self, Chosen, Job};
 use commbench::analysis::document::RunConfig;
@@ -314,10 +314,10 @@ fn record(
         ranks: 0,
         timeout_s: timeout.as_secs_f64(),
         poll: b.poll,
-        wait: b.wait.map(|w| w.name().to_string()),
+        wait: b.wait.as_ref().map(choice_name),
         cpus: b.cpus.clone(),
         sim_config: b.sim_config.clone(),
-        clock: b.clock.map(|c| c.name().to_string()),
+        clock: b.clock.as_ref().map(choice_name),
         sizes_spec,
         pattern,
         transpose_n,

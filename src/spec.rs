@@ -216,6 +216,75 @@ fn parse_part(
     })
 }
 
+/// The step of a range: `:xF` (geometric, also the default) or `:+S` (linear).
+enum Step {
+    Mul(u64),
+    Add(u64),
+}
+
+/// Read the step after `:` (`None`: no step given, doubling).
+fn parse_step(
+    step: Option<&str>,
+    item: &str,
+    suffixes: bool,
+    forms: &'static str,
+) -> Result<Step, SpecError> {
+    let Some(s) = step else {
+        return Ok(Step::Mul(2));
+    };
+    if let Some(f) = s.strip_prefix(['x', 'X', '*']) {
+        Ok(Step::Mul(parse_part(f, item, false, forms)?))
+    } else if let Some(d) = s.strip_prefix('+') {
+        Ok(Step::Add(parse_part(d, item, suffixes, forms)?))
+    } else {
+        Err(SpecError::BadStep {
+            text: item.to_string(),
+            forms,
+        })
+    }
+}
+
+/// `item` would take the list past [`MAX_VALUES`].
+fn too_many(item: &str) -> SpecError {
+    SpecError::TooMany {
+        text: item.to_string(),
+        limit: MAX_VALUES,
+    }
+}
+
+/// Push `a, a f, a f^2, ...` up to `b` (`a >= 1`, `f >= 2`) of range `item` onto `out`.
+fn push_geometric(a: u64, b: u64, f: u64, item: &str, out: &mut Vec<u64>) -> Result<(), SpecError> {
+    let mut v = a;
+    while v <= b {
+        if out.len() >= MAX_VALUES {
+            return Err(too_many(item));
+        }
+        out.push(v);
+        match v.checked_mul(f) {
+            Some(next) => v = next,
+            None => break,
+        }
+    }
+    Ok(())
+}
+
+/// Push `a, a + s, a + 2 s, ...` up to `b` (`s >= 1`) of range `item` onto `out`.
+fn push_linear(a: u64, b: u64, s: u64, item: &str, out: &mut Vec<u64>) -> Result<(), SpecError> {
+    let count = ((b - a) / s).saturating_add(1);
+    if count > (MAX_VALUES - out.len().min(MAX_VALUES)) as u64 {
+        return Err(too_many(item));
+    }
+    let mut v = a;
+    while v <= b {
+        out.push(v);
+        match v.checked_add(s) {
+            Some(next) => v = next,
+            None => break,
+        }
+    }
+    Ok(())
+}
+
 /// Expand one item (`N` or a range) into `out`, keeping the total within [`MAX_VALUES`].
 fn expand_item(
     item: &str,
@@ -223,13 +292,9 @@ fn expand_item(
     forms: &'static str,
     out: &mut Vec<u64>,
 ) -> Result<(), SpecError> {
-    let too_many = || SpecError::TooMany {
-        text: item.to_string(),
-        limit: MAX_VALUES,
-    };
     let Some((a_text, rest)) = item.split_once("..") else {
         if out.len() >= MAX_VALUES {
-            return Err(too_many());
+            return Err(too_many(item));
         }
         out.push(parse_number(item, suffixes, forms)?);
         return Ok(());
@@ -240,88 +305,46 @@ fn expand_item(
     };
     let a = parse_part(a_text, item, suffixes, forms)?;
     let b = parse_part(b_text, item, suffixes, forms)?;
-    let err = |make: fn(String, &'static str) -> SpecError| make(item.to_string(), forms);
-    enum Step {
-        Mul(u64),
-        Add(u64),
-    }
-    let step = match step {
-        None => Step::Mul(2),
-        Some(s) => {
-            if let Some(f) = s.strip_prefix(['x', 'X', '*']) {
-                Step::Mul(parse_part(f, item, false, forms)?)
-            } else if let Some(d) = s.strip_prefix('+') {
-                Step::Add(parse_part(d, item, suffixes, forms)?)
-            } else {
-                return Err(err(|text, forms| SpecError::BadStep { text, forms }));
-            }
-        }
-    };
+    let step = parse_step(step, item, suffixes, forms)?;
+    let err = |make: fn(String, &'static str) -> SpecError| Err(make(item.to_string(), forms));
     if a > b {
-        return Err(err(|text, forms| SpecError::ReversedRange { text, forms }));
+        return err(|text, forms| SpecError::ReversedRange { text, forms });
     }
     match step {
-        Step::Mul(f) => {
-            if f < 2 {
-                return Err(err(|text, forms| SpecError::BadFactor { text, forms }));
-            }
-            if a == 0 {
-                return Err(err(|text, forms| SpecError::ZeroGeometricStart {
-                    text,
-                    forms,
-                }));
-            }
-            let mut v = a;
-            while v <= b {
-                if out.len() >= MAX_VALUES {
-                    return Err(too_many());
-                }
-                out.push(v);
-                match v.checked_mul(f) {
-                    Some(next) => v = next,
-                    None => break,
-                }
-            }
-        }
-        Step::Add(s) => {
-            if s == 0 {
-                return Err(err(|text, forms| SpecError::ZeroStep { text, forms }));
-            }
-            let count = ((b - a) / s).saturating_add(1);
-            if count > (MAX_VALUES - out.len().min(MAX_VALUES)) as u64 {
-                return Err(too_many());
-            }
-            let mut v = a;
-            while v <= b {
-                out.push(v);
-                match v.checked_add(s) {
-                    Some(next) => v = next,
-                    None => break,
-                }
-            }
-        }
+        Step::Mul(f) if f < 2 => err(|text, forms| SpecError::BadFactor { text, forms }),
+        Step::Mul(_) if a == 0 => err(|text, forms| SpecError::ZeroGeometricStart { text, forms }),
+        Step::Mul(f) => push_geometric(a, b, f, item, out),
+        Step::Add(0) => err(|text, forms| SpecError::ZeroStep { text, forms }),
+        Step::Add(s) => push_linear(a, b, s, item, out),
     }
-    Ok(())
 }
 
-/// Parse a whole list: split on commas, expand every item, drop duplicates (first kept).
-fn parse_list(spec: &str, suffixes: bool, forms: &'static str) -> Result<Vec<u64>, SpecError> {
+/// The trimmed items between the commas of `spec`, each an error when empty; an empty list
+/// is an error at once.
+fn items<'a>(
+    spec: &'a str,
+    forms: &'static str,
+) -> Result<impl Iterator<Item = Result<&'a str, SpecError>> + 'a, SpecError> {
     if spec.trim().is_empty() {
         return Err(SpecError::Empty {
             spec: spec.to_string(),
             forms,
         });
     }
+    Ok(spec.split(',').map(move |item| match item.trim() {
+        "" => Err(SpecError::EmptyItem {
+            spec: spec.to_string(),
+            forms,
+        }),
+        item => Ok(item),
+    }))
+}
+
+/// Parse a whole list: split on commas, expand every item, drop duplicates (first kept).
+fn parse_list(spec: &str, suffixes: bool, forms: &'static str) -> Result<Vec<u64>, SpecError> {
     let mut raw = Vec::new();
-    for item in spec.split(',') {
-        let item = item.trim();
-        if item.is_empty() {
-            return Err(SpecError::EmptyItem {
-                spec: spec.to_string(),
-                forms,
-            });
-        }
-        expand_item(item, suffixes, forms, &mut raw)?;
+    for item in items(spec, forms)? {
+        expand_item(item?, suffixes, forms, &mut raw)?;
     }
     let mut seen = HashSet::with_capacity(raw.len());
     raw.retain(|v| seen.insert(*v));
@@ -391,12 +414,6 @@ pub fn parse_counts(spec: &str) -> Result<Vec<u64>, SpecError> {
 /// listed twice, or more than [`MAX_VALUES`] CPUs.
 pub fn parse_cpu_list(spec: &str) -> Result<Vec<usize>, SpecError> {
     let forms = CPU_FORMS;
-    if spec.trim().is_empty() {
-        return Err(SpecError::Empty {
-            spec: spec.to_string(),
-            forms,
-        });
-    }
     let number = |t: &str, item: &str| -> Result<usize, SpecError> {
         let v = parse_part(t, item, false, forms)?;
         usize::try_from(v).map_err(|_| SpecError::Overflow {
@@ -406,14 +423,8 @@ pub fn parse_cpu_list(spec: &str) -> Result<Vec<usize>, SpecError> {
     };
     let mut out: Vec<usize> = Vec::new();
     let mut seen = HashSet::new();
-    for item in spec.split(',') {
-        let item = item.trim();
-        if item.is_empty() {
-            return Err(SpecError::EmptyItem {
-                spec: spec.to_string(),
-                forms,
-            });
-        }
+    for item in items(spec, forms)? {
+        let item = item?;
         let (a, b) = match item.split_once('-') {
             Some((a, b)) => (number(a, item)?, number(b, item)?),
             None => {

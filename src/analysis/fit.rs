@@ -268,34 +268,33 @@ pub fn fit(
     fit_with_ci(sizes, times_us, None, breakpoint, instructions_per_second)
 }
 
-fn fit_with_ci(
+/// A line fitted to the (size, time) pairs of one range of sizes, `from..=to` bytes.
+#[derive(Debug, Clone, Copy)]
+struct Fitted {
+    line: Line,
+    from: u64,
+    to: u64,
+}
+
+/// The relative-weighted line through `pairs`, sorted by size.
+fn fitted(pairs: &[(u64, f64)]) -> Option<Fitted> {
+    let (&(from, _), &(to, _)) = (pairs.first()?, pairs.last()?);
+    Some(Fitted {
+        line: line_of(pairs)?,
+        from,
+        to,
+    })
+}
+
+/// The breakpoint to use and where it came from (`none`, `given`, `auto`); `notes` gets why
+/// a given one is not used or what the search concluded.
+fn choose_breakpoint(
+    breakpoint: Breakpoint,
     sizes: &[u64],
     times_us: &[f64],
-    cis: Option<&[Interval]>,
-    breakpoint: Breakpoint,
-    ips: Option<f64>,
-) -> Option<FitSection> {
-    if sizes.len() != times_us.len() || times_us.iter().any(|t| !t.is_finite()) {
-        return None;
-    }
-    let mut order: Vec<usize> = (0..sizes.len()).collect();
-    order.sort_by(|&a, &b| {
-        sizes[a]
-            .cmp(&sizes[b])
-            .then(times_us[a].total_cmp(&times_us[b]))
-    });
-    let pairs: Vec<(u64, f64)> = order.iter().map(|&i| (sizes[i], times_us[i])).collect();
-    let (&(first, _), &(last, _)) = (pairs.first()?, pairs.last()?);
-    let whole_line = line_of(&pairs)?;
-    let whole = segment_of(&whole_line, first, last);
-    let weighting = if times_us.iter().all(|&t| t > 0.0) {
-        "relative (1/t^2)"
-    } else {
-        "ordinary"
-    };
-
-    let mut notes = Vec::new();
-    let (bp, source) = match breakpoint {
+    notes: &mut Vec<String>,
+) -> (Option<u64>, &'static str) {
+    match breakpoint {
         Breakpoint::None => (None, "none"),
         Breakpoint::At(at) => match validate_breakpoint(sizes, at) {
             Ok(()) => (Some(at), "given"),
@@ -324,61 +323,89 @@ fn fit_with_ci(
                 (None, "none")
             }
         },
-    };
-
-    let mut segments = Vec::new();
-    let mut seg_lines = Vec::new();
-    if let Some(at) = bp {
-        let split = pairs.partition_point(|p| p.0 < at);
-        let (lo, hi) = pairs.split_at(split);
-        if let (Some(l), Some(h)) = (line_of(lo), line_of(hi)) {
-            segments.push(segment_of(&l, lo[0].0, lo[lo.len() - 1].0));
-            segments.push(segment_of(&h, hi[0].0, hi[hi.len() - 1].0));
-            seg_lines.push((l, lo[0].0, lo[lo.len() - 1].0));
-            seg_lines.push((h, hi[0].0, hi[hi.len() - 1].0));
-        }
     }
-    let bp = if segments.is_empty() { None } else { bp };
-    let source = if bp.is_some() { source } else { "none" };
+}
 
-    // Seed 003: latency from the small sizes, bandwidth from the large ones.
-    let (lat, bw) = match seg_lines.as_slice() {
-        [l, h] => (*l, *h),
-        _ => ((whole_line, first, last), (whole_line, first, last)),
-    };
-    let latency_us = lat.0.intercept;
-    let bandwidth_mb_s = 1.0 / bw.0.slope;
-    let cycles = ips.map(|ips| Cycles {
-        instructions_per_second: ips,
-        a_cycles: ips * latency_us * 1e-6,
-        b_cycles_per_byte: ips * bw.0.slope * 1e-6,
-        beta_s_per_byte: bw.0.slope * 1e-6,
-    });
-    let linear = Linear {
+/// Seed 003 eq. 1-4: the latency from `lat`'s intercept, the bandwidth from `bw`'s slope,
+/// and the cycles when the instructions per second are known.
+fn linear_of(lat: &Fitted, bw: &Fitted, ips: Option<f64>) -> Linear {
+    let (l, b) = (&lat.line, &bw.line);
+    let latency_us = l.intercept;
+    Linear {
         latency_us,
-        bandwidth_mb_s,
-        se_latency_us: lat.0.se_intercept,
-        se_bandwidth_mb_s: bw.0.se_slope / (bw.0.slope * bw.0.slope),
-        ci95_latency_us: ci_of(latency_us, lat.0.se_intercept, lat.0.n.saturating_sub(2)),
-        ci95_bandwidth_mb_s: inverse_ci(bw.0.slope, bw.0.se_slope, bw.0.n.saturating_sub(2)),
-        latency_sizes: [lat.1, lat.2],
-        bandwidth_sizes: [bw.1, bw.2],
-        cycles,
-    };
-    let whole_t0 = whole.t0_us;
-    let mut hockney = Hockney {
-        whole,
-        breakpoint_bytes: bp,
-        breakpoint_source: source.into(),
-        segments,
-        notes,
-    };
-    if whole_t0 <= 0.0 {
-        hockney.notes.push(
+        bandwidth_mb_s: 1.0 / b.slope,
+        se_latency_us: l.se_intercept,
+        se_bandwidth_mb_s: b.se_slope / (b.slope * b.slope),
+        ci95_latency_us: ci_of(latency_us, l.se_intercept, l.n.saturating_sub(2)),
+        ci95_bandwidth_mb_s: inverse_ci(b.slope, b.se_slope, b.n.saturating_sub(2)),
+        latency_sizes: [lat.from, lat.to],
+        bandwidth_sizes: [bw.from, bw.to],
+        cycles: ips.map(|ips| Cycles {
+            instructions_per_second: ips,
+            a_cycles: ips * latency_us * 1e-6,
+            b_cycles_per_byte: ips * b.slope * 1e-6,
+            beta_s_per_byte: b.slope * 1e-6,
+        }),
+    }
+}
+
+/// Seed 002's Hockney fit of the sorted `pairs`: the whole range, and the two regimes when
+/// `breakpoint` leaves a line on each side; with them seed 003's line (latency from the small
+/// sizes, bandwidth from the large ones).
+fn hockney_and_linear(
+    pairs: &[(u64, f64)],
+    (bp, source): (Option<u64>, &'static str),
+    mut notes: Vec<String>,
+    ips: Option<f64>,
+) -> Option<(Hockney, Linear)> {
+    let whole = fitted(pairs)?;
+    let regimes = bp.and_then(|at| {
+        let (lo, hi) = pairs.split_at(pairs.partition_point(|p| p.0 < at));
+        Some([fitted(lo)?, fitted(hi)?])
+    });
+    let (lat, bw) = regimes.as_ref().map_or((&whole, &whole), |[l, h]| (l, h));
+    let linear = linear_of(lat, bw, ips);
+    let whole = segment_of(&whole.line, whole.from, whole.to);
+    if whole.t0_us <= 0.0 {
+        notes.push(
             "the fitted start-up time t0 is not positive, so n_half and pi0 are not meaningful"
                 .into(),
         );
     }
+    let hockney = Hockney {
+        whole,
+        breakpoint_bytes: regimes.and(bp),
+        breakpoint_source: if regimes.is_some() { source } else { "none" }.into(),
+        segments: regimes
+            .iter()
+            .flatten()
+            .map(|f| segment_of(&f.line, f.from, f.to))
+            .collect(),
+        notes,
+    };
+    Some((hockney, linear))
+}
+
+fn fit_with_ci(
+    sizes: &[u64],
+    times_us: &[f64],
+    cis: Option<&[Interval]>,
+    breakpoint: Breakpoint,
+    ips: Option<f64>,
+) -> Option<FitSection> {
+    if sizes.len() != times_us.len() || times_us.iter().any(|t| !t.is_finite()) {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by(|&a, &b| {
+        sizes[a]
+            .cmp(&sizes[b])
+            .then(times_us[a].total_cmp(&times_us[b]))
+    });
+    let pairs: Vec<(u64, f64)> = order.iter().map(|&i| (sizes[i], times_us[i])).collect();
+    let mut notes = Vec::new();
+    let bp = choose_breakpoint(breakpoint, sizes, times_us, &mut notes);
+    let (hockney, linear) = hockney_and_linear(&pairs, bp, notes, ips)?;
     let points = order
         .iter()
         .map(|&i| FitPoint {
@@ -388,6 +415,11 @@ fn fit_with_ci(
             model_us: hockney.time_us(sizes[i]),
         })
         .collect();
+    let weighting = if times_us.iter().all(|&t| t > 0.0) {
+        "relative (1/t^2)"
+    } else {
+        "ordinary"
+    };
     Some(FitSection {
         pattern: String::new(),
         basis: "median one-way time".into(),

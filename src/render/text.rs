@@ -68,6 +68,70 @@ fn stats_block(out: &mut String, s: &Summary, title: &str, def: &str) {
     let _ = writeln!(out, "    relative standard error  = {}", e(s.rel_std_err));
 }
 
+/// The four rates of `v` (from the minimum, median, mean and maximum time) on one line.
+fn four_rates(out: &mut String, v: [f64; 4]) {
+    let _ = writeln!(
+        out,
+        "    {} / {} / {} / {}",
+        sig(v[0]),
+        sig(v[1]),
+        sig(v[2]),
+        sig(v[3])
+    );
+}
+
+/// Appendix C's communication rates, and for the streaming patterns the message rates.
+fn rates(out: &mut String, p: &Point) {
+    let r = &p.rate_mb_s;
+    let _ = writeln!(out, "  COMMUNICATION RATES (MB/s = 10^6 bytes/s) using minimum / median / average / maximum time");
+    four_rates(out, [r.min, r.median, r.mean, r.max]);
+    if p.pattern.contains("bandwidth") {
+        let mps = |t: f64| if t > 0.0 { 1e6 / t } else { 0.0 };
+        let s = &p.one_way_us;
+        let _ = writeln!(
+            out,
+            "  MESSAGE RATES (messages/s) using minimum / median / average / maximum time"
+        );
+        four_rates(out, [mps(s.min), mps(s.median), mps(s.mean), mps(s.max)]);
+    }
+}
+
+/// The full output's distribution of one point: its bins and its smallest distinct times.
+fn distribution(out: &mut String, p: &Point) {
+    let d = &p.distribution_us;
+    let _ = writeln!(out, "  DISTRIBUTION OF ONE-WAY TIMES (us)");
+    if d.underflow > 0 {
+        let _ = writeln!(
+            out,
+            "    times < {:.4} with count = {}",
+            d.origin, d.underflow
+        );
+    }
+    for (k, c) in d.counts.iter().enumerate() {
+        let lo = d.origin + k as f64 * d.bin_width;
+        let _ = writeln!(
+            out,
+            "    {:10.4} <= times < {:10.4} with count = {c}",
+            lo,
+            lo + d.bin_width
+        );
+    }
+    let _ = writeln!(
+        out,
+        "    {:10.4} <= times with count = {}",
+        d.origin + d.counts.len() as f64 * d.bin_width,
+        d.overflow
+    );
+    let _ = writeln!(
+        out,
+        "  FREQUENCY OF ONE-WAY TIMES (us, smallest {} distinct values)",
+        p.frequencies_us.len()
+    );
+    for (t, c) in &p.frequencies_us {
+        let _ = writeln!(out, "    time = {t:.4} with frequency = {c}");
+    }
+}
+
 /// Render one point.
 pub fn point(out: &mut String, p: &Point, detail: Detail) {
     let _ = writeln!(
@@ -89,32 +153,7 @@ pub fn point(out: &mut String, p: &Point, detail: Detail) {
     let _ = writeln!(out, "  timing trials = {}", p.trials);
     let def = time_definition(p);
     stats_block(out, &p.one_way_us, "TIMING RESULTS AND STATISTICS", &def);
-    let r = &p.rate_mb_s;
-    let _ = writeln!(out, "  COMMUNICATION RATES (MB/s = 10^6 bytes/s) using minimum / median / average / maximum time");
-    let _ = writeln!(
-        out,
-        "    {} / {} / {} / {}",
-        sig(r.min),
-        sig(r.median),
-        sig(r.mean),
-        sig(r.max)
-    );
-    if p.pattern.contains("bandwidth") {
-        let mps = |t: f64| if t > 0.0 { 1e6 / t } else { 0.0 };
-        let s = &p.one_way_us;
-        let _ = writeln!(
-            out,
-            "  MESSAGE RATES (messages/s) using minimum / median / average / maximum time"
-        );
-        let _ = writeln!(
-            out,
-            "    {} / {} / {} / {}",
-            sig(mps(s.min)),
-            sig(mps(s.median)),
-            sig(mps(s.mean)),
-            sig(mps(s.max))
-        );
-    }
+    rates(out, p);
     let f = &p.filtered;
     let _ = writeln!(
         out,
@@ -128,38 +167,7 @@ pub fn point(out: &mut String, p: &Point, detail: Detail) {
         &def,
     );
     if detail == Detail::Full {
-        let d = &p.distribution_us;
-        let _ = writeln!(out, "  DISTRIBUTION OF ONE-WAY TIMES (us)");
-        if d.underflow > 0 {
-            let _ = writeln!(
-                out,
-                "    times < {:.4} with count = {}",
-                d.origin, d.underflow
-            );
-        }
-        for (k, c) in d.counts.iter().enumerate() {
-            let lo = d.origin + k as f64 * d.bin_width;
-            let _ = writeln!(
-                out,
-                "    {:10.4} <= times < {:10.4} with count = {c}",
-                lo,
-                lo + d.bin_width
-            );
-        }
-        let _ = writeln!(
-            out,
-            "    {:10.4} <= times with count = {}",
-            d.origin + d.counts.len() as f64 * d.bin_width,
-            d.overflow
-        );
-        let _ = writeln!(
-            out,
-            "  FREQUENCY OF ONE-WAY TIMES (us, smallest {} distinct values)",
-            p.frequencies_us.len()
-        );
-        for (t, c) in &p.frequencies_us {
-            let _ = writeln!(out, "    time = {t:.4} with frequency = {c}");
-        }
+        distribution(out, p);
     }
 }
 

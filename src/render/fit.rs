@@ -4,6 +4,7 @@
 
 use crate::analysis::model::{FitSection, HockneySegment, Linear};
 use crate::render::format::{text, Style};
+use commbench_core::stats::Interval;
 use std::fmt::Write;
 
 fn segment_lines(out: &mut String, s: &HockneySegment, indent: &str) {
@@ -65,24 +66,28 @@ fn hockney(out: &mut String, f: &FitSection) {
 /// Seed 003 eq. 1-4: latency, bandwidth and, when known, cycles.
 fn linear(out: &mut String, l: &Linear) {
     let _ = writeln!(out, "  LATENCY AND BANDWIDTH (seed 003 eq. 1-2)");
-    let _ = writeln!(
+    let est = |out: &mut String, name: &str, unit: &str, v: f64, ci: Interval, n: usize| {
+        let _ = write!(
+            out,
+            "    {name} = {} {unit}, 95% CI [{}, {}] ",
+            text(v, Style::Decimals(n)),
+            text(ci.lo, Style::Decimals(n)),
+            text(ci.hi, Style::Decimals(n))
+        );
+    };
+    est(out, "latency  ", "us", l.latency_us, l.ci95_latency_us, 4);
+    let [a, b] = l.latency_sizes;
+    let _ = writeln!(out, "(intercept over {a}..{b} bytes)");
+    est(
         out,
-        "    latency   = {} us, 95% CI [{}, {}] (intercept over {}..{} bytes)",
-        text(l.latency_us, Style::Decimals(4)),
-        text(l.ci95_latency_us.lo, Style::Decimals(4)),
-        text(l.ci95_latency_us.hi, Style::Decimals(4)),
-        l.latency_sizes[0],
-        l.latency_sizes[1]
+        "bandwidth",
+        "MB/s",
+        l.bandwidth_mb_s,
+        l.ci95_bandwidth_mb_s,
+        2,
     );
-    let _ = writeln!(
-        out,
-        "    bandwidth = {} MB/s, 95% CI [{}, {}] (1/slope over {}..{} bytes)",
-        text(l.bandwidth_mb_s, Style::Decimals(2)),
-        text(l.ci95_bandwidth_mb_s.lo, Style::Decimals(2)),
-        text(l.ci95_bandwidth_mb_s.hi, Style::Decimals(2)),
-        l.bandwidth_sizes[0],
-        l.bandwidth_sizes[1]
-    );
+    let [a, b] = l.bandwidth_sizes;
+    let _ = writeln!(out, "(1/slope over {a}..{b} bytes)");
     if let Some(c) = &l.cycles {
         let _ = writeln!(
             out,

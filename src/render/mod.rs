@@ -5,7 +5,7 @@
 //! * [`fit`] and [`compare`]: the fitted models and a comparison of two documents as text;
 //! * [`markdown`] and [`csv`]: the document as a table;
 //! * [`svg`]: latency, bandwidth, histogram and signature plots;
-//! * [`format`]: the one number formatter they share.
+//! * [`format`](mod@format): the one number formatter they share.
 
 pub mod compare;
 pub mod csv;

@@ -3,7 +3,7 @@
 //! `--fail-if-slower`, 2 bad usage (a missing or malformed document, an unknown choice).
 
 use crate::cli::fatal::Fatal;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use commbench::analysis::compare::{self, SizeComparison};
 use commbench::analysis::document::ResultDoc;
 use commbench::analysis::fit::{self, Breakpoint};
@@ -22,8 +22,8 @@ pub struct ReportArgs {
     pub file: PathBuf,
 
     /// text (the summary of seed 000 Appendix C with the fitted models), markdown or csv.
-    #[arg(long, default_value = "text", value_name = "FORMAT")]
-    pub format: String,
+    #[arg(long, value_enum, default_value_t = Format::Text, value_name = "FORMAT")]
+    pub format: Format,
 
     /// text: add each size's distribution and the timer's (the full output of seed 000 sec. 5).
     #[arg(long)]
@@ -43,12 +43,47 @@ pub struct PlotArgs {
 
     /// latency (log-log, 95% CI error bars, fit), bandwidth (MB/s against size), histogram
     /// (one size's trial times with the cut_coef line) or signature (throughput against time).
-    #[arg(long, default_value = "latency", value_name = "KIND")]
-    pub kind: String,
+    #[arg(long, value_enum, default_value_t = Kind::Latency, value_name = "KIND")]
+    pub kind: Kind,
 
     /// histogram: the message size to draw (default: the first measured).
     #[arg(long, value_name = "BYTES")]
     pub size: Option<String>,
+}
+
+/// `commbench report --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// The summary of seed 000 Appendix C with the fitted models.
+    Text,
+    /// A Markdown table per pattern.
+    Markdown,
+    /// One row per point.
+    Csv,
+}
+
+/// `commbench plot --kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// Median one-way time against size, log-log, with 95% CI error bars and the fit.
+    Latency,
+    /// Rate (MB/s) against size.
+    Bandwidth,
+    /// One size's trial times with the median and cut_coef lines.
+    Histogram,
+    /// Throughput against transfer time (NetPIPE's signature graph).
+    Signature,
+}
+
+impl From<Kind> for PlotKind {
+    fn from(k: Kind) -> Self {
+        match k {
+            Kind::Latency => PlotKind::Latency,
+            Kind::Bandwidth => PlotKind::Bandwidth,
+            Kind::Histogram => PlotKind::Histogram,
+            Kind::Signature => PlotKind::Signature,
+        }
+    }
 }
 
 /// `commbench compare A.json B.json`: is B faster or slower than A, size by size?
@@ -103,14 +138,7 @@ pub fn fits_of(doc: &ResultDoc) -> Vec<FitSection> {
 
 /// `commbench report`.
 pub fn report(a: ReportArgs) -> Result<(), Fatal> {
-    let format = a.format.as_str();
-    if !["text", "markdown", "csv"].contains(&format) {
-        return Err(Fatal::usage(
-            format!("--format {format}: unknown format"),
-            "use text, markdown or csv",
-        ));
-    }
-    if a.full && format != "text" {
+    if a.full && a.format != Format::Text {
         return Err(Fatal::usage(
             "--full applies to --format text only",
             "drop --full or use --format text",
@@ -118,10 +146,10 @@ pub fn report(a: ReportArgs) -> Result<(), Fatal> {
     }
     let doc = load(&a.file)?;
     let fits = fits_of(&doc);
-    let out = match format {
-        "markdown" => render::markdown::render(&doc, &fits),
-        "csv" => render::csv::render(&doc),
-        _ => {
+    let out = match a.format {
+        Format::Markdown => render::markdown::render(&doc, &fits),
+        Format::Csv => render::csv::render(&doc),
+        Format::Text => {
             let detail = if a.full {
                 Detail::Full
             } else {
@@ -142,12 +170,7 @@ pub fn report(a: ReportArgs) -> Result<(), Fatal> {
 
 /// `commbench plot`.
 pub fn plot(a: PlotArgs) -> Result<(), Fatal> {
-    let kind: PlotKind = a.kind.parse().map_err(|e: commbench::core::Error| {
-        Fatal::usage(
-            format!("--kind: {}", e.reason()),
-            "for example --kind latency",
-        )
-    })?;
+    let kind = PlotKind::from(a.kind);
     let size = match &a.size {
         None => None,
         Some(s) => Some(spec::parse_size(s).map_err(|e| {

@@ -115,7 +115,10 @@ fn report_usage_errors() {
         "not a commbench result",
     );
     let f = write(&d, "a.json", &sweep(1.0, 1));
-    assert_usage_error(&["report", &f, "--format", "xml"], "--format xml");
+    assert_usage_error(
+        &["report", &f, "--format", "xml"],
+        "invalid value 'xml' for '--format",
+    );
 }
 
 /// Balanced tags and a single `<svg>` root.
@@ -175,7 +178,7 @@ fn plot_every_kind() {
     assert!(s.contains("4 KiB") && s.contains(r#"class="cut-line""#));
     assert_usage_error(
         &["plot", &f, "-o", &out, "--kind", "pie"],
-        "unknown plot kind",
+        "invalid value 'pie' for '--kind",
     );
     assert_usage_error(
         &["plot", &f, "-o", &out, "--kind", "histogram", "--size", "3"],

@@ -37,10 +37,10 @@ mod tcp;
 use crate::cli::args::BackendArgs;
 use crate::cli::fatal::Fatal;
 use commbench::core::launch::RankEnv;
-use commbench::core::transport::clock;
 use commbench::core::method::engine::Collected;
 use commbench::core::method::timer::{self, TimerReport};
 use commbench::core::method::transpose::Transpose;
+use commbench::core::transport::clock;
 use commbench::core::{Error, Program};
 use std::time::Duration;
 

@@ -46,10 +46,16 @@ pub fn main() -> ExitCode {
 /// choice takes, or clap's tip).
 fn usage_from_clap(e: &clap::Error) -> Fatal {
     let text = e.render().to_string();
-    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     let first = lines.first().copied().unwrap_or("bad usage");
     let reason = first.strip_prefix("error: ").unwrap_or(first);
-    let values = lines.iter().find_map(|l| l.strip_prefix("[possible values: "));
+    let values = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("[possible values: "));
     let tip = lines.iter().find_map(|l| l.strip_prefix("tip: "));
     let hint = match (values, tip) {
         (Some(v), _) => format!("use one of: {}", v.trim_end_matches(']')),

@@ -555,7 +555,8 @@ impl Endpoint for MpiEndpoint {
             // which an endpoint guarantees.
             MpiClock::Wtime => Some(unsafe { mpi::ffi::MPI_Wtick() } * 1e9),
             MpiClock::Monotonic => {
-                commbench_core::transport::clock::monotonic_claimed_resolution_ns().map(|x| x as f64)
+                commbench_core::transport::clock::monotonic_claimed_resolution_ns()
+                    .map(|x| x as f64)
             }
         }
     }

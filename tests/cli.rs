@@ -56,6 +56,10 @@ fn bad_usage_is_exit_2_with_reason_and_hint() {
     assert_usage_error(&["pingpong", "--timeout", "0"], "timeout");
     assert_usage_error(&["pingpong", "--backend", "tcp", "--wait", "futex"], "shm");
     assert_usage_error(&["timer", "--samples", "0"], "samples");
+    // clap's errors in the same form: what is missing or wrong, and a hint.
+    assert_usage_error(&["transpose"], "--n <N>");
+    assert_usage_error(&["pingpong", "--progress", "sometimes"], "--progress");
+    assert_usage_error(&["pingpong", "--backend", "mpi,tcp"], "mpi");
     // clap's own errors are usage errors too.
     let o = run(&["pingpong", "--no-such-flag"]);
     assert_eq!(o.status.code(), Some(2));

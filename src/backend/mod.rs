@@ -401,6 +401,17 @@ pub fn choose(a: &BackendArgs, timeout: Duration) -> Result<Vec<Chosen>, Fatal> 
         .collect()
 }
 
+/// The one backend `commbench timer --backend NAME` characterises, with the options of the
+/// command that apply to it (`--sim-config` to the simulator; elsewhere it is ignored).
+pub fn for_timer(name: &str, sim_config: Option<String>) -> Result<Chosen, Fatal> {
+    let b = resolve(Some(name))?;
+    let a = BackendArgs {
+        sim_config: sim_config.filter(|_| b.options.contains(&"--sim-config")),
+        ..BackendArgs::default()
+    };
+    configure(b.name, &a, Duration::from_secs(30))
+}
+
 /// `--cpus` as a list of CPU numbers (empty: no pinning).
 #[cfg(any(feature = "tcp", feature = "shm"))]
 fn cpu_list(a: &BackendArgs) -> Result<Vec<usize>, Fatal> {

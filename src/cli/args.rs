@@ -159,7 +159,7 @@ pub struct BackendArgs {
     pub backend: Option<String>,
 
     /// mpi: the clock to read, wtime (MPI_Wtime, default) or monotonic (CLOCK_MONOTONIC).
-    #[arg(long, value_name = "CLOCK", help_heading = "mpi")]
+    #[arg(long, value_name = "CLOCK", help_heading = "mpi", ignore_case = true)]
     pub clock: Option<ClockArg>,
 
     /// Ranks to start locally (default: enough for --source and --dest). The simulator always
@@ -286,8 +286,10 @@ pub enum WaitArg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ClockArg {
     /// MPI_Wtime.
+    #[value(alias = "mpi_wtime", alias = "mpi")]
     Wtime,
     /// CLOCK_MONOTONIC, as the other backends read.
+    #[value(alias = "clock_monotonic")]
     Monotonic,
 }
 

@@ -12,12 +12,12 @@ mod record;
 mod run;
 
 use crate::backend::{self, BACKENDS};
-use args::{BackendArgs, Cli, Command, TimerArgs};
+use args::{Cli, Command, TimerArgs};
+use clap::error::ErrorKind;
 use clap::Parser;
 use commbench::core::method::PatternKind;
-use fatal::Fatal;
+use fatal::{Fatal, EXIT_USAGE};
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// Parse the command line, do what it says, and turn the outcome into an exit code.
 pub fn main() -> ExitCode {
@@ -27,6 +27,11 @@ pub fn main() -> ExitCode {
         Err(e) if !e.use_stderr() => {
             let _ = e.print();
             return ExitCode::SUCCESS;
+        }
+        // No subcommand: the help, as a usage error.
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return ExitCode::from(EXIT_USAGE);
         }
         Err(e) => Err(usage_from_clap(&e)),
     };
@@ -42,25 +47,35 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// clap's own usage errors in commbench's form: one line, then a hint (the values a closed
-/// choice takes, or clap's tip).
+/// clap's own usage errors in commbench's form: one line (with the arguments clap lists below
+/// it, such as the missing ones), then a hint (the values a closed choice takes, or clap's tip).
 fn usage_from_clap(e: &clap::Error) -> Fatal {
     let text = e.render().to_string();
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let first = lines.first().map(|l| l.trim()).unwrap_or("bad usage");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    // The indented lines right after the first name what it is about.
+    let listed: Vec<&str> = lines
+        .iter()
+        .skip(1)
+        .take_while(|l| l.starts_with(' '))
+        .map(|l| l.trim())
         .collect();
-    let first = lines.first().copied().unwrap_or("bad usage");
-    let reason = first.strip_prefix("error: ").unwrap_or(first);
+    let reason = if listed.is_empty() {
+        first.to_string()
+    } else {
+        format!("{} {}", first, listed.join(" "))
+    };
     let values = lines
         .iter()
-        .find_map(|l| l.strip_prefix("[possible values: "));
-    let tip = lines.iter().find_map(|l| l.strip_prefix("tip: "));
-    let hint = match (values, tip) {
-        (Some(v), _) => format!("use one of: {}", v.trim_end_matches(']')),
-        (None, Some(t)) => t.to_string(),
-        (None, None) => "see `commbench --help`".to_string(),
+        .find_map(|l| l.trim().strip_prefix("[possible values: "));
+    let tip = lines.iter().find_map(|l| l.trim().strip_prefix("tip: "));
+    let usage = lines.iter().find_map(|l| l.trim().strip_prefix("Usage: "));
+    let hint = match (values, tip, usage) {
+        (Some(v), _, _) => format!("use one of: {}", v.trim_end_matches(']')),
+        (None, Some(t), _) => t.to_string(),
+        (None, None, Some(u)) => format!("usage: {u}"),
+        (None, None, None) => "see `commbench --help`".to_string(),
     };
     Fatal::usage(reason, hint)
 }
@@ -119,15 +134,7 @@ fn timer(a: TimerArgs) -> Result<(), Fatal> {
     }
     let report = match a.backend {
         None => backend::monotonic_timer("CLOCK_MONOTONIC".into(), a.samples),
-        Some(name) => {
-            let b = BackendArgs {
-                backend: Some(name),
-                sim_config: a.sim_config,
-                ..BackendArgs::default()
-            };
-            let chosen = backend::choose(&b, Duration::from_secs(30))?;
-            chosen[0].timer(a.samples)?
-        }
+        Some(name) => backend::for_timer(&name, a.sim_config)?.timer(a.samples)?,
     };
     print!("{}", commbench::render::text::timer_report(&report));
     if let Some(p) = a.json {

@@ -106,14 +106,16 @@ fn npp_choice(a: &PingpongArgs) -> Result<NppChoice, Fatal> {
 
 /// The counts and the filter of the method, by flag.
 fn check_counts(a: &PingpongArgs) -> Result<(), Fatal> {
+    // The calculation's settings count only when npp is calculated.
+    let calculated = a.npp.is_none();
     let positive = [
-        ("--trials", a.trials.unwrap_or(1)),
-        ("--samples", a.samples),
-        ("--res-npp", a.res_npp),
-        ("--npp-init", a.npp_init),
-        ("--npp-trials", a.npp_trials),
+        ("--trials", a.trials.unwrap_or(1), true),
+        ("--samples", a.samples, true),
+        ("--res-npp", a.res_npp, calculated),
+        ("--npp-init", a.npp_init, calculated),
+        ("--npp-trials", a.npp_trials, calculated),
     ];
-    if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
+    if let Some((flag, _, _)) = positive.iter().find(|(_, v, used)| *used && *v == 0) {
         return Err(Fatal::usage(
             format!("{flag} must be at least 1"),
             "see `commbench pingpong --help`",

@@ -106,6 +106,7 @@ pub fn document(plan: &Plan, outcome: Outcome, started: Started) -> ResultDoc {
         .next();
     let mut config = plan.config.clone();
     config.ranks = outcome.ranks;
+    config.backend = names.join(",");
     ResultDoc {
         fit,
         schema: SCHEMA.into(),

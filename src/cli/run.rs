@@ -29,7 +29,7 @@ fn measure_spec<S: KernelSpec + Copy>(plan: &Plan, spec: S) -> Result<(), Fatal>
     if outcome.rank != 0 {
         for r in outcome.runs {
             if let Err(e) = r.result {
-                let who = if plan.backends.len() > 1 {
+                let who = if plan.under_mpi() {
                     format!("rank {}: {}: {e}", outcome.rank, r.backend)
                 } else {
                     format!("rank {}: {e}", outcome.rank)

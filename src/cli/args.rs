@@ -2,7 +2,7 @@
 //! -> render). Every closed choice is a `ValueEnum`, so `--help` lists it and a typo is a usage
 //! error; nothing here is validated beyond its type (that is [`super::plan`]'s job).
 
-use crate::analyze::{CompareArgs, PlotArgs, ReportArgs};
+use crate::cli::analyze::{CompareArgs, PlotArgs, ReportArgs};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use commbench::analysis::fit::Breakpoint;
 use std::path::PathBuf;

@@ -1,9 +1,12 @@
 //! The `commbench` command line (design §2), one way through:
-//! [`args`] (clap) -> [`plan`] (typed, fully validated) -> [`run`] (the backends launch the
-//! ranks) -> [`record`] (the result document on rank 0) -> the renderers and [`files`].
-//! Exit codes: 0 success, 1 a failed run, 2 bad usage ([`fatal`]).
+//! [`args`] (clap) -> [`plan`] (typed, fully validated) -> [`run`] (the [`backend`]s launch the
+//! ranks) -> [`record`] (the result document on rank 0) -> the renderers and [`files`];
+//! [`analyze`] reads documents back (`report`, `plot`, `compare`). [`backend`] is the one place
+//! that names the backends. Exit codes: 0 success, 1 a failed run, 2 bad usage ([`fatal`]).
 
+pub mod analyze;
 pub mod args;
+pub mod backend;
 pub mod fatal;
 pub mod files;
 pub mod plan;
@@ -11,8 +14,8 @@ mod progress;
 mod record;
 mod run;
 
-use crate::backend::{self, BACKENDS};
 use args::{Cli, Command, TimerArgs};
+use backend::BACKENDS;
 use clap::error::ErrorKind;
 use clap::Parser;
 use commbench::core::method::PatternKind;
@@ -100,9 +103,9 @@ fn dispatch(cmd: Command) -> Result<(), Fatal> {
         }
         Command::Transpose(t) => plan::transpose(t.n, t.common).and_then(run::measure),
         Command::Timer(a) => timer(a),
-        Command::Report(a) => crate::analyze::report(a),
-        Command::Plot(a) => crate::analyze::plot(a),
-        Command::Compare(a) => crate::analyze::compare(a),
+        Command::Report(a) => analyze::report(a),
+        Command::Plot(a) => analyze::plot(a),
+        Command::Compare(a) => analyze::compare(a),
         Command::Backends => {
             list_backends();
             Ok(())

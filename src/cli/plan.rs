@@ -3,7 +3,7 @@
 
 use super::args::{choice_name, BackendArgs, OutputArgs, PingpongArgs, ProgressWhen};
 use super::fatal::Fatal;
-use crate::backend::{self, Chosen, Job};
+use crate::cli::backend::{self, Chosen, Job};
 use commbench::analysis::document::RunConfig;
 use commbench::analysis::fit::{self, Breakpoint};
 use commbench::core::method::transpose::Transpose;

@@ -3,7 +3,7 @@
 //! first backend's sweep.
 
 use super::plan::Plan;
-use crate::backend::{BackendRun, Outcome};
+use crate::cli::backend::{BackendRun, Outcome};
 use commbench::analysis::document::{Environment, Point, ResultDoc, SCHEMA, SCHEMA_VERSION};
 use commbench::analysis::fit;
 use commbench::core::method::engine::Collected;

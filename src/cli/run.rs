@@ -6,7 +6,7 @@ use super::files;
 use super::plan::{Outputs, Plan, Work};
 use super::progress::ProgressBar;
 use super::record::{self, Started};
-use crate::backend::{BackendRun, Outcome};
+use crate::cli::backend::{BackendRun, Outcome};
 use commbench::analysis::document::ResultDoc;
 use commbench::core::method::engine::{KernelSpec, Measurement, Progress, ProgressFn};
 use commbench::render::text::{self as report, Detail};
@@ -72,7 +72,7 @@ fn under_mpi<S: KernelSpec + Copy>(
     spec: S,
     progress: &ProgressFn<'_>,
 ) -> Result<Outcome, Fatal> {
-    crate::backend::mpi::run_all(&plan.backends, &plan.job, &plan.method, spec, progress)
+    crate::cli::backend::mpi::run_all(&plan.backends, &plan.job, &plan.method, spec, progress)
 }
 
 #[cfg(not(feature = "mpi"))]

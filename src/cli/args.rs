@@ -101,9 +101,8 @@ pub struct PingpongArgs {
     #[arg(long, default_value_t = 2.0, value_name = "X")]
     pub cut_coef: f64,
 
-    /// Back-to-back clock-read pairs for the timer characterisation (seed 000 sec. 3.1).
-    #[arg(long, default_value_t = 1 << 24, value_name = "N")]
-    pub samples: u64,
+    #[command(flatten)]
+    pub clock: ClockSamples,
 
     /// The rank that times the ping-pongs.
     #[arg(long, default_value_t = 0, value_name = "RANK")]
@@ -151,6 +150,9 @@ pub struct TransposeArgs {
     pub n: usize,
 }
 
+/// The help heading of the options for runs across hosts.
+const HOSTS: &str = "Across hosts";
+
 #[derive(Debug, Args, Clone, Default)]
 pub struct BackendArgs {
     /// Transport: shm (default), tcp, sim, mpi (with --features mpi, under mpirun). Under mpirun
@@ -193,26 +195,16 @@ pub struct BackendArgs {
     pub sim_config: Option<String>,
 
     /// Join a multi-process run as this rank (otherwise from the launcher's environment).
-    #[arg(
-        long,
-        value_name = "R",
-        requires = "size",
-        help_heading = "Across hosts"
-    )]
+    #[arg(long, value_name = "R", requires = "size", help_heading = HOSTS)]
     pub rank: Option<u32>,
 
     /// Number of ranks of a multi-process run (with --rank).
-    #[arg(
-        long,
-        value_name = "N",
-        requires = "rank",
-        help_heading = "Across hosts"
-    )]
+    #[arg(long, value_name = "N", requires = "rank", help_heading = HOSTS)]
     pub size: Option<u32>,
 
     /// HOST:PORT where rank 0 holds the rendezvous of a multi-process run (tcp; shm under a
     /// launcher). Also COMMBENCH_RENDEZVOUS; the run's token comes from COMMBENCH_TOKEN.
-    #[arg(long, value_name = "HOST:PORT", help_heading = "Across hosts")]
+    #[arg(long, value_name = "HOST:PORT", help_heading = HOSTS)]
     pub rendezvous: Option<String>,
 }
 
@@ -240,12 +232,17 @@ pub struct OutputArgs {
     pub progress: ProgressWhen,
 }
 
+/// The timer characterisation's size, shared by the measuring commands and `timer`.
 #[derive(Debug, Args, Clone)]
-pub struct TimerArgs {
-    /// Back-to-back clock-read pairs.
+pub struct ClockSamples {
+    /// Back-to-back clock-read pairs for the timer characterisation (seed 000 sec. 3.1).
     #[arg(long, default_value_t = 1 << 24, value_name = "N")]
     pub samples: u64,
+}
 
+/// Whose clock `timer` characterises.
+#[derive(Debug, Args, Clone)]
+pub struct TimerBackend {
     /// Characterise the clock of this backend's rank 0 instead of this process's
     /// CLOCK_MONOTONIC (useful with sim, whose clock is virtual).
     #[arg(long, value_name = "NAME")]
@@ -254,6 +251,15 @@ pub struct TimerArgs {
     /// sim: a preset or a TOML file.
     #[arg(long, value_name = "NAME|FILE")]
     pub sim_config: Option<String>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct TimerArgs {
+    #[command(flatten)]
+    pub clock: ClockSamples,
+
+    #[command(flatten)]
+    pub on: TimerBackend,
 
     /// Write the characterisation as JSON to this file ('-' for standard output).
     #[arg(long, value_name = "FILE")]

@@ -129,15 +129,16 @@ fn list_backends() {
 
 /// `commbench timer [--backend B]`: characterise this process's clock, or rank 0's on B.
 fn timer(a: TimerArgs) -> Result<(), Fatal> {
-    if a.samples == 0 {
+    if a.clock.samples == 0 {
         return Err(Fatal::usage(
             "--samples 0: need at least one pair of clock reads",
             "for example --samples 16777216",
         ));
     }
-    let report = match a.backend {
-        None => backend::monotonic_timer("CLOCK_MONOTONIC".into(), a.samples),
-        Some(name) => backend::for_timer(&name, a.sim_config)?.timer(a.samples)?,
+    let samples = a.clock.samples;
+    let report = match a.on.backend {
+        None => backend::monotonic_timer("CLOCK_MONOTONIC".into(), samples),
+        Some(name) => backend::for_timer(&name, a.on.sim_config)?.timer(samples)?,
     };
     print!("{}", commbench::render::text::timer_report(&report));
     if let Some(p) = a.json {

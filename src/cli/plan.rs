@@ -110,7 +110,7 @@ fn check_counts(a: &PingpongArgs) -> Result<(), Fatal> {
     let calculated = a.npp.is_none();
     let positive = [
         ("--trials", a.trials.unwrap_or(1), true),
-        ("--samples", a.samples, true),
+        ("--samples", a.clock.samples, true),
         ("--res-npp", a.res_npp, calculated),
         ("--npp-init", a.npp_init, calculated),
         ("--npp-trials", a.npp_trials, calculated),
@@ -139,7 +139,7 @@ fn method(a: &PingpongArgs, sizes: Vec<u64>, streaming: bool) -> Result<MethodCo
         warmup: a.warmup.unwrap_or(if streaming { 10 } else { 100 }),
         npp: npp_choice(a)?,
         cut_coef: a.cut_coef,
-        timer_samples: a.samples,
+        timer_samples: a.clock.samples,
         source: a.source,
         dest: a.dest,
     })

@@ -201,6 +201,9 @@ pub trait Endpoint {
 /// ```
 /// use commbench_core::{Completion, Endpoint, Rank, ReqId, Result, Src, Tag, TagSel};
 /// use std::time::Duration;
+/// # fn none() -> commbench_core::Error {
+/// #     commbench_core::Error::Invalid("this example has no data plane".into())
+/// # }
 ///
 /// struct Config {
 ///     timeout: Duration,
@@ -216,9 +219,9 @@ pub trait Endpoint {
 ///         backend: "mine", rank: rank, size: size, timeout: cfg.timeout
 ///     }
 ///     // The data plane: isend, irecv, test.
-/// #   fn isend(&mut self, _: Rank, _: Tag, _: Vec<u8>) -> Result<ReqId> { unimplemented!() }
-/// #   fn irecv(&mut self, _: Src, _: TagSel, _: Vec<u8>) -> Result<ReqId> { unimplemented!() }
-/// #   fn test(&mut self, _: ReqId) -> Result<Option<Completion>> { unimplemented!() }
+/// #   fn isend(&mut self, _: Rank, _: Tag, _: Vec<u8>) -> Result<ReqId> { Err(none()) }
+/// #   fn irecv(&mut self, _: Src, _: TagSel, _: Vec<u8>) -> Result<ReqId> { Err(none()) }
+/// #   fn test(&mut self, _: ReqId) -> Result<Option<Completion>> { Err(none()) }
 /// }
 ///
 /// let ep = Mine { rank: 1, size: 4, cfg: Config { timeout: Duration::from_secs(3) } };

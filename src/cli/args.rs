@@ -2,9 +2,11 @@
 //! -> render). Every closed choice is a `ValueEnum`, so `--help` lists it and a typo is a usage
 //! error; nothing here is validated beyond its type (that is [`super::plan`]'s job).
 
+use super::fatal::Fatal;
 use crate::cli::analyze::{CompareArgs, PlotArgs, ReportArgs};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use commbench::analysis::fit::Breakpoint;
+use commbench::core::method::{Invalid, Setting};
 use std::path::PathBuf;
 
 const ABOUT: &str = "Point-to-point communication latency and rates, measured with one statistically sound method on every transport.";
@@ -304,6 +306,20 @@ pub fn choice_name<T: ValueEnum>(v: &T) -> String {
     v.to_possible_value()
         .map(|p| p.get_name().to_string())
         .unwrap_or_default()
+}
+
+/// A method configuration the run cannot have, as a usage error naming the flags at fault.
+pub fn invalid_method(e: Invalid, hint: impl Into<String>) -> Fatal {
+    let flag = match e.setting {
+        Setting::Sizes => "--sizes",
+        Setting::Trials => "--trials",
+        Setting::TimerSamples => "--samples",
+        Setting::NppCalculation => "--res-npp/--npp-init/--npp-trials",
+        Setting::Npp => "--npp",
+        Setting::CutCoef => "--cut-coef",
+        Setting::Ranks => "--source/--dest",
+    };
+    Fatal::usage(format!("{flag}: {}", e.reason), hint)
 }
 
 /// `--breakpoint none|auto|SIZE`.

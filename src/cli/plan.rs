@@ -1,7 +1,9 @@
 //! From parsed arguments to a typed, fully validated [`Plan`] (design §2): every bad value is
 //! found here, before anything starts, and is a usage error (exit 2) with one line and a hint.
 
-use super::args::{choice_name, BackendArgs, OutputArgs, PingpongArgs, ProgressWhen};
+use super::args::{
+    choice_name, invalid_method, BackendArgs, OutputArgs, PingpongArgs, ProgressWhen,
+};
 use super::fatal::Fatal;
 use crate::cli::backend::{self, Chosen, Job};
 use commbench::analysis::document::RunConfig;
@@ -104,35 +106,8 @@ fn npp_choice(a: &PingpongArgs) -> Result<NppChoice, Fatal> {
     })
 }
 
-/// The counts and the filter of the method, by flag.
-fn check_counts(a: &PingpongArgs) -> Result<(), Fatal> {
-    // The calculation's settings count only when npp is calculated.
-    let calculated = a.npp.is_none();
-    let positive = [
-        ("--trials", a.trials.unwrap_or(1), true),
-        ("--samples", a.clock.samples, true),
-        ("--res-npp", a.res_npp, calculated),
-        ("--npp-init", a.npp_init, calculated),
-        ("--npp-trials", a.npp_trials, calculated),
-    ];
-    if let Some((flag, _, _)) = positive.iter().find(|(_, v, used)| *used && *v == 0) {
-        return Err(Fatal::usage(
-            format!("{flag} must be at least 1"),
-            "see `commbench pingpong --help`",
-        ));
-    }
-    if !(a.cut_coef.is_finite() && a.cut_coef >= 1.0) {
-        return Err(Fatal::usage(
-            format!("--cut-coef {} must be a number >= 1", a.cut_coef),
-            "trials above cut_coef x median are filtered out (seed 000 sec. 3.4); the default is 2",
-        ));
-    }
-    Ok(())
-}
-
 /// The method's parameters of a pattern run (sizes, trials, npp, ...).
 fn method(a: &PingpongArgs, sizes: Vec<u64>, streaming: bool) -> Result<MethodConfig, Fatal> {
-    check_counts(a)?;
     Ok(MethodConfig {
         sizes,
         trials: a.trials.unwrap_or(if streaming { 100 } else { 10_000 }),
@@ -264,15 +239,15 @@ fn build(
     // A backend that fixes its size (the simulator's hypercube) is checked against it; under
     // MPI the size is known once MPI has started.
     let (size, why) = fixed.unwrap_or((ranks, String::new()));
-    method.validate(size).map_err(|e| {
+    method.check(size).map_err(|e| {
         let hint = if why.is_empty() {
             "see `commbench pingpong --help`".to_string()
         } else {
             why
         };
-        Fatal::usage(e.reason(), hint)
+        invalid_method(e, hint)
     })?;
-    let config = record(&a, &backends, &method, work, spec_text, timeout);
+    let config = record(&a, &method, work, spec_text, timeout);
     let transpose = match work {
         Work::Transpose(t) => Some(t),
         Work::Pattern(_) => None,
@@ -298,21 +273,20 @@ fn build(
 /// The run configuration as the result document records it: the options as given.
 fn record(
     a: &PingpongArgs,
-    backends: &[Chosen],
     method: &MethodConfig,
     work: Work,
     sizes_spec: String,
     timeout: Duration,
 ) -> RunConfig {
     let b = &a.backend;
-    let names: Vec<&str> = backends.iter().map(Chosen::name).collect();
     let (pattern, transpose_n) = match work {
         Work::Pattern(k) => (k, None),
         Work::Transpose(t) => (PatternKind::PingPong, Some(t.n)),
     };
     RunConfig {
         method: method.clone(),
-        backend: names.join(","),
+        // The backends that ran and the ranks they had are known once the run is over.
+        backend: String::new(),
         ranks: 0,
         timeout_s: timeout.as_secs_f64(),
         poll: b.poll,

@@ -99,8 +99,7 @@ fn deliver(out: &Outputs, doc: &ResultDoc) -> Result<(), Fatal> {
         }
     }
     match &out.json {
-        Some(p) if out.json_to_stdout() => {
-            let _ = p;
+        Some(_) if out.json_to_stdout() => {
             let _ = doc.write_json(std::io::stdout().lock());
         }
         Some(p) => match files::write_doc(p, doc) {

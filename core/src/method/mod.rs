@@ -87,62 +87,112 @@ impl Default for MethodConfig {
     }
 }
 
+/// A setting of the method, as an invalid configuration names it (a front end maps it to
+/// its own name for the setting, such as a command-line flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// The message sizes.
+    Sizes,
+    /// `ntrial`.
+    Trials,
+    /// The timer characterisation's clock-read pairs.
+    TimerSamples,
+    /// `res_npp`, `npp_init` and `npptrial` of the npp calculation (§3.3).
+    NppCalculation,
+    /// A given npp.
+    Npp,
+    /// The filter's `cut_coef` (§3.4).
+    CutCoef,
+    /// The `source` and `dest` ranks.
+    Ranks,
+}
+
+/// A configuration the method cannot run: which setting, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// The setting at fault.
+    pub setting: Setting,
+    /// Why, in words that name the setting.
+    pub reason: String,
+}
+
+fn invalid(setting: Setting, reason: impl Into<String>) -> std::result::Result<(), Invalid> {
+    Err(Invalid {
+        setting,
+        reason: reason.into(),
+    })
+}
+
 impl MethodConfig {
     /// Check the configuration against a run of `size` ranks.
     pub fn validate(&self, size: u32) -> Result<()> {
+        self.check(size).map_err(|e| Error::Config(e.reason))
+    }
+
+    /// [`MethodConfig::validate`], naming the setting at fault.
+    pub fn check(&self, size: u32) -> std::result::Result<(), Invalid> {
+        self.check_counts()?;
+        if !(self.cut_coef.is_finite() && self.cut_coef >= 1.0) {
+            return invalid(
+                Setting::CutCoef,
+                format!("cut_coef {} must be a number >= 1", self.cut_coef),
+            );
+        }
+        if self.source == self.dest {
+            return invalid(
+                Setting::Ranks,
+                format!(
+                    "source and dest are both rank {}; a ping-pong needs two ranks",
+                    self.source
+                ),
+            );
+        }
+        for (name, r) in [("source", self.source), ("dest", self.dest)] {
+            if r >= size {
+                return invalid(
+                    Setting::Ranks,
+                    format!(
+                        "{name} rank {r} is out of range: the run has {size} ranks (0..{})",
+                        size.saturating_sub(1)
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Sizes, trials, clock reads and npp: each needs at least one.
+    fn check_counts(&self) -> std::result::Result<(), Invalid> {
         if self.sizes.is_empty() {
-            return Err(Error::Config("no message sizes".into()));
+            return invalid(Setting::Sizes, "no message sizes");
         }
         if self.trials == 0 {
-            return Err(Error::Config(
-                "the number of trials must be at least 1".into(),
-            ));
+            return invalid(Setting::Trials, "the number of trials must be at least 1");
         }
         if self.timer_samples == 0 {
-            return Err(Error::Config(
-                "the timer characterisation needs at least 1 pair of clock reads".into(),
-            ));
+            return invalid(
+                Setting::TimerSamples,
+                "the timer characterisation needs at least 1 pair of clock reads",
+            );
         }
         match &self.npp {
             NppChoice::Auto {
                 res_npp,
                 npp_init,
                 npptrial,
-            } => {
-                if *res_npp == 0 || *npp_init == 0 || *npptrial == 0 {
-                    return Err(Error::Config(
-                        "res_npp, npp_init and npptrial must be at least 1".into(),
-                    ));
-                }
-            }
+            } if *res_npp == 0 || *npp_init == 0 || *npptrial == 0 => invalid(
+                Setting::NppCalculation,
+                "res_npp, npp_init and npptrial must be at least 1",
+            ),
+            NppChoice::Auto { .. } => Ok(()),
             other => {
                 let v = other.fixed_values();
                 if v.is_empty() || v.contains(&0) {
-                    return Err(Error::Config("npp must be at least 1".into()));
+                    return invalid(Setting::Npp, "npp must be at least 1");
                 }
+                Ok(())
             }
         }
-        if !(self.cut_coef.is_finite() && self.cut_coef >= 1.0) {
-            return Err(Error::Config(format!(
-                "cut_coef {} must be a number >= 1",
-                self.cut_coef
-            )));
-        }
-        if self.source == self.dest {
-            return Err(Error::Config(format!(
-                "source and dest are both rank {}; a ping-pong needs two ranks",
-                self.source
-            )));
-        }
-        for (name, r) in [("source", self.source), ("dest", self.dest)] {
-            if r >= size {
-                return Err(Error::Config(format!(
-                    "{name} rank {r} is out of range: the run has {size} ranks (0..{})",
-                    size.saturating_sub(1)
-                )));
-            }
-        }
-        Ok(())
     }
 }
 
@@ -202,6 +252,71 @@ mod tests {
     fn median_ppt_divides_by_npp_init() {
         assert_eq!(median_ppt(&[40, 80, 60], 4), 15.0);
         assert_eq!(median_ppt(&[], 4), 0.0);
+    }
+
+    #[test]
+    fn invalid_configurations_name_their_setting() {
+        let base = MethodConfig::default();
+        let cases = [
+            (
+                MethodConfig {
+                    sizes: vec![],
+                    ..base.clone()
+                },
+                Setting::Sizes,
+            ),
+            (
+                MethodConfig {
+                    trials: 0,
+                    ..base.clone()
+                },
+                Setting::Trials,
+            ),
+            (
+                MethodConfig {
+                    timer_samples: 0,
+                    ..base.clone()
+                },
+                Setting::TimerSamples,
+            ),
+            (
+                MethodConfig {
+                    npp: NppChoice::Fixed(0),
+                    ..base.clone()
+                },
+                Setting::Npp,
+            ),
+            (
+                MethodConfig {
+                    cut_coef: 0.5,
+                    ..base.clone()
+                },
+                Setting::CutCoef,
+            ),
+            (
+                MethodConfig {
+                    dest: 7,
+                    ..base.clone()
+                },
+                Setting::Ranks,
+            ),
+            (
+                MethodConfig {
+                    npp: NppChoice::Auto {
+                        res_npp: 50,
+                        npp_init: 0,
+                        npptrial: 200,
+                    },
+                    ..base.clone()
+                },
+                Setting::NppCalculation,
+            ),
+        ];
+        for (cfg, setting) in cases {
+            let e = cfg.check(2).unwrap_err();
+            assert_eq!(e.setting, setting, "{}", e.reason);
+            assert!(!e.reason.contains("--"), "{}", e.reason);
+        }
     }
 
     #[test]

@@ -272,7 +272,11 @@ impl Chosen {
 
     /// Whether this is the mpi backend.
     pub fn is_mpi(&self) -> bool {
-        self.name() == "mpi"
+        #[cfg(feature = "mpi")]
+        if let Chosen::Mpi(_) = self {
+            return true;
+        }
+        false
     }
 
     /// See [`Backend::fixed_ranks`].

@@ -4,7 +4,7 @@
 //! straight from the matrix with a derived vector datatype.
 
 use super::{launcher_name, Backend, BackendRun, Chosen, Job, Outcome, Ran};
-use crate::cli::args::{BackendArgs, ClockArg};
+use crate::cli::args::{invalid_method, BackendArgs, ClockArg};
 use crate::cli::fatal::Fatal;
 use commbench::core::launch::RankEnv;
 use commbench::core::method::engine::{KernelSpec, Measurement, ProgressFn};
@@ -76,8 +76,8 @@ pub fn run_all<S: KernelSpec + Copy>(
     let mpi = init()?;
     let (rank, size) = (mpi.rank(), mpi.size());
     method
-        .validate(size)
-        .map_err(|e| Fatal::usage(e.reason(), format!("mpirun started {size} ranks")))?;
+        .check(size)
+        .map_err(|e| invalid_method(e, format!("mpirun started {size} ranks")))?;
     let token = mpi
         .shared_token(job.timeout)
         .map_err(|e| Fatal::run(e.to_string(), None))?;

@@ -314,6 +314,10 @@ pub struct Point {
     pub distribution_us: Distribution,
     /// The smallest distinct one-way times (us) with their frequency.
     pub frequencies_us: Vec<(f64, u64)>,
+    /// The modes of the one-way time over all trials ([`point::modality`]); absent in
+    /// documents written before it was recorded and with too few trials to judge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modality: Option<point::Modality>,
 }
 
 impl Point {
@@ -325,6 +329,7 @@ impl Point {
             filtered,
             histogram,
             frequencies,
+            modality,
             ..
         } = point::analyse(
             &raw.trial_ns,
@@ -348,7 +353,36 @@ impl Point {
             filtered,
             distribution_us: histogram,
             frequencies_us: frequencies,
+            modality,
         })
+    }
+
+    /// One-line warnings about what the statistics of this point hide: the `cut_coef`
+    /// filter removed more than [`point::FILTER_WARN_FRACTION`] of the trials, or the
+    /// one-way times have more than one mode ([`point::modality`]; computed from the trial
+    /// times when the document predates the `modality` key).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Some(s) = point::filter_warning(self.filtered.kept, self.filtered.removed) {
+            w.push(s);
+        }
+        let computed;
+        let m = match &self.modality {
+            Some(m) => Some(m),
+            None => {
+                let v = commbench_core::method::engine::one_way_us_sorted(
+                    &self.trial_ns,
+                    self.npp,
+                    self.trips_per_iteration,
+                );
+                computed = point::modality(&v);
+                computed.as_ref()
+            }
+        };
+        if let Some(s) = m.and_then(point::modality_warning) {
+            w.push(s);
+        }
+        w
     }
 }
 

@@ -29,6 +29,7 @@ use crate::method::{self, MethodConfig, NppChoice};
 use crate::transport::error::{Error, Result, ResultExt};
 use crate::transport::{BackendInfo, Endpoint, Program, Rank, Src, Tag, TagSel};
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 
 /// Tag of the handshake before each trial.
@@ -437,6 +438,35 @@ pub trait KernelSpec: Sync {
     }
 }
 
+/// A request to end a run early, made from outside the measurement (a signal-handling thread)
+/// and honoured at the safe points between sizes: rank 0 reads it and tells every rank, all
+/// ranks leave together, and the sizes already measured are kept.
+#[derive(Debug, Default)]
+pub struct StopFlag(AtomicI32);
+
+impl StopFlag {
+    /// No stop requested.
+    pub const fn new() -> Self {
+        StopFlag(AtomicI32::new(0))
+    }
+
+    /// Ask the run to stop because of `signal` (the first request is the one remembered).
+    pub fn request(&self, signal: i32) {
+        let signal = if signal == 0 { -1 } else { signal };
+        let _ = self
+            .0
+            .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// The signal of the stop requested, if one was.
+    pub fn requested(&self) -> Option<i32> {
+        match self.0.load(Ordering::SeqCst) {
+            0 => None,
+            s => Some(s),
+        }
+    }
+}
+
 /// The one measurement program: any [`Kernel`] under the method of seed 000, every size of
 /// the configuration, rank 0 collecting the raw trial times as the run goes (so a run that
 /// fails keeps the sizes already measured).
@@ -446,6 +476,7 @@ pub struct Measurement<'a, S> {
     /// The method's parameters.
     pub cfg: MethodConfig,
     progress: Option<&'a ProgressFn<'a>>,
+    stop: Option<&'a StopFlag>,
     collected: Mutex<Collected>,
 }
 
@@ -464,8 +495,38 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
             spec,
             cfg,
             progress,
+            stop: None,
             collected: Mutex::new(Collected::default()),
         }
+    }
+
+    /// Let `stop` end the run early: on rank 0 it is read before every size, and a stop asked
+    /// for ends the run on every rank with [`Error::Interrupted`], the sizes measured kept.
+    pub fn with_stop(mut self, stop: &'a StopFlag) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// The safe point before each size: rank 0 says whether a stop was asked for (0: go on,
+    /// else the signal) and every rank hears the same answer.
+    fn stop_here<E: Endpoint>(&self, ep: &mut E) -> Result<Option<i32>> {
+        let asked = match (ep.rank(), self.stop) {
+            (0, Some(s)) => s.requested().unwrap_or(0),
+            _ => 0,
+        };
+        let mut word = asked.to_le_bytes().to_vec();
+        ep.broadcast(0, &mut word)
+            .phase("stop check between sizes")?;
+        let bytes: [u8; 4] = word.as_slice().try_into().map_err(|_| {
+            Error::Protocol(format!(
+                "stop check between sizes: {} bytes instead of 4",
+                word.len()
+            ))
+        })?;
+        Ok(match i32::from_le_bytes(bytes) {
+            0 => None,
+            s => Some(s),
+        })
     }
 
     /// Take what rank 0 collected (also after a failed run).
@@ -501,6 +562,14 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
         let timer = characterise_timer(ep, &cfg, &self.collected)?;
         let mut hs = vec![0u8; 8];
         for (i, &size) in cfg.sizes.iter().enumerate() {
+            if let Some(signal) = self.stop_here(ep)? {
+                ep.barrier().phase("final barrier")?;
+                return Err(Error::Interrupted {
+                    signal,
+                    done: i,
+                    sizes: nsizes,
+                });
+            }
             let progress = |stage: Stage, done: u64, total: u64| report(i, stage, done, total);
             self.one_size(ep, kernel, &cfg, size, timer, &mut hs, &progress)?;
         }

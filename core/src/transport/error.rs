@@ -68,6 +68,17 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// The run was asked to stop (SIGINT, SIGTERM) and stopped at a safe point between
+    /// sizes, after `done` of its `sizes` sizes.
+    #[error("interrupted by {} after {done} of {sizes} sizes", signal_name(*signal))]
+    Interrupted {
+        /// The signal that asked for the stop.
+        signal: i32,
+        /// Sizes measured completely before the stop.
+        done: usize,
+        /// Sizes the run had to measure.
+        sizes: usize,
+    },
     /// Another error, with the phase of the run in which it happened.
     #[error("{phase}: {source}")]
     InPhase {
@@ -106,12 +117,36 @@ impl Error {
         }
     }
 
+    /// The signal, when this error is a stop asked for by one ([`Error::Interrupted`]).
+    pub fn interrupted(&self) -> Option<i32> {
+        match self.root() {
+            Error::Interrupted { signal, .. } => Some(*signal),
+            _ => None,
+        }
+    }
+
+    /// Whether the error is a configuration the run cannot work with, as opposed to a
+    /// failure while running: the command line should be changed, not the run repeated.
+    pub fn is_configuration(&self) -> bool {
+        matches!(self.root(), Error::Config(_) | Error::Invalid(_))
+    }
+
     /// The innermost error, below every [`Error::InPhase`] wrapper.
     pub fn root(&self) -> &Error {
         match self {
             Error::InPhase { source, .. } => source.root(),
             e => e,
         }
+    }
+}
+
+/// The usual name of a signal that stops runs ("SIGINT", "SIGTERM"), else "signal N".
+pub fn signal_name(signal: i32) -> String {
+    match signal {
+        1 => "SIGHUP".into(),
+        2 => "SIGINT".into(),
+        15 => "SIGTERM".into(),
+        n => format!("signal {n}"),
     }
 }
 

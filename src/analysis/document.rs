@@ -411,7 +411,8 @@ pub struct ResultDoc {
     /// measured at least two sizes.
     #[serde(default)]
     pub fit: Option<crate::analysis::model::FitSection>,
-    /// `complete`, or `partial` when the run failed after some points.
+    /// `complete`, `partial` when the run failed after some points, or `interrupted` when a
+    /// signal stopped it between sizes.
     pub status: String,
     /// Why the run failed, when it did.
     pub error: Option<String>,

@@ -62,6 +62,27 @@ impl Tcp {
                 "export COMMBENCH_TOKEN=<the same secret on every rank> (e.g. mpirun -x COMMBENCH_TOKEN)",
             ));
         }
+        // Before any connection: a token that could be guessed, an address no rank can use.
+        use commbench::core::launch::rendezvous::{self as rdv, MAX_TOKEN_LEN, MIN_TOKEN_LEN};
+        if let Some(t) = env
+            .token
+            .as_deref()
+            .filter(|t| rdv::check_token(t).is_err())
+        {
+            return Err(Fatal::usage(
+                format!(
+                    "the run token (COMMBENCH_TOKEN) has {} bytes; {MIN_TOKEN_LEN} to {MAX_TOKEN_LEN} are needed",
+                    t.len()
+                ),
+                "make one with `head -c 24 /dev/urandom | base64` and export it as COMMBENCH_TOKEN on every rank",
+            ));
+        }
+        if let Some(Err(e)) = env.rendezvous.as_deref().map(rdv::check_address) {
+            return Err(Fatal::usage(
+                e.reason(),
+                "give every rank --rendezvous HOST:PORT (or COMMBENCH_RENDEZVOUS): rank 0's host and the port it listens on",
+            ));
+        }
         let result = commbench_tcp::run_rank(&env, &self.0, prog).map(drop);
         Ok(Ran::joined(&env, result))
     }

@@ -69,6 +69,13 @@ fn report_formats() {
     let o = run(&["report", &f]);
     assert_ok(&o);
     let s = stdout(&o);
+    assert!(
+        s.contains("kept/removed") && s.contains("breakpoint 1 KiB"),
+        "{s}"
+    );
+    let o = run(&["report", &f, "--full"]);
+    assert_ok(&o);
+    let s = stdout(&o);
     assert!(s.contains("TIMING RESULTS AND STATISTICS"), "{s}");
     assert!(
         s.contains("FITTED MODELS") && s.contains("breakpoint = 1024 bytes"),

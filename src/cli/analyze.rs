@@ -150,18 +150,8 @@ pub fn report(a: ReportArgs) -> Result<(), Fatal> {
         Format::Markdown => render::markdown::render(&doc, &fits),
         Format::Csv => render::csv::render(&doc),
         Format::Text => {
-            let detail = if a.full {
-                Detail::Full
-            } else {
-                Detail::Summary
-            };
-            let mut s = report::render(&doc, detail);
-            if !s.contains("FITTED MODELS") {
-                for f in &fits {
-                    render::fit::fit_section(&mut s, f);
-                }
-            }
-            s
+            let detail = if a.full { Detail::Full } else { Detail::Table };
+            report::render_with_fits(&doc, detail, &fits)
         }
     };
     print!("{out}");

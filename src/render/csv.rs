@@ -21,7 +21,9 @@ fn num(x: f64) -> String {
     number(x, Style::Exact, CSV_UNDEFINED)
 }
 
-/// One CSV row per point (one-way times in us, rates in MB/s; an undefined value is empty).
+/// One CSV row per point (times in us as the pattern defines them: the one-way time of a
+/// ping-pong, the time per exchange, per message of a window, per transpose; rates in MB/s;
+/// an undefined value is empty).
 pub fn render(doc: &ResultDoc) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{HEADER}");

@@ -21,7 +21,12 @@ pub enum Style {
     /// Four significant digits, written plainly from 1e-3 to 1e6 and in scientific notation
     /// outside (`6.101`, `0.001235`, `1.235e6`): rates and times in summaries.
     Significant,
-    /// Scientific with four decimals, as seed 000 prints its statistics (`1.4630e-1`).
+    /// Table columns: four significant digits as [`Style::Significant`], but whole numbers
+    /// written out up to 1e12 so that a column of times reads without exponents (`512.0`,
+    /// `10465300`, `0.001953`; `1.953e-4` below 1e-3).
+    Column,
+    /// Scientific with four decimals, as Luecke et al. (2009) print their statistics
+    /// (`1.4630e-1`).
     Scientific,
     /// The shortest form that reads back to the same `f64` (CSV, for other programs).
     Exact,
@@ -53,6 +58,13 @@ pub fn number(x: f64, style: Style, undefined: &str) -> String {
                 format!("{x:.n$}")
             } else {
                 format!("{x:.3e}")
+            }
+        }
+        Style::Column => {
+            if (1e4..1e12).contains(&a) {
+                format!("{x:.0}")
+            } else {
+                number(x, Style::Significant, undefined)
             }
         }
         Style::Scientific => format!("{x:.4e}"),
@@ -90,6 +102,13 @@ mod tests {
         assert_eq!(text(1234567.0, Style::Significant), "1.235e6");
         assert_eq!(text(0.0, Style::Significant), "0");
         assert_eq!(text(0.1463, Style::Scientific), "1.4630e-1");
+        assert_eq!(text(512.001, Style::Column), "512.0");
+        assert_eq!(text(10465300.44, Style::Column), "10465300");
+        assert_eq!(text(-12345.6, Style::Column), "-12346");
+        assert_eq!(text(0.001953, Style::Column), "0.001953");
+        assert_eq!(text(0.0001953, Style::Column), "1.953e-4");
+        assert_eq!(text(2.5e12, Style::Column), "2.500e12");
+        assert_eq!(text(0.0, Style::Column), "0");
         assert_eq!(number(0.1 + 0.2, Style::Exact, ""), "0.30000000000000004");
         assert_eq!(text(123.456, Style::Label), "123.5");
         assert_eq!(text(12.3456, Style::Label), "12.346");
@@ -102,6 +121,7 @@ mod tests {
         for style in [
             Style::Decimals(2),
             Style::Significant,
+            Style::Column,
             Style::Scientific,
             Style::Exact,
             Style::Label,

@@ -3,7 +3,7 @@
 use crate::analysis::document::ResultDoc;
 use crate::analysis::model::{FitSection, HockneySegment};
 use crate::render::format::{number, Style, MARKDOWN_UNDEFINED};
-use crate::render::text::host_line;
+use crate::render::text::{by_pattern, fit_coverage, host_line, measured, CI_NOTE};
 use std::fmt::Write;
 
 /// A number for a table cell with `decimals` decimals (more below 1), `-` when undefined.
@@ -17,7 +17,7 @@ pub fn render(doc: &ResultDoc, fits: &[FitSection]) -> String {
     run(&mut s, doc);
     points(&mut s, doc);
     for f in fits {
-        fit(&mut s, f);
+        fit(&mut s, f, doc);
     }
     s
 }
@@ -35,7 +35,7 @@ fn run(s: &mut String, doc: &ResultDoc) {
     if let Some(t) = &doc.timer {
         let _ = writeln!(
             s,
-            "- timer: {}, min_ov = {} ns, resolution = {} ns (seed 000 sec. 3.1)",
+            "- timer: {}, min_ov = {} ns, resolution = {} ns (Luecke et al. 2009 §3.1)",
             t.detail.clock, t.min_overhead_ns, t.resolution_ns
         );
     }
@@ -46,18 +46,38 @@ fn run(s: &mut String, doc: &ResultDoc) {
 }
 
 fn points(s: &mut String, doc: &ResultDoc) {
-    let _ = writeln!(s, "\n## One-way time per size (us)\n");
-    let _ = writeln!(s, "| pattern | size (B) | npp | trials | min | median | 95% CI of median | mean | p99 | max | MB/s at median | kept by cut |");
-    let _ = writeln!(
-        s,
-        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"
-    );
-    for p in &doc.points {
-        let o = &p.one_way_us;
+    let _ = writeln!(s, "\n## Time per size (us)\n");
+    for (pattern, group) in by_pattern(&doc.points) {
+        let m = measured(pattern, &group, doc);
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | [{}, {}] | {} | {} | {} | {} | {} / {} |",
+            "- {}: {} = {}; MB/s{} = 10^6 bytes/s at the median",
+            m.cited, m.quantity, m.formula, m.rate_per
+        );
+        if let Some(v) = &m.verified {
+            let _ = writeln!(s, "  ({v})");
+        }
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "| pattern | backend | size (B) | npp | trials | min | median | 95% CI of median | mean | p99 | max | MB/s at median | kept by cut |");
+    let _ = writeln!(
+        s,
+        "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"
+    );
+    let mut warned = Vec::new();
+    for p in &doc.points {
+        let o = &p.one_way_us;
+        for w in p.warnings() {
+            warned.push(format!(
+                "{} {} B over {}: {w}",
+                p.pattern, p.size, p.backend
+            ));
+        }
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | [{}, {}] | {} | {} | {} | {} | {} / {} |",
             p.pattern,
+            p.backend,
             p.size,
             p.npp,
             p.trials,
@@ -73,6 +93,10 @@ fn points(s: &mut String, doc: &ResultDoc) {
             p.trials
         );
     }
+    for w in warned {
+        let _ = writeln!(s, "\n> Warning, {w}");
+    }
+    let _ = writeln!(s, "\n{CI_NOTE}.");
 }
 
 /// The Hockney rows: the whole range, then each regime either side of the breakpoint, each
@@ -98,13 +122,16 @@ fn hockney_rows(f: &FitSection) -> Vec<(String, String, &HockneySegment)> {
     rows
 }
 
-fn fit(s: &mut String, f: &FitSection) {
+fn fit(s: &mut String, f: &FitSection, doc: &ResultDoc) {
     let h = &f.hockney;
     let _ = writeln!(
         s,
         "\n## Fitted models: {} ({}, least squares weighted {})\n",
         f.pattern, f.basis, f.weighting
     );
+    if let Some(note) = fit_coverage(f, &doc.points) {
+        let _ = writeln!(s, "The fit {note}.\n");
+    }
     let _ = writeln!(
         s,
         "| model | sizes (B) | t0 (us) | r_inf (MB/s) | n_half (B) | pi0 (1/s) | r2 |"
@@ -127,7 +154,7 @@ fn fit(s: &mut String, f: &FitSection) {
     let l = &f.linear;
     let _ = writeln!(
         s,
-        "\nBreakpoint: {} ({}). Seed 003: latency = {} us (95% CI [{}, {}]), bandwidth = {} MB/s (95% CI [{}, {}]).",
+        "\nBreakpoint: {} ({}). Latency and bandwidth (the Janus cluster report): latency = {} us (95% CI [{}, {}]), bandwidth = {} MB/s (95% CI [{}, {}]).",
         h.breakpoint_bytes.map_or("none".to_string(), |b| format!("{b} B")),
         h.breakpoint_source,
         cell(l.latency_us, 4),
@@ -140,7 +167,7 @@ fn fit(s: &mut String, f: &FitSection) {
     if let Some(c) = &l.cycles {
         let _ = writeln!(
             s,
-            "Cycles (seed 003 eq. 4): {} + {} n at {:e} instructions/s.",
+            "Cycles (the Janus cluster report, eq. 4): {} + {} n at {:e} instructions/s.",
             cell(c.a_cycles, 2),
             c.b_cycles_per_byte,
             c.instructions_per_second
@@ -148,5 +175,27 @@ fn fit(s: &mut String, f: &FitSection) {
     }
     for n in &h.notes {
         let _ = writeln!(s, "\n> {n}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::testkit::{doc, point};
+
+    #[test]
+    fn the_table_says_what_was_measured() {
+        let mut pts: Vec<_> = (0..4)
+            .map(|k| point("exchange", 1 << k, 2.0, 0.05, 51, 3))
+            .collect();
+        pts[1].backend = "tcp".into();
+        let s = render(&doc(pts), &[]);
+        assert!(
+            s.contains("exchange (Hockney's COMMS2): time per exchange"),
+            "{s}"
+        );
+        assert!(s.contains("| exchange | tcp | 2 |"), "{s}");
+        assert!(s.contains(CI_NOTE), "{s}");
+        assert!(!s.contains("seed 0") && !s.contains("One-way"), "{s}");
     }
 }

@@ -153,7 +153,10 @@ pub(super) fn plot(doc: &ResultDoc, fits: &[FitSection]) -> Result<String> {
         &x,
         &y,
         "message size (bytes; K = 1024, M = 1024^2)",
-        "rate = size / median one-way time (MB/s, 10^6 B/s)",
+        &format!(
+            "rate = size / median {} (MB/s, 10^6 B/s)",
+            super::time_noun(doc)
+        ),
     );
     let mut legend = rates(&mut svg, &x, &y, &ser);
     legend.extend(model_lines(&mut svg, &x, &y, &curves));
@@ -170,8 +173,9 @@ pub(super) fn plot(doc: &ResultDoc, fits: &[FitSection]) -> Result<String> {
         legend.push(Entry::new("#888888", label, Key::Dot));
     }
     svg.legend(&legend);
-    svg.caption(&[
-        "Rates use the median one-way time; error bars from its 95% confidence interval. Model: seed 002 eq. 3.".to_string(),
-    ]);
+    svg.caption(&[format!(
+        "Rates use the median {}; error bars from its 95% confidence interval (this run only). Model: Hockney's r = r_inf / (1 + n_half / n).",
+        super::time_noun(doc)
+    )]);
     Ok(svg.finish())
 }

@@ -120,13 +120,14 @@ pub(super) fn plot(doc: &ResultDoc, size: Option<u64>) -> Result<String> {
     let cmax = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
     let x = Axis::linear(vmin, upper, plot_x().0, plot_x().1);
     let y = Axis::linear(0.0, cmax * 1.12, plot_y().0, plot_y().1);
+    let time = crate::render::text::time_noun(&p.pattern);
     let title = format!(
-        "Distribution of one-way times, {} of {}",
+        "Distribution of the {time}, {} of {}",
         p.pattern,
         size_text(p.size)
     );
     let mut svg = Svg::new(&title, &subtitle(doc));
-    svg.axes(&x, &y, "one-way time (us)", "trials per bin (count)");
+    svg.axes(&x, &y, &format!("{time} (us)"), "trials per bin (count)");
     bars(&mut svg, &x, &y, &counts, vmin, width);
     let (m, c) = (num(median), num(cut));
     mark(
@@ -141,7 +142,7 @@ pub(super) fn plot(doc: &ResultDoc, size: Option<u64>) -> Result<String> {
     mark(&mut svg, &x, ("cut-line", "#d62728"), cut, label, 32.0);
     let above_cut = v.iter().filter(|&&t| t > cut).count();
     let mut cap = vec![format!(
-        "{} trials, npp = {}, {BINS} bins of {} us; {above_cut} trial(s) above the cut (removed by the seed 000 sec. 3.4 filter).",
+        "{} trials, npp = {}, {BINS} bins of {} us; {above_cut} trial(s) above the cut (removed by the filter of Luecke et al. 2009 §3.4).",
         v.len(),
         p.npp,
         num(width),

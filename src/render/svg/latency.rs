@@ -115,18 +115,22 @@ pub(super) fn plot(doc: &ResultDoc, fits: &[FitSection]) -> Result<String> {
     let (ymin, ymax) = min_max(&ys);
     let x = Axis::log(xmin, xmax, Scale::Log2Bytes, plot_x().0, plot_x().1);
     let y = Axis::log(ymin, ymax, Scale::Log10, plot_y().0, plot_y().1);
-    let mut svg = Svg::new("One-way latency against message size", &subtitle(doc));
+    let time = super::time_noun(doc);
+    let mut svg = Svg::new(
+        &format!("Median {time} against message size"),
+        &subtitle(doc),
+    );
     svg.axes(
         &x,
         &y,
         "message size (bytes; K = 1024, M = 1024^2)",
-        "median one-way time (us)",
+        &format!("median {time} (us)"),
     );
     let mut legend = medians(&mut svg, &x, &y, &ser);
     legend.extend(fit_lines(&mut svg, &x, &y, &ser, fits));
     svg.legend(&legend);
     let mut cap = vec![
-        "Error bars: distribution-free 95% confidence interval of the median. Fit: t = t0 + n / r_inf, least squares on relative error (seed 002).".to_string(),
+        "Error bars: distribution-free 95% confidence interval of the median. Fit: t = t0 + n / r_inf, least squares on relative error (Hockney). The CIs describe this run only.".to_string(),
     ];
     if skipped_zero > 0 {
         cap.push(format!(

@@ -98,6 +98,22 @@ mod signature;
 /// A pattern's points, sorted by size.
 type Series<'a> = (String, Vec<&'a Point>);
 
+/// The time the document's points report, for axis labels: the pattern's (`one-way time`,
+/// `time per exchange`, ...), or `time per message` when the document holds several patterns
+/// that report different times.
+fn time_noun(doc: &ResultDoc) -> &'static str {
+    let mut nouns = doc
+        .points
+        .iter()
+        .map(|p| crate::render::text::time_noun(&p.pattern));
+    let first = nouns.next().unwrap_or("time per message");
+    if nouns.all(|n| n == first) {
+        first
+    } else {
+        "time per message"
+    }
+}
+
 /// Backend, ranks, host and version under the title.
 fn subtitle(doc: &ResultDoc) -> String {
     let env = &doc.environment;
@@ -373,6 +389,27 @@ pub(crate) mod tests {
         assert_eq!(count(&s, r#"<g class="series""#), 2);
         assert_eq!(count(&s, r#"class="marker""#), 16);
         assert!(s.contains(r#"data-pattern="exchange""#));
+        // Two patterns whose times differ: the axis names what they share.
+        assert!(s.contains("median time per message (us)"), "{s}");
+    }
+
+    #[test]
+    fn axes_name_the_time_of_the_pattern() {
+        let ex: Vec<Point> = (0..8)
+            .map(|k| point("exchange", 1 << k, 2.0 + k as f64, 0.05, 51, 3))
+            .collect();
+        let d = doc(ex);
+        let s = plot(&d, PlotKind::Latency, None).unwrap();
+        assert!(s.contains("median time per exchange (us)"), "{s}");
+        assert!(!s.contains("one-way") && !s.contains("seed 0"), "{s}");
+        let s = plot(&d, PlotKind::Histogram, None).unwrap();
+        assert!(s.contains(">time per exchange (us)<"), "{s}");
+        assert!(s.contains("Luecke et al. 2009"), "{s}");
+        let s = plot(&d, PlotKind::Bandwidth, None).unwrap();
+        assert!(
+            s.contains("median time per exchange") && !s.contains("seed 0"),
+            "{s}"
+        );
     }
 
     /// Writes one SVG of each kind to $COMMBENCH_PLOT_DIR when set (for looking at them).

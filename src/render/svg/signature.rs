@@ -77,7 +77,7 @@ pub(super) fn plot(doc: &ResultDoc) -> Result<String> {
     svg.axes(
         &x,
         &y,
-        "transfer time = median one-way time (us)",
+        &format!("transfer time = median {} (us)", super::time_noun(doc)),
         "throughput (MB/s, 10^6 B/s)",
     );
     let legend = curves(&mut svg, &x, &y, &ser);

@@ -170,8 +170,17 @@ pub struct Summary {
     /// statistics reaches 95 % coverage.
     pub ci95_median: Interval,
     /// 95 % confidence interval of the mean, `mean ± t_{0.975, n-1} std_err`
-    /// (see [`t_975`]); the degenerate `(min, max)` = `(x, x)` when `n == 1`.
+    /// (see [`t_975`]); the degenerate `(min, max)` = `(x, x)` when `n == 1`. When every
+    /// sample is non-negative (a time) the lower end is at least 0: see
+    /// `ci95_mean_clipped`.
     pub ci95_mean: Interval,
+    /// The t-interval of the mean reached below 0 although no sample is negative (a few
+    /// large outliers among small times inflate the standard error), and its lower end was
+    /// clipped at 0, the physical bound of a time: the mean of a non-negative quantity cannot
+    /// be negative, and removing impossible values keeps the interval's coverage. Absent
+    /// (false) otherwise and in documents written before it was recorded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ci95_mean_clipped: bool,
 }
 
 /// Neumaier (improved Kahan–Babuška) compensated sum.
@@ -373,13 +382,17 @@ pub fn summarize(sorted: &[f64]) -> Option<Summary> {
         lo: sorted.get(lo as usize).copied().unwrap_or(min),
         hi: sorted.get(hi as usize).copied().unwrap_or(max),
     };
-    let ci95_mean = match t_975(n64 - 1) {
+    let mut ci95_mean = match t_975(n64 - 1) {
         Some(t) => Interval {
             lo: mean - t * sp.std_err,
             hi: mean + t * sp.std_err,
         },
         None => Interval { lo: min, hi: max },
     };
+    let ci95_mean_clipped = min >= 0.0 && ci95_mean.lo < 0.0;
+    if ci95_mean_clipped {
+        ci95_mean.lo = 0.0;
+    }
     Some(Summary {
         n: n64,
         min,
@@ -398,6 +411,7 @@ pub fn summarize(sorted: &[f64]) -> Option<Summary> {
         p9999: q(0.9999),
         ci95_median,
         ci95_mean,
+        ci95_mean_clipped,
     })
 }
 
@@ -683,6 +697,33 @@ mod tests {
         assert_eq!(s.ci95_mean, Interval { lo: 2.0, hi: 2.0 });
         assert_eq!(s.ci95_median, Interval { lo: 2.0, hi: 2.0 });
         assert_eq!(s.p9999, 2.0);
+    }
+
+    #[test]
+    fn ci_of_mean_of_non_negative_times_stays_non_negative() {
+        // One large outlier among small times: mean 100.9, t-interval reaches below 0.
+        let mut d = vec![1.0; 9];
+        d.push(1000.0);
+        let s = summarize(&d).unwrap();
+        assert!(s.mean - t_975(9).unwrap() * s.std_err < 0.0);
+        assert_eq!(s.ci95_mean.lo, 0.0);
+        assert!(s.ci95_mean_clipped && s.ci95_mean.contains(s.mean));
+        assert!(close(
+            s.ci95_mean.hi,
+            s.mean + t_975(9).unwrap() * s.std_err,
+            1e-12
+        ));
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["ci95_mean_clipped"], true);
+        // Data that may be negative keep the t-interval, and the flag is left out.
+        let mut d: Vec<f64> = d.iter().map(|x| x - 2.0).collect();
+        sort_samples(&mut d);
+        let s = summarize(&d).unwrap();
+        assert!(s.ci95_mean.lo < 0.0 && !s.ci95_mean_clipped);
+        let v = serde_json::to_value(&s).unwrap();
+        assert!(v.get("ci95_mean_clipped").is_none());
+        let back: Summary = serde_json::from_value(v).unwrap();
+        assert_eq!(back, s);
     }
 
     #[test]

@@ -358,9 +358,10 @@ impl Point {
     }
 
     /// One-line warnings about what the statistics of this point hide: the `cut_coef`
-    /// filter removed more than [`point::FILTER_WARN_FRACTION`] of the trials, or the
+    /// filter removed more than [`point::FILTER_WARN_FRACTION`] of the trials, the
     /// one-way times have more than one mode ([`point::modality`]; computed from the trial
-    /// times when the document predates the `modality` key).
+    /// times when the document predates the `modality` key), or the confidence interval of
+    /// the mean was clipped at 0 (`ci95_mean_clipped`).
     pub fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
         if let Some(s) = point::filter_warning(self.filtered.kept, self.filtered.removed) {
@@ -381,6 +382,13 @@ impl Point {
         };
         if let Some(s) = m.and_then(point::modality_warning) {
             w.push(s);
+        }
+        if self.one_way_us.ci95_mean_clipped || self.filtered.one_way_us.ci95_mean_clipped {
+            w.push(
+                "the t-interval of the mean reached below 0 (a few large outliers among small \
+                 times) and is clipped at 0: the mean is a poor summary here, prefer the median"
+                    .into(),
+            );
         }
         w
     }
@@ -411,7 +419,8 @@ pub struct ResultDoc {
     /// measured at least two sizes.
     #[serde(default)]
     pub fit: Option<crate::analysis::model::FitSection>,
-    /// `complete`, or `partial` when the run failed after some points.
+    /// `complete`, `partial` when the run failed after some points, or `interrupted` when a
+    /// signal stopped it between sizes.
     pub status: String,
     /// Why the run failed, when it did.
     pub error: Option<String>,
@@ -491,6 +500,38 @@ mod tests {
         let doc = ResultDoc::read_json(FIXED).unwrap();
         assert_eq!(doc.config, None);
         assert_eq!(rewritten(&doc), doc);
+    }
+
+    #[test]
+    fn point_warnings_from_recorded_and_older_documents() {
+        use crate::analysis::testkit::point_of;
+        // 55 % of the trials near 1 us, 45 % near 3 us: the cut at twice the median removes
+        // the slow mode.
+        let trials: Vec<i64> = (0..400)
+            .map(|i| if i % 20 < 11 { 2000 + i } else { 6000 + i })
+            .collect();
+        let p = point_of("pingpong", 4 << 20, trials);
+        assert!(p.modality.as_ref().is_some_and(|m| m.multimodal));
+        let w = p.warnings();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("removed 45% of the trials"), "{w:?}");
+        assert!(w[1].contains("multimodal"), "{w:?}");
+        // A document written before `modality` was recorded: computed from the trials.
+        let mut v = serde_json::to_value(&p).unwrap();
+        assert!(v["modality"]["multimodal"].as_bool().unwrap());
+        v.as_object_mut().unwrap().remove("modality");
+        let old: Point = serde_json::from_value(v).unwrap();
+        assert_eq!(old.modality, None);
+        assert_eq!(old.warnings(), w);
+        // A steady point has none.
+        let p = point_of("pingpong", 8, (0..400).map(|i| 2000 + i % 7).collect());
+        assert!(p.warnings().is_empty(), "{:?}", p.warnings());
+        // A mean interval clipped at 0 is said.
+        let mut trials = vec![2; 9];
+        trials.push(20_000);
+        let p = point_of("pingpong", 8, trials);
+        assert!(p.one_way_us.ci95_mean_clipped);
+        assert!(p.warnings().iter().any(|w| w.contains("clipped at 0")));
     }
 
     #[test]

@@ -186,12 +186,26 @@ fn sig3(x: f64) -> String {
 pub const MODALITY_MIN_TRIALS: usize = 20;
 /// Smallest share of the trials a mode must hold; a smaller bump is a tail, not a mode.
 pub const MODE_MIN_WEIGHT: f64 = 0.05;
+/// Fewest trials a mode must hold: a handful of trials that happen to fall close together
+/// is not a mode.
+pub const MODE_MIN_COUNT: usize = 20;
 /// A valley between two peaks separates two modes only when the density there is below
 /// this fraction of the lower peak's density.
-pub const MODE_MAX_VALLEY: f64 = 0.5;
+pub const MODE_MAX_VALLEY: f64 = 0.7;
+/// A valley separates two modes only when the trials around the lower peak exceed, by this
+/// many standard errors (as Poisson counts), those a flat density at the valley's level
+/// would hold: sampling noise in a sparse tail makes bumps that are not modes.
+pub const MODE_MIN_Z: f64 = 3.0;
+/// Widest a mode may be, natural-log units (a factor of about 4.5 in time), as its trials
+/// over their density near its peak: outliers spread over decades form a plateau, which is
+/// a tail, not a mode.
+pub const MODE_MAX_WIDTH: f64 = 1.5;
 /// Smallest kernel bandwidth, in natural-log units (a factor of about 1.02 in time): modes
 /// closer than a few percent are not told apart.
 pub const MODE_MIN_BANDWIDTH: f64 = 0.02;
+/// The timer's step widens the bandwidth at most to this, natural-log units: two clusters
+/// of times a factor 1.5 apart stay apart however coarse the clock.
+pub const MODE_MAX_QUANTUM_BANDWIDTH: f64 = 0.1;
 /// Grid points of the density estimate.
 const MODE_GRID: usize = 1024;
 
@@ -211,8 +225,128 @@ pub struct Modality {
     pub multimodal: bool,
     /// The modes, fastest first.
     pub modes: Vec<Mode>,
-    /// The kernel bandwidth used, natural-log units.
+    /// The kernel bandwidth used, natural-log units (0 when all times are equal).
     pub bandwidth_ln: f64,
+}
+
+/// A Gaussian kernel density estimate of sorted logarithms on a regular grid, by linear
+/// binning (unnormalised: each sample adds a kernel of height 1).
+struct Density<'a> {
+    logs: &'a [f64],
+    h: f64,
+    g0: f64,
+    step: f64,
+    dens: Vec<f64>,
+}
+
+impl<'a> Density<'a> {
+    fn estimate(logs: &'a [f64], lo: f64, hi: f64, h: f64) -> Self {
+        let g0 = lo - 3.0 * h;
+        let step = (hi + 3.0 * h - g0) / (MODE_GRID - 1) as f64;
+        let mut mass = vec![0.0f64; MODE_GRID];
+        for &y in logs {
+            let u = ((y - g0) / step).max(0.0);
+            let i = (u.floor() as usize).min(MODE_GRID - 2);
+            let f = (u - i as f64).clamp(0.0, 1.0);
+            mass[i] += 1.0 - f;
+            mass[i + 1] += f;
+        }
+        let reach = ((4.0 * h / step).ceil() as usize).min(MODE_GRID);
+        let kernel: Vec<f64> = (0..=reach)
+            .map(|k| (-0.5 * (k as f64 * step / h).powi(2)).exp())
+            .collect();
+        let mut dens = vec![0.0f64; MODE_GRID];
+        for (i, &m) in mass.iter().enumerate().filter(|(_, &m)| m > 0.0) {
+            let a = i.saturating_sub(reach);
+            let b = (i + reach).min(MODE_GRID - 1);
+            for (j, d) in dens.iter_mut().enumerate().take(b + 1).skip(a) {
+                *d += m * kernel[i.abs_diff(j)];
+            }
+        }
+        Density {
+            logs,
+            h,
+            g0,
+            step,
+            dens,
+        }
+    }
+
+    /// The log time at grid point `k`.
+    fn at(&self, k: usize) -> f64 {
+        self.g0 + k as f64 * self.step
+    }
+
+    /// Samples below log time `y`.
+    fn below(&self, y: f64) -> usize {
+        self.logs.partition_point(|&x| x < y)
+    }
+
+    /// Local maxima (the middle of a plateau), left to right.
+    fn peaks(&self) -> Vec<usize> {
+        let d = &self.dens;
+        let mut peaks = Vec::new();
+        let mut i = 0;
+        while i < d.len() {
+            let mut j = i;
+            while j + 1 < d.len() && d[j + 1] == d[i] {
+                j += 1;
+            }
+            let left_lower = i == 0 || d[i - 1] < d[i];
+            let right_lower = j + 1 == d.len() || d[j + 1] < d[i];
+            if left_lower && right_lower && d[i] > 0.0 {
+                peaks.push((i + j) / 2);
+            }
+            i = j + 1;
+        }
+        peaks
+    }
+
+    /// The lowest grid point between `a` and `b`.
+    fn valley(&self, a: usize, b: usize) -> usize {
+        (a..=b)
+            .min_by(|&x, &y| self.dens[x].total_cmp(&self.dens[y]))
+            .unwrap_or(a)
+    }
+
+    /// Whether the valley `v` fails to separate its peaks `a` and `b`: the density there is
+    /// above [`MODE_MAX_VALLEY`] of the lower peak's, or the lower peak is not
+    /// [`MODE_MIN_Z`] standard errors above what a flat density at the valley's level gives.
+    /// The larger the returned score, the less it separates (`None` when it does).
+    fn not_separating(&self, a: usize, v: usize, b: usize) -> Option<f64> {
+        let d = &self.dens;
+        let low = if d[a] < d[b] { a } else { b };
+        let ratio = d[v] / d[low];
+        let r = self.step * low.abs_diff(v) as f64;
+        let c = (self.below(self.at(low) + r) - self.below(self.at(low) - r)) as f64;
+        let e = d[v] / (std::f64::consts::TAU.sqrt() * self.h) * 2.0 * r;
+        let z = (c - e) / (c + e).max(1.0).sqrt();
+        if z < MODE_MIN_Z {
+            Some(ratio + 1.0)
+        } else if ratio > MODE_MAX_VALLEY {
+            Some(ratio)
+        } else {
+            None
+        }
+    }
+
+    /// The equivalent width of peak `p`, log units, whose basin runs from grid point `lo`
+    /// to `hi` and holds `count` samples: `count` over the density of samples within a
+    /// quarter of [`MODE_MAX_WIDTH`] either side of the peak (inside the basin). About the
+    /// basin's span for samples spread evenly over it; at most about half of
+    /// [`MODE_MAX_WIDTH`] for a peak much narrower than that.
+    fn width(&self, p: usize, (lo, hi): (usize, usize), count: f64) -> f64 {
+        let w = 0.25 * MODE_MAX_WIDTH;
+        let (a, b) = (
+            (self.at(p) - w).max(self.at(lo)),
+            (self.at(p) + w).min(self.at(hi)),
+        );
+        let near = (self.below(b) - self.below(a)) as f64;
+        if near <= 0.0 || b <= a {
+            return 0.0;
+        }
+        count * (b - a) / near
+    }
 }
 
 /// The modes of SORTED times (any unit, only positive values count), from a Gaussian kernel
@@ -221,157 +355,134 @@ pub struct Modality {
 /// Latency is a positive quantity whose distributions are skewed with long right tails
 /// (lognormal-, gamma- or exponential-like); on a log scale those are unimodal and close to
 /// symmetric, while two clusters of times (two protocols, two placements, a cache that
-/// sometimes misses) stay two peaks. The estimate uses Silverman's bandwidth
+/// sometimes misses) stay two peaks. The bandwidth is Silverman's
 /// `0.9 min(sd, IQR/1.34) n^(-1/5)` of the logs, at least [`MODE_MIN_BANDWIDTH`] and at
-/// least the spacing of the timer's grid (the smallest gap between distinct times, relative
-/// to the median), so that quantised times are not read as many modes. The density is
-/// evaluated on a grid by binning; its peaks are merged with a neighbour while the valley
-/// between them is higher than [`MODE_MAX_VALLEY`] of the lower peak or while a peak's
-/// basin holds less than [`MODE_MIN_WEIGHT`] of the trials. What is left are the modes.
+/// least the timer's step relative to the median (the smallest gap between distinct
+/// times, counted up to [`MODE_MAX_QUANTUM_BANDWIDTH`]), so that quantised times are not
+/// read as many modes. Then, repeatedly, two peaks
+/// whose valley does not separate them (too shallow, or not significant: see
+/// [`MODE_MAX_VALLEY`], [`MODE_MIN_Z`]) merge into the higher one, a peak wider than
+/// [`MODE_MAX_WIDTH`] is dropped, and a peak whose basin holds less than
+/// [`MODE_MIN_WEIGHT`] of the trials or fewer than [`MODE_MIN_COUNT`] is dropped. What is left are the modes; each one's
+/// weight is the share of the trials between the valleys on either side of it.
 ///
+/// Cost: one pass over the times and a fixed grid of 1024 points, whatever the trial count.
 /// `None` with fewer than [`MODALITY_MIN_TRIALS`] positive times.
 pub fn modality(sorted: &[f64]) -> Option<Modality> {
-    let pos: Vec<f64> = sorted
+    let logs: Vec<f64> = sorted
         .iter()
-        .copied()
-        .filter(|&x| x > 0.0 && x.is_finite())
-        .map(f64::ln)
+        .filter(|&&x| x > 0.0 && x.is_finite())
+        .map(|x| x.ln())
         .collect();
-    let n = pos.len();
+    let n = logs.len();
     if n < MODALITY_MIN_TRIALS {
         return None;
     }
-    let one = |at: f64| Modality {
+    let med = stats::median(&logs)?;
+    let one = |at: f64, h: f64| Modality {
         multimodal: false,
         modes: vec![Mode {
             at_us: at.exp(),
             weight: 1.0,
         }],
-        bandwidth_ln: 0.0,
+        bandwidth_ln: h,
     };
-    let (lo, hi) = (pos[0], pos[n - 1]);
-    let med = stats::median(&pos)?;
-    if !(hi > lo) {
-        return Some(one(med));
+    let (lo, hi) = (logs[0], logs[n - 1]);
+    if hi <= lo {
+        return Some(one(med, 0.0));
     }
-    let (_, var) = stats::mean_variance(&pos)?;
-    let sd = var.sqrt();
-    let iqr = stats::quantile(&pos, 0.75)? - stats::quantile(&pos, 0.25)?;
-    let spread = if iqr > 0.0 { sd.min(iqr / 1.34) } else { sd };
-    // The grid of the timer: the smallest gap between distinct times, relative to the
-    // median (in log units near the median).
-    let quantum = pos
+    let (_, var) = stats::mean_variance(&logs)?;
+    let iqr = stats::quantile(&logs, 0.75)? - stats::quantile(&logs, 0.25)?;
+    let spread = if iqr > 0.0 {
+        var.sqrt().min(iqr / 1.34)
+    } else {
+        var.sqrt()
+    };
+    let quantum = sorted
         .windows(2)
-        .map(|w| w[1].exp() - w[0].exp())
+        .map(|w| w[1] - w[0])
         .filter(|&d| d > 0.0)
         .fold(f64::INFINITY, f64::min)
         / med.exp();
     let h = (0.9 * spread * (n as f64).powf(-0.2))
         .max(MODE_MIN_BANDWIDTH)
-        .max(if quantum.is_finite() { quantum } else { 0.0 });
-    // Linear binning onto the grid, then the Gaussian kernel (cut at 4 h).
-    let g0 = lo - 3.0 * h;
-    let step = (hi + 3.0 * h - g0) / (MODE_GRID - 1) as f64;
-    let mut mass = vec![0.0f64; MODE_GRID];
-    for &y in &pos {
-        let u = (y - g0) / step;
-        let i = (u.floor() as usize).min(MODE_GRID - 2);
-        let f = (u - i as f64).clamp(0.0, 1.0);
-        mass[i] += 1.0 - f;
-        mass[i + 1] += f;
-    }
-    let reach = ((4.0 * h / step).ceil() as usize).min(MODE_GRID);
-    let kernel: Vec<f64> = (0..=reach)
-        .map(|k| (-0.5 * (k as f64 * step / h).powi(2)).exp())
-        .collect();
-    let mut dens = vec![0.0f64; MODE_GRID];
-    for (i, &m) in mass.iter().enumerate() {
-        if m == 0.0 {
-            continue;
-        }
-        let a = i.saturating_sub(reach);
-        let b = (i + reach).min(MODE_GRID - 1);
-        for (j, d) in dens.iter_mut().enumerate().take(b + 1).skip(a) {
-            *d += m * kernel[i.abs_diff(j)];
-        }
-    }
-    // Peaks (the middle of a plateau) and the lowest point between adjacent peaks.
-    let mut peaks: Vec<usize> = Vec::new();
-    let mut i = 0;
-    while i < MODE_GRID {
-        let mut j = i;
-        while j + 1 < MODE_GRID && dens[j + 1] == dens[i] {
-            j += 1;
-        }
-        let left_lower = i == 0 || dens[i - 1] < dens[i];
-        let right_lower = j + 1 == MODE_GRID || dens[j + 1] < dens[i];
-        if left_lower && right_lower && dens[i] > 0.0 {
-            peaks.push((i + j) / 2);
-        }
-        i = j + 1;
-    }
-    if peaks.len() < 2 {
-        return Some(Modality {
-            bandwidth_ln: h,
-            ..one(peaks.first().map_or(med, |&p| g0 + p as f64 * step))
+        .max(if quantum.is_finite() {
+            quantum.min(MODE_MAX_QUANTUM_BANDWIDTH)
+        } else {
+            0.0
         });
-    }
-    let valley = |a: usize, b: usize| -> usize {
-        (a..=b)
-            .min_by(|&x, &y| dens[x].total_cmp(&dens[y]))
-            .unwrap_or(a)
-    };
-    // Share of the trials between grid points a (exclusive) and b (inclusive), by the
-    // sorted logs.
-    let at = |k: usize| g0 + k as f64 * step;
-    let count_below = |y: f64| pos.partition_point(|&x| x < y);
+    let d = Density::estimate(&logs, lo, hi, h);
+    let mut peaks = d.peaks();
     loop {
-        let valleys: Vec<usize> = peaks.windows(2).map(|w| valley(w[0], w[1])).collect();
-        let edges: Vec<usize> = std::iter::once(0)
-            .chain(valleys.iter().map(|&v| count_below(at(v))))
-            .chain(std::iter::once(n))
-            .collect();
-        let weight = |k: usize| (edges[k + 1] - edges[k]) as f64 / n as f64;
-        // The shallowest valley relative to its lower peak, and the lightest mode.
-        let (shallow, depth) = valleys
+        let [first, ..] = peaks[..] else {
+            return Some(one(med, h));
+        };
+        if peaks.len() == 1 {
+            return Some(one(d.at(first), h));
+        }
+        let valleys: Vec<usize> = peaks.windows(2).map(|w| d.valley(w[0], w[1])).collect();
+        // Worst valley first.
+        let merge = valleys
             .iter()
             .enumerate()
-            .map(|(k, &v)| (k, dens[v] / dens[peaks[k]].min(dens[peaks[k + 1]])))
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .expect("two peaks have a valley");
-        let (light, w) = (0..peaks.len())
-            .map(|k| (k, weight(k)))
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .expect("peaks");
-        if depth > MODE_MAX_VALLEY {
-            // Merge the two peaks of the shallow valley into the higher.
-            let drop = if dens[peaks[shallow]] < dens[peaks[shallow + 1]] {
-                shallow
+            .filter_map(|(k, &v)| Some((k, d.not_separating(peaks[k], v, peaks[k + 1])?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((k, _)) = merge {
+            let lower = if d.dens[peaks[k]] < d.dens[peaks[k + 1]] {
+                k
             } else {
-                shallow + 1
+                k + 1
             };
-            peaks.remove(drop);
-        } else if w < MODE_MIN_WEIGHT {
-            peaks.remove(light);
-        } else {
-            let modes = (0..peaks.len())
-                .map(|k| Mode {
-                    at_us: at(peaks[k]).exp(),
-                    weight: weight(k),
-                })
-                .collect::<Vec<_>>();
-            return Some(Modality {
-                multimodal: modes.len() > 1,
-                modes,
-                bandwidth_ln: h,
-            });
+            peaks.remove(lower);
+            continue;
         }
-        if peaks.len() < 2 {
-            return Some(Modality {
-                bandwidth_ln: h,
-                ..one(at(peaks[0]))
-            });
+        let edges: Vec<usize> = std::iter::once(0)
+            .chain(valleys.iter().map(|&v| d.below(d.at(v))))
+            .chain(std::iter::once(n))
+            .collect();
+        let weights: Vec<f64> = edges
+            .windows(2)
+            .map(|e| (e[1] - e[0]) as f64 / n as f64)
+            .collect();
+        let widest = (0..peaks.len())
+            .map(|k| {
+                let basin = (
+                    if k == 0 { 0 } else { valleys[k - 1] },
+                    valleys.get(k).copied().unwrap_or(MODE_GRID - 1),
+                );
+                (k, d.width(peaks[k], basin, weights[k] * n as f64))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((k, w)) = widest {
+            if w > MODE_MAX_WIDTH {
+                peaks.remove(k);
+                continue;
+            }
         }
+        let lightest = weights
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(k, &w)| (k, w));
+        if let Some((k, w)) = lightest {
+            if w < MODE_MIN_WEIGHT || w * (n as f64) < MODE_MIN_COUNT as f64 {
+                peaks.remove(k);
+                continue;
+            }
+        }
+        let modes: Vec<Mode> = peaks
+            .iter()
+            .zip(&weights)
+            .map(|(&p, &weight)| Mode {
+                at_us: d.at(p).exp(),
+                weight,
+            })
+            .collect();
+        return Some(Modality {
+            multimodal: true,
+            modes,
+            bandwidth_ln: h,
+        });
     }
 }
 
@@ -416,6 +527,7 @@ mod tests {
             p9999: 0.0,
             ci95_median: stats::Interval { lo: 0.0, hi: 0.0 },
             ci95_mean: stats::Interval { lo: 0.0, hi: 0.0 },
+            ci95_mean_clipped: false,
         };
         let r = Rates::from_summary(8, &s);
         assert!((r.min - 6.425).abs() < 5e-4);
@@ -440,5 +552,236 @@ mod tests {
             a.histogram.counts.iter().sum::<u64>() + a.histogram.overflow,
             4
         );
+    }
+
+    use commbench_core::stats::Xoshiro256;
+    use proptest::prelude::*;
+
+    /// Random draws for the modality tests.
+    struct Rng(Xoshiro256);
+
+    impl Rng {
+        fn unit(&mut self) -> f64 {
+            ((self.0.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        }
+        fn range(&mut self, a: f64, b: f64) -> f64 {
+            a + (b - a) * self.unit()
+        }
+        fn normal(&mut self) -> f64 {
+            let (u, v) = (self.unit(), self.unit());
+            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+        }
+        fn exponential(&mut self) -> f64 {
+            -self.unit().ln()
+        }
+        /// Gamma with shape `k` (Marsaglia and Tsang).
+        fn gamma(&mut self, k: f64) -> f64 {
+            if k < 1.0 {
+                return self.gamma(k + 1.0) * self.unit().powf(1.0 / k);
+            }
+            let d = k - 1.0 / 3.0;
+            let c = 1.0 / (9.0 * d).sqrt();
+            loop {
+                let x = self.normal();
+                let v = (1.0 + c * x).powi(3);
+                if v > 0.0 && self.unit().ln() < 0.5 * x * x + d - d * v + d * v.ln() {
+                    return d * v;
+                }
+            }
+        }
+    }
+
+    /// `n` sorted draws of `f`, rounded to a timer step of `q` (none when 0).
+    fn sample(n: usize, q: f64, mut f: impl FnMut() -> f64) -> Vec<f64> {
+        let mut v: Vec<f64> = (0..n)
+            .map(|_| {
+                let x = f();
+                if q > 0.0 {
+                    (x / q).round() * q
+                } else {
+                    x
+                }
+            })
+            .collect();
+        stats::sort_samples(&mut v);
+        v
+    }
+
+    /// A unimodal, right-skewed latency distribution of kind `kind` with its minimum or
+    /// median near `base`: lognormal, shifted gamma, shifted exponential, Pareto, shifted
+    /// Weibull, or a tight peak with 8 % of outliers spread evenly (on a log scale) over
+    /// 1.5x to 100x.
+    fn unimodal(r: &mut Rng, kind: u64, base: f64, a: f64, b: f64) -> f64 {
+        match kind % 6 {
+            0 => base * (a * r.normal()).exp(),
+            1 => base + b * base * r.gamma(0.2 + 4.0 * a),
+            2 => base + b * base * r.exponential(),
+            3 => base * r.unit().powf(-1.0 / (1.0 + 3.0 * b)),
+            4 => base + b * base * r.exponential().powf(1.0 / (0.5 + a)),
+            _ => {
+                if r.unit() < 0.08 {
+                    base * (1.5f64.ln() + r.unit() * (100.0f64 / 1.5).ln()).exp()
+                } else {
+                    base * (1.0 + 0.3 * b * r.exponential())
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn unimodal_heavy_tails_are_not_multimodal(
+            seed in any::<u64>(),
+            kind in 0u64..6,
+            n in 20usize..12_000,
+            base in 0.3f64..300.0,
+            a in 0.05f64..1.2,
+            b in 0.01f64..1.0,
+            step in prop_oneof![Just(0.0), 1e-4f64..0.01],
+        ) {
+            let mut r = Rng(Xoshiro256::new(seed));
+            let v = sample(n, step * base, || unimodal(&mut r, kind, base, a, b));
+            let m = modality(&v).unwrap();
+            prop_assert!(!m.multimodal, "{m:?}");
+            prop_assert_eq!(m.modes.len(), 1);
+            prop_assert!(modality_warning(&m).is_none());
+        }
+
+        #[test]
+        fn two_separated_modes_are_found(
+            seed in any::<u64>(),
+            kinds in (0u64..3, 0u64..3),
+            n in 200usize..12_000,
+            base in 0.3f64..300.0,
+            w in 0.1f64..0.9,
+            sep in 1.5f64..6.0,
+        ) {
+            // Each mode's spread (log sd) is at most a sixth of the log of their ratio.
+            let s = sep.ln() / 6.0;
+            let mut r = Rng(Xoshiro256::new(seed));
+            let widths = (r.range(0.3, 1.0), r.range(0.3, 1.0));
+            let shapes = (r.range(2.0, 20.0), r.range(2.0, 20.0));
+            let draw = |r: &mut Rng, kind: u64, at: f64, width: f64, shape: f64| match kind {
+                0 => at * (width * s * r.normal()).exp(),
+                1 => at * (1.0 + width * s * (r.gamma(shape) - shape) / shape.sqrt()),
+                _ => at * (1.0 + 0.75 * width * s * r.exponential()),
+            };
+            let mut first = 0usize;
+            let v = sample(n, 0.0, || {
+                if r.unit() < w {
+                    first += 1;
+                    draw(&mut r, kinds.0, base, widths.0, shapes.0)
+                } else {
+                    draw(&mut r, kinds.1, base * sep, widths.1, shapes.1)
+                }
+            });
+            let m = modality(&v).unwrap();
+            prop_assert!(m.multimodal, "{m:?}");
+            prop_assert_eq!(m.modes.len(), 2, "{:?}", m);
+            let (lo, hi) = (&m.modes[0], &m.modes[1]);
+            prop_assert!((lo.at_us / base).ln().abs() < 0.5 * sep.ln(), "{m:?}");
+            prop_assert!((hi.at_us / (base * sep)).ln().abs() < 0.5 * sep.ln(), "{m:?}");
+            let share = first as f64 / n as f64;
+            prop_assert!((lo.weight - share).abs() < 0.05, "{m:?} share {share}");
+            prop_assert!((lo.weight + hi.weight - 1.0).abs() < 1e-12);
+            let text = modality_warning(&m).unwrap();
+            prop_assert!(text.contains("multimodal") && text.contains(" and ~"), "{text}");
+        }
+    }
+
+    #[test]
+    fn modality_of_few_equal_and_exact_times() {
+        assert_eq!(modality(&[1.0; 19]), None);
+        let m = modality(&[2.5; 100]).unwrap();
+        assert!(!m.multimodal);
+        assert_eq!(
+            m.modes,
+            vec![Mode {
+                at_us: 2.5,
+                weight: 1.0
+            }]
+        );
+        // Two exact times (a simulator with two paths) are two modes.
+        let mut v = vec![1.0; 60];
+        v.extend([2.0; 40]);
+        let m = modality(&v).unwrap();
+        assert!(m.multimodal, "{m:?}");
+        assert!((m.modes[0].at_us - 1.0).abs() < 0.05 && (m.modes[1].at_us - 2.0).abs() < 0.1);
+        assert_eq!((m.modes[0].weight, m.modes[1].weight), (0.6, 0.4));
+        // Zero and negative times are left out.
+        let mut v = vec![-1.0, 0.0];
+        v.extend([3.0; 30]);
+        assert_eq!(modality(&v).unwrap().modes.len(), 1);
+        assert_eq!(modality(&[0.0; 50]), None);
+        // A coarse clock: a unimodal time on a grid of 4 % steps is not many modes.
+        let v: Vec<f64> = (0..2000)
+            .map(|i| 1.0 + 0.04 * ((i % 7) as f64 - (i % 3) as f64))
+            .collect::<Vec<_>>();
+        let mut v = v;
+        stats::sort_samples(&mut v);
+        assert!(!modality(&v).unwrap().multimodal);
+    }
+
+    #[test]
+    fn warnings_name_the_filter_and_the_modes() {
+        assert_eq!(filter_warning(95, 5), None);
+        assert_eq!(filter_warning(0, 0), None);
+        let w = filter_warning(53, 47).unwrap();
+        assert!(w.contains("removed 47% of the trials (47 of 100"), "{w}");
+        let w = filter_warning(940, 60).unwrap();
+        assert!(w.contains("6.0%"), "{w}");
+        let m = Modality {
+            multimodal: true,
+            modes: vec![
+                Mode {
+                    at_us: 151.234,
+                    weight: 0.53,
+                },
+                Mode {
+                    at_us: 342.0,
+                    weight: 0.47,
+                },
+            ],
+            bandwidth_ln: 0.02,
+        };
+        let w = modality_warning(&m).unwrap();
+        assert!(
+            w.contains("modes at ~151 us (53%) and ~342 us (47%)"),
+            "{w}"
+        );
+        assert_eq!(
+            modality_warning(&Modality {
+                multimodal: false,
+                ..m
+            }),
+            None
+        );
+    }
+
+    #[test]
+    fn bimodal_trials_are_recorded_and_warned() {
+        // 4 MiB over shared memory: 53 % of the trials near 150 us, 47 % near 340 us; the
+        // cut at twice the median removes the slow mode.
+        let mut r = Rng(Xoshiro256::new(4));
+        let trials: Vec<i64> = (0..2000)
+            .map(|i| {
+                let t = if i % 100 < 53 { 150.0 } else { 340.0 };
+                (2000.0 * t * (1.0 + 0.03 * r.normal())).round() as i64
+            })
+            .collect();
+        let a = analyse(&trials, 1, 2, 4 << 20, 2.0).unwrap();
+        assert!(a.filtered.removed > 900, "{}", a.filtered.removed);
+        let m = a.modality.unwrap();
+        assert!(m.multimodal && m.modes.len() == 2, "{m:?}");
+        assert!((m.modes[0].weight - 0.53).abs() < 1e-9);
+        // A unimodal point says nothing.
+        let trials: Vec<i64> = (0..2000)
+            .map(|_| (2000.0 * 5.0 * (1.0 + 0.1 * r.exponential())) as i64)
+            .collect();
+        let a = analyse(&trials, 1, 2, 8, 2.0).unwrap();
+        assert!(!a.modality.unwrap().multimodal);
+        assert_eq!(filter_warning(a.filtered.kept, a.filtered.removed), None);
     }
 }

@@ -24,6 +24,16 @@ impl Fatal {
         }
     }
 
+    /// A rank that ends with `code` and says nothing: another rank reports the run (a rank
+    /// other than 0 after a stop that rank 0 asked for).
+    pub fn silent(code: u8) -> Self {
+        Fatal {
+            code,
+            reason: String::new(),
+            hint: None,
+        }
+    }
+
     /// A failed run (exit 1).
     pub fn run(reason: impl Into<String>, hint: Option<String>) -> Self {
         Fatal {

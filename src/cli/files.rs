@@ -2,9 +2,78 @@
 //! and `--json FILE`, and JSON written to a file or standard output.
 
 use super::fatal::Fatal;
+use super::plan::Outputs;
 use commbench::analysis::document::ResultDoc;
 use commbench::render::text::{self as report, Detail};
 use std::path::Path;
+
+/// Check every output path before the first message is sent, so that a sweep is never
+/// measured only to be lost: `--output DIR` is created if need be and must take new files,
+/// and `--json FILE` must be a file this process can write (created empty if absent; the
+/// document replaces it at the end).
+pub fn probe(out: &Outputs) -> Result<(), Fatal> {
+    if let Some(dir) = &out.dir {
+        probe_dir(dir)?;
+    }
+    if let Some(p) = out.json.as_ref().filter(|_| !out.json_to_stdout()) {
+        probe_file(p)?;
+    }
+    Ok(())
+}
+
+fn unwritable(what: String, hint: &str) -> Fatal {
+    Fatal::usage(what, format!("{hint}; nothing was measured"))
+}
+
+fn probe_dir(dir: &Path) -> Result<(), Fatal> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(unwritable(
+            format!("--output {} is not a directory", dir.display()),
+            "give a directory for --output (it is created if missing), or --json FILE",
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| {
+        unwritable(
+            format!("--output {}: cannot create the directory: {e}", dir.display()),
+            "choose a directory you can write",
+        )
+    })?;
+    let test = dir.join(format!(".commbench-probe-{}", std::process::id()));
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&test);
+    match made {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&test);
+            Ok(())
+        }
+        Err(e) => Err(unwritable(
+            format!("--output {}: cannot write files there: {e}", dir.display()),
+            "choose a directory you can write",
+        )),
+    }
+}
+
+fn probe_file(p: &Path) -> Result<(), Fatal> {
+    if p.is_dir() {
+        return Err(unwritable(
+            format!("--json {} is a directory", p.display()),
+            "give a file name for --json, or --output DIR for a directory of results",
+        ));
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(p)
+        .map(drop)
+        .map_err(|e| {
+            unwritable(
+                format!("--json {}: cannot write it: {e}", p.display()),
+                "choose a path in a directory that exists and you can write",
+            )
+        })
+}
 
 /// Write the files `--output DIR` holds; the names written.
 pub fn write_dir(dir: &Path, doc: &ResultDoc) -> Result<Vec<String>, String> {

@@ -13,6 +13,7 @@ pub mod plan;
 mod progress;
 mod record;
 mod run;
+mod signals;
 
 use args::{Cli, Command, TimerArgs};
 use backend::BACKENDS;
@@ -40,6 +41,7 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(f) if f.reason.is_empty() => ExitCode::from(f.code),
         Err(f) => {
             eprintln!("commbench: error: {}", f.reason);
             if let Some(h) = f.hint {

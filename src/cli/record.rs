@@ -44,6 +44,8 @@ struct Gathered {
     infos: BackendInfo,
     /// The first failure (a run's, else an analysis's).
     error: Option<String>,
+    /// Whether a signal stopped the run between sizes.
+    interrupted: bool,
 }
 
 /// Analyse every point of every backend's run and keep the first failure.
@@ -66,6 +68,9 @@ fn gather(runs: Vec<BackendRun>, cut_coef: f64, several: bool) -> Gathered {
                 Ok(p) => g.points.push(p),
                 Err(e) => analysis_error = Some(e.to_string()),
             }
+        }
+        if let Err(e) = &run.result {
+            g.interrupted |= e.interrupted().is_some();
         }
         if let (Err(e), None) = (run.result, &g.error) {
             g.error = Some(if several {
@@ -121,10 +126,10 @@ pub fn document(plan: &Plan, outcome: Outcome, started: Started) -> ResultDoc {
             &outcome.launcher,
         ),
         timer: g.timer.map(Into::into),
-        status: if g.error.is_some() {
-            "partial".into()
-        } else {
-            "complete".into()
+        status: match (g.interrupted, &g.error) {
+            (true, _) => "interrupted".into(),
+            (false, Some(_)) => "partial".into(),
+            (false, None) => "complete".into(),
         },
         error: g.error,
         points: g.points,

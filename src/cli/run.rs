@@ -6,17 +6,32 @@ use super::files;
 use super::plan::{Outputs, Plan, Work};
 use super::progress::ProgressBar;
 use super::record::{self, Started};
+use super::signals;
 use crate::cli::backend::{BackendRun, Outcome};
 use commbench::analysis::document::ResultDoc;
+use commbench::core::launch::RankEnv;
 use commbench::core::method::engine::{KernelSpec, Measurement, Progress, ProgressFn};
+use commbench::core::Error;
 use commbench::render::text::{self as report, Detail};
 
 /// Run the plan and report it (on rank 0; other ranks report only their own failure).
 pub fn measure(plan: Plan) -> Result<(), Fatal> {
+    let reports = reporting_rank(&plan);
+    // First, before any thread is started: SIGINT and SIGTERM stop the run at a safe point.
+    signals::install(reports).map_err(|e| Fatal::run(e, None))?;
+    if reports {
+        files::probe(&plan.outputs)?;
+    }
     match plan.work {
         Work::Pattern(kind) => measure_spec(&plan, kind),
         Work::Transpose(t) => measure_spec(&plan, t),
     }
+}
+
+/// Whether this process is rank 0, the one that reports and writes (rank numbers are known
+/// from the launcher's variables before any backend starts).
+fn reporting_rank(plan: &Plan) -> bool {
+    RankEnv::detect(plan.job.manual, None, 2).map_or(true, |e| e.rank == 0)
 }
 
 fn measure_spec<S: KernelSpec + Copy>(plan: &Plan, spec: S) -> Result<(), Fatal> {
@@ -27,19 +42,66 @@ fn measure_spec<S: KernelSpec + Copy>(plan: &Plan, spec: S) -> Result<(), Fatal>
     bar.finish();
     let outcome = outcome?;
     if outcome.rank != 0 {
-        for r in outcome.runs {
-            if let Err(e) = r.result {
-                let who = if plan.under_mpi() {
-                    format!("rank {}: {}: {e}", outcome.rank, r.backend)
-                } else {
-                    format!("rank {}: {e}", outcome.rank)
-                };
-                return Err(Fatal::run(who, None));
-            }
-        }
-        return Ok(());
+        return other_rank(plan, outcome);
     }
-    deliver(&plan.outputs, &record::document(plan, outcome, started))
+    let ending = Ending::of(&outcome.runs);
+    deliver(
+        &plan.outputs,
+        &record::document(plan, outcome, started),
+        ending,
+    )
+}
+
+/// A rank other than 0 reports only its own failure: a stop is rank 0's to report, and a
+/// configuration this rank cannot work with is a usage error (exit 2).
+fn other_rank(plan: &Plan, outcome: Outcome) -> Result<(), Fatal> {
+    for r in outcome.runs {
+        let Err(e) = r.result else { continue };
+        if let Some(signal) = e.interrupted() {
+            return Err(Fatal::silent(signals::exit_code(signal)));
+        }
+        let who = if plan.under_mpi() {
+            format!("rank {}: {}: {e}", outcome.rank, r.backend)
+        } else {
+            format!("rank {}: {e}", outcome.rank)
+        };
+        if e.is_configuration() {
+            return Err(Fatal::usage(who, CONFIGURATION_HINT));
+        }
+        return Err(Fatal::run(who, None));
+    }
+    Ok(())
+}
+
+/// The hint of a configuration found unworkable once the ranks ran.
+const CONFIGURATION_HINT: &str =
+    "the run cannot work as configured on this host; change the option the reason names";
+
+/// How a run ended, beyond its document: what decides the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Every backend ran, or one failed while running (exit 0 or 1).
+    Ran,
+    /// A signal stopped it at a safe point (exit 128 + the signal).
+    Interrupted(i32),
+    /// A rank found the configuration unworkable (exit 2).
+    Configuration,
+    /// A rank timed out (exit 1, with a hint about `--timeout`).
+    TimedOut,
+}
+
+impl Ending {
+    fn of(runs: &[BackendRun]) -> Self {
+        let Some(e) = runs.iter().find_map(|r| r.result.as_ref().err()) else {
+            return Ending::Ran;
+        };
+        match (e.interrupted(), e.root()) {
+            (Some(signal), _) => Ending::Interrupted(signal),
+            (None, Error::Timeout { .. }) => Ending::TimedOut,
+            _ if e.is_configuration() => Ending::Configuration,
+            _ => Ending::Ran,
+        }
+    }
 }
 
 /// Start the ranks: under MPI every backend in turn, otherwise the one backend.
@@ -52,7 +114,7 @@ fn launch<S: KernelSpec + Copy>(
         return under_mpi(plan, spec, progress);
     }
     let b = &plan.backends[0];
-    let m = Measurement::new(spec, plan.method.clone(), Some(progress));
+    let m = Measurement::new(spec, plan.method.clone(), Some(progress)).with_stop(&signals::STOP);
     let ran = b.run(&plan.job, &m)?;
     Ok(Outcome {
         ranks: ran.ranks,
@@ -89,7 +151,7 @@ fn under_mpi<S: KernelSpec + Copy>(
 
 /// Print the report, write the files, and turn a failed run into exit 1 (its partial
 /// results printed and written all the same).
-fn deliver(out: &Outputs, doc: &ResultDoc) -> Result<(), Fatal> {
+fn deliver(out: &Outputs, doc: &ResultDoc, ending: Ending) -> Result<(), Fatal> {
     let mut written = Vec::new();
     let mut write_problem = None;
     if let Some(dir) = &out.dir {
@@ -125,11 +187,12 @@ fn deliver(out: &Outputs, doc: &ResultDoc) -> Result<(), Fatal> {
             Some("check that the output directory is writable".into()),
         ));
     }
-    failure(doc)
+    failure(doc, ending)
 }
 
-/// Exit 1 for a run that failed, saying what was kept.
-fn failure(doc: &ResultDoc) -> Result<(), Fatal> {
+/// The exit of a run that did not complete, saying what was kept: 128 + the signal for a
+/// stop, 2 for a configuration a rank could not work with, 1 for a failure.
+fn failure(doc: &ResultDoc, ending: Ending) -> Result<(), Fatal> {
     let Some(e) = &doc.error else {
         return Ok(());
     };
@@ -137,12 +200,26 @@ fn failure(doc: &ResultDoc) -> Result<(), Fatal> {
         "no size was completed".to_string()
     } else {
         format!(
-            "the {} point(s) measured before the failure are reported and written",
-            doc.points.len()
+            "the {} point(s) measured before the {} are reported and written",
+            doc.points.len(),
+            if matches!(ending, Ending::Interrupted(_)) {
+                "stop"
+            } else {
+                "failure"
+            }
         )
     };
-    Err(Fatal::run(
-        e.clone(),
-        Some(format!("{kept}; a slow peer may need a longer --timeout")),
-    ))
+    Err(match ending {
+        Ending::Interrupted(signal) => Fatal {
+            code: signals::exit_code(signal),
+            reason: e.clone(),
+            hint: Some(format!("{kept} (status \"interrupted\")")),
+        },
+        Ending::Configuration => Fatal::usage(e.clone(), format!("{kept}; {CONFIGURATION_HINT}")),
+        Ending::TimedOut => Fatal::run(
+            e.clone(),
+            Some(format!("{kept}; a slow peer may need a longer --timeout")),
+        ),
+        Ending::Ran => Fatal::run(e.clone(), Some(kept)),
+    })
 }

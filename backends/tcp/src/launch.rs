@@ -3,7 +3,7 @@
 //! rank over another rendezvous), each ending with the goodbye exchange.
 
 use crate::TcpEndpoint;
-use commbench_core::launch::rendezvous::{Bootstrap, Listener, Rendezvous};
+use commbench_core::launch::rendezvous::{self, Bootstrap, Listener, Rendezvous};
 use commbench_core::launch::RankEnv;
 use commbench_core::transport::Program;
 use commbench_core::{Error, Result};
@@ -56,23 +56,29 @@ fn run_on<P: Program>(mut ep: TcpEndpoint, p: &P) -> Result<P::Output> {
 
 /// This process is one rank of a run whose ranks met through another rendezvous (MPI under
 /// `mpirun`, so that tcp measures the same processes as the MPI backend): build the mesh over
-/// `rdv`, run `p`, close cleanly. Every data connection presents `token`.
+/// `rdv`, run `p`, close cleanly. Every data connection proves `token` both ways (the
+/// handshake of [`commbench_core::launch::rendezvous`]).
 pub fn run_rank_over<P: Program>(
     rdv: &mut dyn Rendezvous,
     token: &str,
     cfg: &TcpConfig,
     p: &P,
 ) -> Result<P::Output> {
+    rendezvous::check_token(token)?;
     run_on(TcpEndpoint::connect(rdv, token, cfg)?, p)
 }
 
+/// The run's token, refused when missing or too short to keep from being guessed.
 fn token_of(env: &RankEnv) -> Result<&str> {
-    env.token.as_deref().ok_or_else(|| {
+    let token = env.token.as_deref().ok_or_else(|| {
         Error::Config(format!(
-            "no run token: set {} to the same secret on every rank",
-            commbench_core::launch::ENV_TOKEN
+            "no run token: set {} to the same secret on every rank ({})",
+            commbench_core::launch::ENV_TOKEN,
+            rendezvous::TOKEN_HINT
         ))
-    })
+    })?;
+    rendezvous::check_token(token)?;
+    Ok(token)
 }
 
 /// All `n` ranks as threads of this process, connected over loopback (tests, conformance,
@@ -140,8 +146,9 @@ fn collect<T>(results: Vec<Result<T>>) -> Result<Vec<T>> {
 /// mpirun/srun): bootstrap through `env.rendezvous` with `env.token` (rank 0 binds it), build
 /// the mesh, run `p`, and close cleanly.
 pub fn run_rank<P: Program>(env: &RankEnv, cfg: &TcpConfig, p: &P) -> Result<P::Output> {
+    let token = token_of(env)?;
     let boot = Bootstrap::from_env(env, cfg.timeout).map_err(|e| e.in_phase("bootstrap"))?;
-    rank_main(boot, token_of(env)?, cfg, p)
+    rank_main(boot, token, cfg, p)
 }
 
 /// Rank 0 of a local launch: `listener` was bound (with [`Bootstrap::listen`]) before the
@@ -158,8 +165,9 @@ pub fn run_rank_with_listener<P: Program>(
             env.rank
         )));
     }
+    let token = token_of(env)?;
     let boot = listener
-        .accept_all(env.size, token_of(env)?, cfg.timeout)
+        .accept_all(env.size, token, cfg.timeout)
         .map_err(|e| e.in_phase("bootstrap"))?;
-    rank_main(boot, token_of(env)?, cfg, p)
+    rank_main(boot, token, cfg, p)
 }

@@ -1,7 +1,9 @@
 //! The TCP backend across separate processes: this test binary re-executes itself once per
 //! child rank (with `COMMBENCH_RANK`, `COMMBENCH_SIZE`, `COMMBENCH_RENDEZVOUS`,
 //! `COMMBENCH_TOKEN` and [`CHILD`] set, filtered to [`rank_process_entry`]); the test itself
-//! is rank 0, holding the rendezvous as the local launcher does.
+//! is rank 0, holding the rendezvous as the local launcher does. The rendezvous tests turn
+//! this round: a child holds the rendezvous (so that its threads and its log can be looked
+//! at from outside) and the test joins it as rank 1.
 
 use commbench_core::launch::rendezvous::Bootstrap;
 use commbench_core::launch::{self, Launcher, RankEnv};
@@ -9,11 +11,21 @@ use commbench_core::testkit::{run_check, Harness, CHECKS};
 use commbench_core::{Endpoint, Error, Program, Result, Src, TagSel};
 use commbench_tcp::{run_rank, run_rank_with_listener, TcpConfig};
 use std::cell::RefCell;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Names what a child rank runs: a conformance check, or `pingpong`.
+/// Names what a child rank runs: a conformance check, `pingpong`, or `hold` (rank 0 holding
+/// the rendezvous, see [`hold`]).
 const CHILD: &str = "COMMBENCH_TCP_TEST_CHILD";
+/// The handshake limit, in milliseconds, of a `hold` child.
+const LIMIT_MS: &str = "COMMBENCH_TCP_TEST_LIMIT_MS";
+/// What a `hold` child prints before the address it listens on.
+const LISTENING: &str = "rendezvous listening at ";
+/// Rounds a `hold` child plays with the rank that joins it.
+const HOLD_ROUNDS: u64 = 50;
 
 fn cfg(secs: u64) -> TcpConfig {
     TcpConfig {
@@ -71,6 +83,13 @@ fn rank_process_entry() {
     let Ok(what) = std::env::var(CHILD) else {
         return;
     };
+    if what == "hold" {
+        if let Err(e) = hold_rendezvous() {
+            eprintln!("rendezvous holder: {e}");
+            std::process::exit(3);
+        }
+        return;
+    }
     let env = RankEnv::detect(None, None, 1).expect("child rank environment");
     let res = match what.as_str() {
         "pingpong" => run_rank(&env, &cfg(3), &PingPong { rounds: 0 }).map(drop),
@@ -79,6 +98,231 @@ fn rank_process_entry() {
     if let Err(e) = res {
         eprintln!("child rank {}: {e}", env.rank);
         std::process::exit(3);
+    }
+}
+
+/// Child side of [`hold`]: rank 0 of a run of 2, listening on a free loopback port with the
+/// handshake limit of [`LIMIT_MS`], playing [`HOLD_ROUNDS`] rounds of ping-pong with rank 1.
+fn hold_rendezvous() -> Result<()> {
+    let ms = std::env::var(LIMIT_MS)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let listener =
+        Bootstrap::listen("127.0.0.1:0")?.with_handshake_limit(Duration::from_millis(ms));
+    let addr = listener.local_addr().to_string();
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "{LISTENING}{addr}");
+    let _ = out.flush();
+    let env = RankEnv {
+        rank: 0,
+        size: 2,
+        rendezvous: Some(addr),
+        token: std::env::var(launch::ENV_TOKEN).ok(),
+        job: None,
+        launcher: Launcher::Local,
+    };
+    let rounds = HOLD_ROUNDS;
+    let n = run_rank_with_listener(listener, &env, &cfg(20), &PingPong { rounds })?;
+    if n != rounds {
+        return Err(Error::Protocol(format!("{n} rounds of {rounds}")));
+    }
+    Ok(())
+}
+
+/// A child process holding a rendezvous ([`hold_rendezvous`]), its address, and its standard
+/// error as collected so far.
+struct Holder {
+    child: Child,
+    addr: String,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+/// Start a child holding a rendezvous for `token` with a handshake limit of `limit_ms`.
+fn hold(token: &str, limit_ms: u64) -> Holder {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "rank_process_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "hold")
+        .env(LIMIT_MS, limit_ms.to_string())
+        .env(launch::ENV_TOKEN, token)
+        .env_remove(launch::ENV_RANK)
+        .env_remove(launch::ENV_SIZE)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Both pipes are drained to their end, so that the child never blocks on a full one.
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+            // libtest may have begun the line with the test's name.
+            if let Some((_, a)) = line.split_once(LISTENING) {
+                let _ = tx.send(a.trim().to_string());
+            }
+        }
+    });
+    let mut err = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the holder prints its address");
+    Holder {
+        child,
+        addr,
+        stderr,
+    }
+}
+
+impl Holder {
+    /// Join as rank 1 with `token` and ping-pong until rank 0 is done.
+    fn join(&self, token: &str) -> std::thread::JoinHandle<Result<u64>> {
+        let env = RankEnv {
+            rank: 1,
+            size: 2,
+            rendezvous: Some(self.addr.clone()),
+            token: Some(token.to_string()),
+            job: None,
+            launcher: Launcher::Manual,
+        };
+        std::thread::spawn(move || run_rank(&env, &cfg(20), &PingPong { rounds: 0 }))
+    }
+
+    /// Wait for the child; its exit status and standard error.
+    fn finish(mut self) -> (std::process::ExitStatus, String) {
+        let st = self.child.wait().unwrap();
+        (st, self.stderr.join().unwrap())
+    }
+}
+
+/// Threads of process `pid`, from /proc.
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Whether the other end closed `s` (end of file or a reset) rather than staying silent.
+fn closed_by_peer(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut rest = Vec::new();
+    match s.read_to_end(&mut rest) {
+        Ok(_) => rest.is_empty(),
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
+#[test]
+fn a_thousand_idle_connections_take_no_threads_and_the_ranks_get_through() {
+    let token = launch::new_token().unwrap();
+    let h = hold(&token, 10_000);
+    let pid = h.child.id();
+    let before = threads(pid);
+    let mut most = before;
+    let mut idle = Vec::with_capacity(1000);
+    for i in 0..1000 {
+        idle.push(TcpStream::connect(&h.addr).unwrap());
+        if i % 50 == 49 {
+            most = most.max(threads(pid));
+        }
+    }
+    // The genuine rank arrives while every idle connection is still open on this side.
+    let rank1 = h.join(&token);
+    while !rank1.is_finished() {
+        most = most.max(threads(pid));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(rank1.join().unwrap().unwrap(), HOLD_ROUNDS);
+    drop(idle);
+    let (st, err) = h.finish();
+    assert!(st.success(), "rank 0 failed: {st}\n{err}");
+    // One thread accepts, whatever connects (one per connection made 1000 and more).
+    assert!(
+        before > 0 && most <= before + 2,
+        "rank 0 went from {before} to {most} threads"
+    );
+    assert!(
+        err.contains("dropped connection from 127.0.0.1:")
+            && err.contains("handshakes pending, the oldest makes room")
+            && err.contains("more refused or dropped connections not shown"),
+        "{err}"
+    );
+    assert!(err.lines().count() < 40, "the log is bounded: {err}");
+}
+
+#[test]
+fn silent_and_slow_connections_are_dropped_with_a_line_naming_them() {
+    let token = launch::new_token().unwrap();
+    let h = hold(&token, 300);
+    let mut silent = TcpStream::connect(&h.addr).unwrap();
+    let mut slow = TcpStream::connect(&h.addr).unwrap();
+    // The start of a hello, and no more.
+    slow.write_all(b"CMBNCH\0\x01\x02\0\0\0").unwrap();
+    assert!(closed_by_peer(&mut silent));
+    assert!(closed_by_peer(&mut slow));
+    let rank1 = h.join(&token);
+    assert_eq!(rank1.join().unwrap().unwrap(), HOLD_ROUNDS);
+    let (st, err) = h.finish();
+    assert!(st.success(), "rank 0 failed: {st}\n{err}");
+    for s in [&silent, &slow] {
+        let line = format!(
+            "dropped connection from {}: no complete handshake within 0.3 s",
+            s.local_addr().unwrap()
+        );
+        assert!(err.contains(&line), "no `{line}` in: {err}");
+    }
+}
+
+#[test]
+fn an_intruder_is_refused_and_told_so() {
+    let token = launch::new_token().unwrap();
+    let h = hold(&token, 10_000);
+    let env = RankEnv {
+        rank: 1,
+        size: 2,
+        rendezvous: Some(h.addr.clone()),
+        token: Some("a-guess-at-the-token-0123456789ab".into()),
+        job: None,
+        launcher: Launcher::Manual,
+    };
+    let e = run_rank(&env, &cfg(5), &PingPong { rounds: 0 }).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("did not prove it knows the run's token"),
+        "{e}"
+    );
+    let rank1 = h.join(&token);
+    assert_eq!(rank1.join().unwrap().unwrap(), HOLD_ROUNDS);
+    let (st, err) = h.finish();
+    assert!(st.success(), "rank 0 failed: {st}\n{err}");
+    assert!(
+        err.contains("(claiming rank 1): it closed without proving it knows the run's token"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_short_token_is_refused_before_connecting() {
+    let env = RankEnv {
+        rank: 1,
+        size: 2,
+        rendezvous: Some("127.0.0.1:9".into()),
+        token: Some("right-token".into()),
+        job: None,
+        launcher: Launcher::Manual,
+    };
+    match run_rank(&env, &cfg(30), &PingPong { rounds: 0 }).unwrap_err() {
+        Error::Config(m) => assert!(m.contains("11 bytes") && m.contains("head -c 24"), "{m}"),
+        e => panic!("{e}"),
     }
 }
 
@@ -162,10 +406,16 @@ fn conformance_across_processes() {
 
 #[test]
 fn wrong_token_is_refused_while_the_run_completes() {
-    let l = launch(2, "pingpong", "genuine-token");
+    let l = launch(2, "pingpong", "genuine-token-0123456789");
     let addr = l.env.rendezvous.clone().unwrap();
     let rogue = std::thread::spawn(move || {
-        Bootstrap::connect(&addr, 1, 2, "forged-token", Duration::from_secs(5))
+        Bootstrap::connect(
+            &addr,
+            1,
+            2,
+            "forged-token-0123456789",
+            Duration::from_secs(5),
+        )
     });
     let n =
         run_rank_with_listener(l.listener, &l.env, &cfg(10), &PingPong { rounds: 100 }).unwrap();

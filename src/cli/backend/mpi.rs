@@ -6,6 +6,7 @@
 use super::{launcher_name, Backend, BackendRun, Chosen, Job, Outcome, Ran};
 use crate::cli::args::{invalid_method, BackendArgs, ClockArg};
 use crate::cli::fatal::Fatal;
+use crate::cli::signals;
 use commbench::core::launch::RankEnv;
 use commbench::core::method::engine::{KernelSpec, Measurement, ProgressFn};
 use commbench::core::method::transpose::Transpose;
@@ -95,7 +96,7 @@ pub fn run_all<S: KernelSpec + Copy>(
     };
     let mut runs = Vec::new();
     for b in chosen {
-        let m = Measurement::new(spec, method.clone(), Some(progress));
+        let m = Measurement::new(spec, method.clone(), Some(progress)).with_stop(&signals::STOP);
         let result = dispatch!(b, x => x.beside_mpi(&mj, &m));
         let mut failed = result.is_err();
         runs.push(BackendRun {
@@ -135,7 +136,7 @@ impl MpiBackend {
         method: &MethodConfig,
         progress: &ProgressFn<'_>,
     ) -> BackendRun {
-        let m = Measurement::new(t, method.clone(), Some(progress));
+        let m = Measurement::new(t, method.clone(), Some(progress)).with_stop(&signals::STOP);
         let result = commbench_mpi::measure_vector(job.mpi, &self.0, &m);
         BackendRun {
             backend: Self::NAME,

@@ -47,6 +47,38 @@ impl Backend for Tcp {
     }
 }
 
+/// `--rendezvous HOST:PORT`, before anything starts: a run across hosts (a local run holds
+/// its own rendezvous on loopback), a port other ranks can be told, a host that resolves.
+fn check_rendezvous(addr: &str, job: &Job) -> Result<(), Fatal> {
+    const EXAMPLE: &str = "rank 0's host and a free port on it, e.g. --rendezvous node1:7000";
+    if job.rank_env()?.is_local_launcher() {
+        return Err(Fatal::usage(
+            "--rendezvous is not used by a local run: rank 0 holds its rendezvous on loopback",
+            "for a run across hosts give each rank --rank R --ranks N (or start them with mpirun or srun); locally, drop --rendezvous",
+        ));
+    }
+    commbench::core::launch::rendezvous::check_address(addr)
+        .map_err(|e| Fatal::usage(format!("--rendezvous: {}", e.reason()), EXAMPLE))?;
+    let bad = |why: String| Fatal::usage(format!("--rendezvous {addr}: {why}"), EXAMPLE);
+    match std::net::ToSocketAddrs::to_socket_addrs(addr) {
+        Ok(mut a) => match a.next() {
+            Some(_) => Ok(()),
+            None => Err(bad("the host resolves to no address".into())),
+        },
+        Err(e) => Err(bad(format!("cannot resolve the host: {e}"))),
+    }
+}
+
+/// `--bind HOST`, before anything starts: an address of this host that can be listened on.
+fn check_bind(host: &str) -> Result<(), Fatal> {
+    std::net::TcpListener::bind((host, 0)).map(drop).map_err(|e| {
+        Fatal::usage(
+            format!("--bind {host}: cannot listen there: {e}"),
+            "give the address of one of this host's interfaces (e.g. --bind 127.0.0.1), or drop --bind",
+        )
+    })
+}
+
 impl Tcp {
     /// Under a launcher or by hand: meet the others at the rendezvous with the shared token.
     fn join<P: Program<Output = ()>>(&self, env: RankEnv, prog: &P) -> Result<Ran, Fatal> {
@@ -60,6 +92,27 @@ impl Tcp {
             return Err(Fatal::usage(
                 "the run has no token",
                 "export COMMBENCH_TOKEN=<the same secret on every rank> (e.g. mpirun -x COMMBENCH_TOKEN)",
+            ));
+        }
+        // Before any connection: a token that could be guessed, an address no rank can use.
+        use commbench::core::launch::rendezvous::{self as rdv, MAX_TOKEN_LEN, MIN_TOKEN_LEN};
+        if let Some(t) = env
+            .token
+            .as_deref()
+            .filter(|t| rdv::check_token(t).is_err())
+        {
+            return Err(Fatal::usage(
+                format!(
+                    "the run token (COMMBENCH_TOKEN) has {} bytes; {MIN_TOKEN_LEN} to {MAX_TOKEN_LEN} are needed",
+                    t.len()
+                ),
+                "make one with `head -c 24 /dev/urandom | base64` and export it as COMMBENCH_TOKEN on every rank",
+            ));
+        }
+        if let Some(Err(e)) = env.rendezvous.as_deref().map(rdv::check_address) {
+            return Err(Fatal::usage(
+                e.reason(),
+                "give every rank --rendezvous HOST:PORT (or COMMBENCH_RENDEZVOUS): rank 0's host and the port it listens on",
             ));
         }
         let result = commbench_tcp::run_rank(&env, &self.0, prog).map(drop);

@@ -1,0 +1,105 @@
+//! SIGINT and SIGTERM during a measuring run: the first asks the run to stop at the next safe
+//! point between sizes (rank 0 tells every rank, the sizes measured are reported and written
+//! with status `interrupted`, exit 128 + the signal); a second quits at once.
+//!
+//! The two signals are blocked in every thread and taken by one thread that waits for them,
+//! so no code runs in a signal handler. Children started by the local launcher inherit the
+//! mask and do the same.
+
+use commbench::core::method::engine::StopFlag;
+use commbench::core::transport::error::signal_name;
+use nix::sys::signal::{kill, SigSet, Signal};
+use nix::unistd::Pid;
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// The stop asked for by a signal; the measurement reads it on rank 0 between sizes.
+pub static STOP: StopFlag = StopFlag::new();
+
+/// Child processes to kill when a second signal quits at once.
+static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Whether this process is the one that reports (rank 0 of a local run).
+static ANNOUNCE: AtomicBool = AtomicBool::new(false);
+
+/// Take SIGINT and SIGTERM from now on. Call before any other thread is started: a thread
+/// started earlier would keep the default action and die of the signal. `announce`: say on
+/// standard error what the first signal does (rank 0 only, so that one line is printed).
+pub fn install(announce: bool) -> Result<(), String> {
+    ANNOUNCE.store(announce, Ordering::SeqCst);
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    set.thread_block()
+        .map_err(|e| format!("cannot block SIGINT and SIGTERM: {e}"))?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || loop {
+            match set.wait() {
+                Ok(sig) => on_signal(sig),
+                Err(_) => return,
+            }
+        })
+        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+    Ok(())
+}
+
+/// A child process to kill if the run must quit at once.
+pub fn register_child(pid: u32) {
+    if let Ok(mut c) = CHILDREN.lock() {
+        c.push(pid);
+    }
+}
+
+/// The exit code of a run stopped by `signal`: 128 + its number, as a shell reports it.
+pub fn exit_code(signal: i32) -> u8 {
+    u8::try_from(128 + signal.clamp(1, 127)).unwrap_or(255)
+}
+
+fn on_signal(sig: Signal) {
+    let n = sig as i32;
+    if STOP.requested().is_none() {
+        STOP.request(n);
+        if ANNOUNCE.load(Ordering::SeqCst) {
+            let nl = if std::io::stderr().is_terminal() {
+                "\n"
+            } else {
+                ""
+            };
+            eprintln!(
+                "{nl}commbench: {} received: the run stops after the size being measured and \
+                 writes the sizes measured; send it again to quit at once",
+                signal_name(n)
+            );
+        }
+        return;
+    }
+    // The second signal: nothing more is measured or written.
+    if let Ok(c) = CHILDREN.lock() {
+        for &pid in c.iter() {
+            if let Ok(p) = i32::try_from(pid) {
+                let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+            }
+        }
+    }
+    if ANNOUNCE.load(Ordering::SeqCst) {
+        eprintln!(
+            "commbench: {} again: quitting at once, nothing written",
+            signal_name(n)
+        );
+    }
+    std::process::exit(i32::from(exit_code(n)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_are_the_shells() {
+        assert_eq!(exit_code(2), 130);
+        assert_eq!(exit_code(15), 143);
+        assert_eq!(exit_code(-1), 129);
+    }
+}

@@ -1,0 +1,176 @@
+//! SIGTERM and SIGINT in the middle of a sweep: the run stops after the size being measured,
+//! writes the sizes measured with status "interrupted" and exits 128 + the signal; a second
+//! signal quits at once. Output paths are checked before anything is measured.
+
+mod common;
+
+use common::*;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// A long shm sweep (64 sizes, each quick) whose progress lines come on standard error.
+fn long_sweep(out: &std::path::Path) -> std::process::Command {
+    let sizes = (1..=64).map(|i| (i * 8).to_string()).collect::<Vec<_>>();
+    let mut c = commbench(&[
+        "pingpong",
+        "--sizes",
+        &sizes.join(","),
+        "--trials",
+        "400",
+        "--warmup",
+        "5",
+        "--samples",
+        "20000",
+        "--progress",
+        "always",
+        "--timeout",
+        "20",
+        "--output",
+    ]);
+    c.arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    c
+}
+
+/// The child's standard error, line by line.
+type ErrLines = std::io::Lines<BufReader<std::process::ChildStderr>>;
+
+/// Read the child's progress lines until it reports size `n` (1-based) of the sweep; the rest
+/// of its standard error, to be read to the end (so that it never writes to a closed pipe).
+fn wait_for_size(c: &mut Child, n: usize) -> ErrLines {
+    let err = c.stderr.take().expect("stderr piped");
+    let mut lines = BufReader::new(err).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.expect("stderr line");
+        let reached = line.contains(&format!("size {n}/"));
+        seen.push(line);
+        if reached {
+            return lines;
+        }
+    }
+    panic!("the run ended before size {n}: {seen:#?}");
+}
+
+/// Read standard error to its end, then the exit code (bounded: a hang fails the test).
+fn finish(mut c: Child, lines: ErrLines) -> (Option<i32>, String) {
+    let reader = std::thread::spawn(move || {
+        lines
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    let status = wait_for(&mut c, Duration::from_secs(60)).expect("the run ends after a stop");
+    (status.code(), reader.join().expect("reader"))
+}
+
+fn check_interrupted(out: &std::path::Path, signal: &str) -> usize {
+    let doc = read_json(&out.join("result.json"));
+    assert_eq!(doc["status"], "interrupted", "{}", doc["error"]);
+    let error = doc["error"].as_str().expect("error");
+    assert!(error.contains(signal), "{error}");
+    let points = doc["points"].as_array().expect("points");
+    assert!(
+        (2..64).contains(&points.len()),
+        "the sizes measured before the stop: {}",
+        points.len()
+    );
+    for (i, p) in points.iter().enumerate() {
+        assert_eq!(p["size"], (i as u64 + 1) * 8, "sizes in order, none skipped");
+        assert_eq!(p["trials"], 400, "each point is whole");
+    }
+    assert!(out.join("commbench.output.txt").exists());
+    points.len()
+}
+
+#[test]
+fn sigterm_mid_sweep_writes_the_sizes_measured_and_exits_143() {
+    let out = tmpdir("sigterm").join("out");
+    let mut c = long_sweep(&out).spawn().expect("starts");
+    let lines = wait_for_size(&mut c, 3);
+    // Only rank 0 is told, as a batch system's walltime or `kill` does: it tells the others.
+    kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM).expect("kill");
+    let (code, err) = finish(c, lines);
+    assert_eq!(code, Some(143), "{err}");
+    assert!(err.contains("interrupted by SIGTERM"), "{err}");
+    assert!(err.contains("SIGTERM received"), "{err}");
+    let n = check_interrupted(&out, "SIGTERM");
+    assert!(n >= 3, "size 3 was under way and is finished: {n}");
+}
+
+#[test]
+fn ctrl_c_stops_every_rank_together_and_exits_130() {
+    let out = tmpdir("sigint").join("out");
+    let mut c = long_sweep(&out).spawn().expect("starts");
+    let lines = wait_for_size(&mut c, 2);
+    // Ctrl-C reaches the whole foreground process group: rank 0 and its child ranks.
+    killpg(Pid::from_raw(c.id() as i32), Signal::SIGINT).expect("killpg");
+    let (code, err) = finish(c, lines);
+    assert_eq!(code, Some(130), "{err}");
+    assert!(!err.contains("is gone"), "no rank died of the signal: {err}");
+    check_interrupted(&out, "SIGINT");
+}
+
+#[test]
+fn a_second_signal_quits_at_once() {
+    let out = tmpdir("twice").join("out");
+    let mut c = long_sweep(&out).spawn().expect("starts");
+    let lines = wait_for_size(&mut c, 2);
+    let pid = Pid::from_raw(c.id() as i32);
+    kill(pid, Signal::SIGTERM).expect("kill");
+    std::thread::sleep(Duration::from_millis(20));
+    kill(pid, Signal::SIGTERM).expect("kill");
+    let t = Instant::now();
+    let (code, err) = finish(c, lines);
+    assert_eq!(code, Some(143), "{err}");
+    assert!(err.contains("quitting at once"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(30));
+    assert!(
+        !out.join("result.json").exists(),
+        "nothing is written after the second signal"
+    );
+}
+
+/// Output paths that cannot be written are refused before anything is measured.
+#[test]
+fn output_paths_are_checked_before_measuring() {
+    let d = tmpdir("outputs");
+    let file = d.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let missing = d.join("no-such-dir").join("r.json");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--output".into(), file.display().to_string()],
+            "is not a directory",
+        ),
+        (
+            vec!["--json".into(), missing.display().to_string()],
+            "cannot write it",
+        ),
+        (
+            vec!["--output".into(), file.join("sub").display().to_string()],
+            "cannot create the directory",
+        ),
+        (vec!["--json".into(), d.display().to_string()], "is a directory"),
+    ];
+    for (extra, needle) in cases {
+        // A sweep long enough that measuring first would show in the time taken.
+        let mut args = vec!["pingpong", "--sizes", "1..4M:x2"];
+        args.extend(extra.iter().map(String::as_str));
+        let t = Instant::now();
+        let o = run(&args);
+        assert_usage_output(&o, needle, &args);
+        assert!(stderr(&o).contains("nothing was measured"), "{}", stderr(&o));
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "refused before measuring: {args:?}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x", "left untouched");
+}

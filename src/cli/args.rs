@@ -318,7 +318,10 @@ pub fn invalid_method(e: Invalid, hint: impl Into<String>) -> Fatal {
         Setting::Npp => "--npp",
         Setting::CutCoef => "--cut-coef",
         Setting::Ranks => "--source/--dest",
+        Setting::Warmup => "--warmup",
+        Setting::Window => "--window",
     };
+    let hint = e.hint.unwrap_or_else(|| hint.into());
     Fatal::usage(format!("{flag}: {}", e.reason), hint)
 }
 

@@ -24,13 +24,14 @@
 //! Rank 0 collects the raw trial times ([`RawPoint`]) one size at a time, so the sizes already
 //! measured survive a failure later in the run.
 
+use crate::method::limits;
 use crate::method::timer::{self, TimerReport};
 use crate::method::{self, MethodConfig, NppChoice};
 use crate::transport::error::{Error, Result, ResultExt};
 use crate::transport::{BackendInfo, Endpoint, Program, Rank, Src, Tag, TagSel};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Tag of the handshake before each trial.
 pub const TAG_HANDSHAKE: Tag = 2;
@@ -103,6 +104,11 @@ pub struct Progress {
     pub done: u64,
     /// Units in this stage.
     pub total: u64,
+    /// The share of the whole run done, 0 to 1, each stage weighed by its least cost
+    /// ([`limits::RunCost`]): what an estimate of the time left extrapolates from.
+    pub run_done: f64,
+    /// The least the whole run takes ([`limits::RunCost::floor`]).
+    pub run_floor: std::time::Duration,
 }
 
 /// Callback receiving progress reports.
@@ -110,7 +116,7 @@ pub type ProgressFn<'a> = dyn Fn(Progress) + Sync + 'a;
 
 /// What rank 0 learned during a run. Filled as the run goes, so it holds the partial results
 /// of a run that failed.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Collected {
     /// The timer characterisation of the source rank.
     pub timer: Option<TimerReport>,
@@ -145,6 +151,14 @@ pub fn take_collected(c: &Mutex<Collected>) -> Collected {
     let mut out = Collected::default();
     with_collected(c, |g| out = std::mem::take(g));
     out
+}
+
+/// A copy of what was collected so far, the run going on.
+pub fn snapshot_collected(c: &Mutex<Collected>) -> Collected {
+    match c.lock() {
+        Ok(g) => g.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    }
 }
 
 /// Lock a [`Collected`] (also when poisoned) and change it.
@@ -206,12 +220,11 @@ pub fn trials<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
     mut tick: impl FnMut(u64),
 ) -> Result<Vec<i64>> {
     let (me, src, dst) = (ep.rank(), cfg.source, cfg.dest);
-    let mut times = Vec::new();
-    if me == src {
-        times
-            .try_reserve_exact(ntrial as usize)
-            .map_err(|_| Error::Config(format!("cannot hold {ntrial} trial times in memory")))?;
-    }
+    let mut times = if me == src {
+        limits::try_with_capacity(ntrial, || format!("{ntrial} trial times"))?
+    } else {
+        Vec::new()
+    };
     for k in 0..ntrial {
         ep.barrier_first(dst)
             .phase_with(|| format!("barrier before trial {k}"))?;
@@ -477,7 +490,7 @@ pub struct Measurement<'a, S> {
     pub cfg: MethodConfig,
     progress: Option<&'a ProgressFn<'a>>,
     stop: Option<&'a StopFlag>,
-    collected: Mutex<Collected>,
+    collected: Arc<Mutex<Collected>>,
 }
 
 impl<S> std::fmt::Debug for Measurement<'_, S> {
@@ -496,7 +509,7 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
             cfg,
             progress,
             stop: None,
-            collected: Mutex::new(Collected::default()),
+            collected: Arc::new(Mutex::new(Collected::default())),
         }
     }
 
@@ -534,6 +547,12 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
         take_collected(&self.collected)
     }
 
+    /// What rank 0 collects, shared: another thread can copy what was measured so far while
+    /// the run goes on ([`snapshot_collected`]), to save it before the process is killed.
+    pub fn collected_handle(&self) -> Arc<Mutex<Collected>> {
+        Arc::clone(&self.collected)
+    }
+
     /// Measure `kernel` on `ep`: what [`Program::run`] does with the spec's own kernel, open
     /// to kernels that need a particular endpoint (MPI's derived-datatype transpose). Every
     /// rank of the run calls it; ranks other than `source` and `dest` only join the control
@@ -546,6 +565,12 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
         cfg.validate(ep.size())?;
         let me = ep.rank();
         let nsizes = cfg.sizes.len();
+        let cost = std::cell::RefCell::new(limits::RunCost::new(
+            &cfg,
+            &cfg.sizes,
+            &|s| kernel.trips(s),
+            0.0,
+        ));
         let report = |size_index: usize, stage: Stage, done: u64, total: u64| {
             if let (0, Some(cb)) = (me, self.progress) {
                 cb(Progress {
@@ -555,11 +580,15 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
                     stage,
                     done,
                     total,
+                    run_done: cost.borrow().fraction(size_index, stage, done, total),
+                    run_floor: cost.borrow().floor(),
                 });
             }
         };
         report(0, Stage::Timer, 0, 1);
         let timer = characterise_timer(ep, &cfg, &self.collected)?;
+        // The resolution sets how long a timing loop with a calculated npp lasts.
+        *cost.borrow_mut() = limits::RunCost::new(&cfg, &cfg.sizes, &|s| kernel.trips(s), timer.1);
         let mut hs = vec![0u8; 8];
         for (i, &size) in cfg.sizes.iter().enumerate() {
             if let Some(signal) = self.stop_here(ep)? {

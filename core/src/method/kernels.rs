@@ -5,7 +5,10 @@
 //! iteration (there and back), a window holds `window` (per direction).
 
 use crate::method::engine::{Kernel, KernelSpec};
-use crate::method::MethodConfig;
+use crate::method::limits::{
+    self, human_bytes, try_with_capacity, try_zeroed, PER_MESSAGE_OVERHEAD,
+};
+use crate::method::{Invalid, MethodConfig, Setting};
 use crate::transport::error::{Error, Result};
 use crate::transport::{Completion, Endpoint, Rank, ReqId, Src, Tag, TagSel};
 use serde::{Deserialize, Serialize};
@@ -69,6 +72,49 @@ impl PatternKind {
             _ => self.effective_window(size),
         }
     }
+
+    /// Messages of `size` bytes that one measuring rank holds a buffer for: 1 for a ping-pong,
+    /// 2 for an exchange, the window (both ways: twice the window) for streaming.
+    pub fn buffers_per_rank(&self, size: u64) -> u64 {
+        match self {
+            PatternKind::PingPong => 1,
+            PatternKind::Exchange => 2,
+            PatternKind::Bandwidth { .. } => self.effective_window(size),
+            PatternKind::BiBandwidth { .. } => 2 * self.effective_window(size),
+        }
+    }
+
+    /// Bytes one measuring rank holds for messages of `size` bytes: its buffers and their
+    /// bookkeeping (None: more than 64 bits can count).
+    pub fn buffer_bytes(&self, size: u64) -> Option<u64> {
+        self.buffers_per_rank(size)
+            .checked_mul(size.checked_add(PER_MESSAGE_OVERHEAD)?)
+    }
+
+    /// The pattern's own setting: a window of at least one and at most
+    /// [`limits::MAX_WINDOW`] sends.
+    pub fn check(&self) -> std::result::Result<(), Invalid> {
+        let (PatternKind::Bandwidth { window } | PatternKind::BiBandwidth { window }) = *self
+        else {
+            return Ok(());
+        };
+        let reason = if window == 0 {
+            "a window needs at least one send".to_string()
+        } else if window > limits::MAX_WINDOW {
+            format!(
+                "{window} sends outstanding: at most {} (each holds a buffer, a request and a \
+                 completion in the transport; osu_bw uses 64)",
+                limits::MAX_WINDOW
+            )
+        } else {
+            return Ok(());
+        };
+        Err(Invalid {
+            setting: Setting::Window,
+            reason,
+            hint: None,
+        })
+    }
 }
 
 /// The kernel of one rank in a pattern: its role and its buffers.
@@ -88,11 +134,12 @@ pub struct Pattern {
 }
 
 impl Pattern {
-    /// The kernel of rank `me` for messages of `len` bytes from `src` to `dst`.
-    fn with_len(kind: PatternKind, src: u32, dst: u32, me: u32, len: usize) -> Self {
+    /// The kernel of rank `me` for messages of `len` bytes from `src` to `dst`, its buffers
+    /// allocated fallibly: an error names the buffers and the memory they need.
+    fn with_len(kind: PatternKind, src: u32, dst: u32, me: u32, len: u64) -> Result<Self> {
         let participant = me == src || me == dst;
         let w = if participant {
-            kind.effective_window(len as u64) as usize
+            kind.effective_window(len)
         } else {
             0
         };
@@ -108,23 +155,51 @@ impl Pattern {
             _ => (0, 0),
         };
         let needs2 = matches!(kind, PatternKind::Exchange) && participant;
-        Pattern {
+        let nbuf = u64::from(participant && nwin + nrwin == 0);
+        let count = nbuf + u64::from(needs2) + nwin + nrwin;
+        let what = || {
+            let total = count
+                .checked_mul(len)
+                .map(human_bytes)
+                .unwrap_or_else(|| "more than 16 EiB".into());
+            format!(
+                "a message buffer for {} messages of {} (this rank holds {count}, {total} in all)",
+                kind.name(),
+                if len < 1024 {
+                    format!("{len} B")
+                } else {
+                    format!("{len} B = {}", human_bytes(len))
+                }
+            )
+        };
+        let buffer = |n: u64| -> Result<Vec<u8>> {
+            if n == 0 {
+                Ok(Vec::new())
+            } else {
+                try_zeroed(len, what)
+            }
+        };
+        let buffers = |n: u64| -> Result<Vec<Vec<u8>>> {
+            let mut v = try_with_capacity(n, || format!("the list of {n} window buffers"))?;
+            for _ in 0..n {
+                v.push(try_zeroed(len, what)?);
+            }
+            Ok(v)
+        };
+        let slots = w.saturating_mul(2).saturating_add(2);
+        Ok(Pattern {
             kind,
             src,
             dst,
             me,
-            buf: if participant && nwin + nrwin == 0 {
-                vec![0u8; len]
-            } else {
-                Vec::new()
-            },
-            buf2: if needs2 { vec![0u8; len] } else { Vec::new() },
+            buf: buffer(nbuf)?,
+            buf2: buffer(u64::from(needs2))?,
             hs: vec![0u8; 8],
-            window: (0..nwin).map(|_| vec![0u8; len]).collect(),
-            rwindow: (0..nrwin).map(|_| vec![0u8; len]).collect(),
-            reqs: Vec::with_capacity(2 * w + 2),
-            done: Vec::with_capacity(2 * w + 2),
-        }
+            window: buffers(nwin)?,
+            rwindow: buffers(nrwin)?,
+            reqs: try_with_capacity(slots, || format!("{slots} request slots"))?,
+            done: try_with_capacity(slots, || format!("{slots} completion slots"))?,
+        })
     }
 
     fn peer(&self) -> u32 {
@@ -219,9 +294,10 @@ impl<E: Endpoint> Kernel<E> for Pattern {
     }
 
     fn prepare(&mut self, size: u64) -> Result<()> {
-        let len = usize::try_from(size)
-            .map_err(|_| Error::Config(format!("size {size} does not fit in memory")))?;
-        *self = Pattern::with_len(self.kind, self.src, self.dst, self.me, len);
+        // The buffers of the last size go first, so that the peak is one size's buffers.
+        let (kind, src, dst, me) = (self.kind, self.src, self.dst, self.me);
+        *self = Pattern::with_len(kind, src, dst, me, 0)?;
+        *self = Pattern::with_len(kind, src, dst, me, size)?;
         Ok(())
     }
 
@@ -239,6 +315,64 @@ impl KernelSpec for PatternKind {
     type Kernel<E: Endpoint> = Pattern;
 
     fn kernel<E: Endpoint>(&self, me: Rank, cfg: &MethodConfig) -> Result<Pattern> {
-        Ok(Pattern::with_len(*self, cfg.source, cfg.dest, me, 0))
+        self.check().map_err(|e| Error::Config(e.reason))?;
+        Pattern::with_len(*self, cfg.source, cfg.dest, me, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_are_bounded() {
+        assert!(PatternKind::PingPong.check().is_ok());
+        assert!(PatternKind::Bandwidth { window: 64 }.check().is_ok());
+        let e = PatternKind::Bandwidth { window: 0 }.check().unwrap_err();
+        assert_eq!(e.setting, Setting::Window);
+        let e = PatternKind::BiBandwidth {
+            window: 1_000_000_000,
+        }
+        .check()
+        .unwrap_err();
+        assert_eq!(e.setting, Setting::Window);
+        assert!(e
+            .reason
+            .contains("1000000000 sends outstanding: at most 65536"));
+    }
+
+    #[test]
+    fn buffers_follow_the_pattern() {
+        let o = PER_MESSAGE_OVERHEAD;
+        assert_eq!(PatternKind::PingPong.buffer_bytes(1000), Some(1000 + o));
+        assert_eq!(
+            PatternKind::Exchange.buffer_bytes(1000),
+            Some(2 * (1000 + o))
+        );
+        let bw = PatternKind::Bandwidth { window: 64 };
+        assert_eq!(bw.buffer_bytes(1024), Some(64 * (1024 + o)));
+        // The window shrinks to keep 64 MiB of buffers.
+        assert_eq!(bw.buffer_bytes(4 << 20), Some(16 * ((4 << 20) + o)));
+        let bi = PatternKind::BiBandwidth { window: 64 };
+        assert_eq!(bi.buffer_bytes(1 << 30), Some(2 * ((1 << 30) + o)));
+        assert_eq!(PatternKind::PingPong.buffer_bytes(u64::MAX), None);
+    }
+
+    #[test]
+    fn buffers_beyond_memory_are_an_error_naming_them() {
+        let p = Pattern::with_len(PatternKind::PingPong, 0, 1, 1, 4096).unwrap();
+        assert_eq!(p.buf.len(), 4096);
+        for size in [u64::MAX, 1 << 62] {
+            let e = Pattern::with_len(PatternKind::Exchange, 0, 1, 0, size)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("cannot allocate"), "{e}");
+            assert!(e.contains("exchange messages of"), "{e}");
+            assert!(e.contains("this rank holds 2"), "{e}");
+            assert!(e.ends_with("out of memory"), "{e}");
+        }
+        // A rank that does not measure holds nothing.
+        let idle = Pattern::with_len(PatternKind::PingPong, 0, 1, 2, u64::MAX).unwrap();
+        assert!(idle.buf.is_empty());
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod engine;
 pub mod kernels;
+pub mod limits;
 pub mod timer;
 pub mod transpose;
 
@@ -95,6 +96,8 @@ pub enum Setting {
     Sizes,
     /// `ntrial`.
     Trials,
+    /// The untimed iterations before each size's trials.
+    Warmup,
     /// The timer characterisation's clock-read pairs.
     TimerSamples,
     /// `res_npp`, `npp_init` and `npptrial` of the npp calculation (§3.3).
@@ -105,6 +108,8 @@ pub enum Setting {
     CutCoef,
     /// The `source` and `dest` ranks.
     Ranks,
+    /// The sends outstanding in one window of a streaming pattern.
+    Window,
 }
 
 /// A configuration the method cannot run: which setting, and why.
@@ -114,13 +119,55 @@ pub struct Invalid {
     pub setting: Setting,
     /// Why, in words that name the setting.
     pub reason: String,
+    /// What would do instead, when there is more to say than the setting's bound.
+    pub hint: Option<String>,
 }
 
 fn invalid(setting: Setting, reason: impl Into<String>) -> std::result::Result<(), Invalid> {
     Err(Invalid {
         setting,
         reason: reason.into(),
+        hint: None,
     })
+}
+
+/// `value` must be at most `max`; `what` names the count (`trials per size`) and `why` says
+/// what the bound protects.
+fn at_most(
+    setting: Setting,
+    value: u64,
+    max: u64,
+    what: &str,
+    why: &str,
+) -> std::result::Result<(), Invalid> {
+    if value > max {
+        return Err(Invalid {
+            setting,
+            reason: format!("{value} {what}: at most {max} ({why})"),
+            hint: Some(format!(
+                "ask for at most {max}; docs/methodology.md (Limits) gives the reason for each bound"
+            )),
+        });
+    }
+    Ok(())
+}
+
+/// The clock-read pairs of a timer characterisation: at least 1, at most
+/// [`limits::MAX_TIMER_SAMPLES`].
+pub fn check_timer_samples(samples: u64) -> std::result::Result<(), Invalid> {
+    if samples == 0 {
+        return invalid(
+            Setting::TimerSamples,
+            "the timer characterisation needs at least 1 pair of clock reads",
+        );
+    }
+    at_most(
+        Setting::TimerSamples,
+        samples,
+        limits::MAX_TIMER_SAMPLES,
+        "pairs of clock reads",
+        "2^32 pairs already read the clock for a minute or more",
+    )
 }
 
 impl MethodConfig {
@@ -161,38 +208,104 @@ impl MethodConfig {
         Ok(())
     }
 
-    /// Sizes, trials, clock reads and npp: each needs at least one.
+    /// Sizes, trials, clock reads and npp: each needs at least one, and none may ask for more
+    /// than [`limits`] allows.
     fn check_counts(&self) -> std::result::Result<(), Invalid> {
+        use limits::{MAX_ITERATIONS, MAX_POINTS, MAX_TRIALS};
         if self.sizes.is_empty() {
             return invalid(Setting::Sizes, "no message sizes");
         }
         if self.trials == 0 {
             return invalid(Setting::Trials, "the number of trials must be at least 1");
         }
-        if self.timer_samples == 0 {
-            return invalid(
-                Setting::TimerSamples,
-                "the timer characterisation needs at least 1 pair of clock reads",
-            );
-        }
-        match &self.npp {
+        let every_trial = "every trial keeps an 8-byte time and follows a barrier and a handshake";
+        at_most(
+            Setting::Trials,
+            self.trials,
+            MAX_TRIALS,
+            "trials per size",
+            every_trial,
+        )?;
+        at_most(
+            Setting::Warmup,
+            self.warmup,
+            MAX_ITERATIONS,
+            "warm-up iterations per size",
+            "10^9 iterations take minutes even at the fastest",
+        )?;
+        check_timer_samples(self.timer_samples)?;
+        let values = match &self.npp {
             NppChoice::Auto {
                 res_npp,
                 npp_init,
                 npptrial,
-            } if *res_npp == 0 || *npp_init == 0 || *npptrial == 0 => invalid(
-                Setting::NppCalculation,
-                "res_npp, npp_init and npptrial must be at least 1",
-            ),
-            NppChoice::Auto { .. } => Ok(()),
+            } => {
+                if *res_npp == 0 || *npp_init == 0 || *npptrial == 0 {
+                    return invalid(
+                        Setting::NppCalculation,
+                        "res_npp, npp_init and npptrial must be at least 1",
+                    );
+                }
+                let why = "the calculated npp itself stops at 10^9";
+                at_most(
+                    Setting::NppCalculation,
+                    *res_npp,
+                    MAX_ITERATIONS,
+                    "res_npp",
+                    why,
+                )?;
+                at_most(
+                    Setting::NppCalculation,
+                    *npp_init,
+                    MAX_ITERATIONS,
+                    "npp_init",
+                    why,
+                )?;
+                at_most(
+                    Setting::NppCalculation,
+                    *npptrial,
+                    MAX_TRIALS,
+                    "npptrial",
+                    every_trial,
+                )?;
+                1
+            }
             other => {
                 let v = other.fixed_values();
                 if v.is_empty() || v.contains(&0) {
                     return invalid(Setting::Npp, "npp must be at least 1");
                 }
-                Ok(())
+                let big = v.iter().copied().max().unwrap_or(1);
+                at_most(
+                    Setting::Npp,
+                    big,
+                    MAX_ITERATIONS,
+                    "iterations per timing loop",
+                    "the npp formula stops at the same value; more only lengthens every trial",
+                )?;
+                v.len()
             }
+        };
+        let points = self.sizes.len().saturating_mul(values);
+        if points > MAX_POINTS {
+            let which = if values > 1 {
+                format!("{} sizes x {values} npp values", self.sizes.len())
+            } else {
+                format!("{} sizes", self.sizes.len())
+            };
+            return invalid(
+                if values > 1 && self.sizes.len() <= MAX_POINTS {
+                    Setting::Npp
+                } else {
+                    Setting::Sizes
+                },
+                format!(
+                    "{which}: at most {MAX_POINTS} points a run (each point is a warm-up, an npp \
+                     estimate and its trials, all kept on rank 0)"
+                ),
+            );
         }
+        Ok(())
     }
 }
 
@@ -317,6 +430,91 @@ mod tests {
             assert_eq!(e.setting, setting, "{}", e.reason);
             assert!(!e.reason.contains("--"), "{}", e.reason);
         }
+    }
+
+    #[test]
+    fn counts_beyond_their_bounds_name_the_setting_and_the_bound() {
+        let base = MethodConfig::default();
+        let cases = [
+            (
+                MethodConfig {
+                    trials: limits::MAX_TRIALS + 1,
+                    ..base.clone()
+                },
+                Setting::Trials,
+                "at most 100000000",
+            ),
+            (
+                MethodConfig {
+                    warmup: u64::MAX,
+                    ..base.clone()
+                },
+                Setting::Warmup,
+                "18446744073709551615 warm-up iterations per size: at most 1000000000",
+            ),
+            (
+                MethodConfig {
+                    timer_samples: u64::MAX,
+                    ..base.clone()
+                },
+                Setting::TimerSamples,
+                "at most 4294967296",
+            ),
+            (
+                MethodConfig {
+                    npp: NppChoice::Fixed(u64::MAX),
+                    ..base.clone()
+                },
+                Setting::Npp,
+                "18446744073709551615 iterations per timing loop",
+            ),
+            (
+                MethodConfig {
+                    npp: NppChoice::Auto {
+                        res_npp: 50,
+                        npp_init: 4,
+                        npptrial: u64::MAX,
+                    },
+                    ..base.clone()
+                },
+                Setting::NppCalculation,
+                "npptrial",
+            ),
+            (
+                MethodConfig {
+                    sizes: (0..=limits::MAX_POINTS as u64).collect(),
+                    ..base.clone()
+                },
+                Setting::Sizes,
+                "10001 sizes: at most 10000 points",
+            ),
+            (
+                MethodConfig {
+                    sizes: (0..2000).collect(),
+                    npp: NppChoice::Study(vec![1, 9, 18, 36, 72, 144]),
+                    ..base.clone()
+                },
+                Setting::Npp,
+                "2000 sizes x 6 npp values",
+            ),
+        ];
+        for (cfg, setting, needle) in cases {
+            let e = cfg.check(2).unwrap_err();
+            assert_eq!(e.setting, setting, "{}", e.reason);
+            assert!(e.reason.contains(needle), "{needle:?} not in {}", e.reason);
+        }
+        // The bounds themselves are accepted.
+        let at_bounds = MethodConfig {
+            trials: limits::MAX_TRIALS,
+            warmup: limits::MAX_ITERATIONS,
+            timer_samples: limits::MAX_TIMER_SAMPLES,
+            npp: NppChoice::Fixed(limits::MAX_ITERATIONS),
+            sizes: (1..=limits::MAX_POINTS as u64).collect(),
+            ..base
+        };
+        assert!(at_bounds.check(2).is_ok());
+        assert!(check_timer_samples(0).is_err());
+        assert!(check_timer_samples(1 << 24).is_ok());
     }
 
     #[test]

@@ -31,6 +31,7 @@
 //! verification is an error of the run on every rank.
 
 use crate::method::engine::{Kernel, KernelSpec};
+use crate::method::limits::{human_bytes, try_with_capacity, try_zeroed, PER_MESSAGE_OVERHEAD};
 use crate::method::MethodConfig;
 use crate::transport::error::{Error, Result};
 use crate::transport::{Completion, Endpoint, Rank, ReqId, Src, Tag, TagSel};
@@ -71,6 +72,14 @@ pub fn source_matrix(n: usize) -> Vec<f64> {
     (0..n * n).map(|k| source_value(n, k / n, k % n)).collect()
 }
 
+/// [`source_matrix`], allocated fallibly: an error names the matrix and its bytes.
+fn try_source_matrix(n: usize) -> Result<Vec<f64>> {
+    let count = (n as u64).saturating_mul(n as u64);
+    let mut a = try_with_capacity(count, || format!("the {n} x {n} source matrix"))?;
+    a.extend((0..n * n).map(|k| source_value(n, k / n, k % n)));
+    Ok(a)
+}
+
 /// Check that `b(r, c)` (the element at row `r`, column `c` of `dest`'s matrix) equals
 /// `A[c][r]` for every element; an error names the first element that differs.
 pub fn verify_transposed(n: usize, b: impl Fn(usize, usize) -> f64) -> Result<()> {
@@ -109,24 +118,45 @@ pub struct PackKernel {
 impl PackKernel {
     /// The kernel of rank `me` for an `n x n` matrix from `source` to `dest`.
     pub fn new(n: usize, me: Rank, source: Rank, dest: Rank) -> Result<Self> {
-        matrix_bytes(n)?;
+        let bytes = matrix_bytes(n)?;
         let is_src = me == source;
         let is_dst = me == dest;
+        let col = n as u64 * 8;
+        let what = || {
+            format!(
+                "a row of the {n} x {n} matrix ({} in all)",
+                human_bytes(bytes)
+            )
+        };
+        let rows = if is_dst {
+            let mut rows = try_with_capacity(n as u64, || format!("the {n} rows of the matrix"))?;
+            for _ in 0..n {
+                rows.push(try_zeroed(col, what)?);
+            }
+            rows
+        } else {
+            Vec::new()
+        };
+        let slots = if is_dst { n as u64 } else { 0 };
         Ok(PackKernel {
             n,
             me,
             source,
             dest,
-            a: if is_src { source_matrix(n) } else { Vec::new() },
-            pack: if is_src { vec![0u8; n * 8] } else { Vec::new() },
-            rows: if is_dst {
-                (0..n).map(|_| vec![0u8; n * 8]).collect()
+            a: if is_src {
+                try_source_matrix(n)?
             } else {
                 Vec::new()
             },
+            pack: if is_src {
+                try_zeroed(col, || format!("a column of the {n} x {n} matrix"))?
+            } else {
+                Vec::new()
+            },
+            rows,
             ack: vec![0u8; 8],
-            reqs: Vec::with_capacity(if is_dst { n } else { 0 }),
-            done: Vec::with_capacity(if is_dst { n } else { 0 }),
+            reqs: try_with_capacity(slots, || format!("{n} receive requests"))?,
+            done: try_with_capacity(slots, || format!("{n} completions"))?,
         })
     }
 }
@@ -218,6 +248,19 @@ impl<E: Endpoint> Kernel<E> for PackKernel {
 pub struct Transpose {
     /// Matrix order `N`.
     pub n: usize,
+}
+
+impl Transpose {
+    /// Bytes one measuring rank holds: the matrix (as `A` on `source`, as the rows of `B` on
+    /// `dest`), a packed column, and the bookkeeping of `N` messages (None: beyond 64 bits).
+    pub fn buffer_bytes(&self) -> Option<u64> {
+        let n = self.n as u64;
+        let matrix = n.checked_mul(n)?.checked_mul(8)?;
+        let col = n.checked_mul(8)?;
+        matrix
+            .checked_add(col)?
+            .checked_add(n.checked_mul(PER_MESSAGE_OVERHEAD)?)
+    }
 }
 
 impl KernelSpec for Transpose {

@@ -29,6 +29,18 @@ mod vector;
 pub use endpoint::{MpiClock, MpiEndpoint};
 pub use vector::{measure_vector, VectorKernel};
 
+/// The largest message: MPI counts are C ints, and messages go as `MPI_BYTE`s in one piece.
+pub const MAX_MESSAGE: u64 = c_int::MAX as u64;
+
+/// What the mpi backend carries, for the checks before a run.
+pub fn transport() -> commbench_core::method::limits::Transport {
+    commbench_core::method::limits::Transport {
+        max_message: MAX_MESSAGE,
+        max_message_why: "MPI counts are C ints and messages go as bytes in one piece",
+        ..commbench_core::method::limits::Transport::unbounded("mpi")
+    }
+}
+
 use commbench_core::launch::rendezvous::Rendezvous;
 use commbench_core::transport::BackendInfo;
 use commbench_core::{Error, Program, Rank, Result};

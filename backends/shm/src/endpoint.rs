@@ -24,6 +24,7 @@ use crate::segment::{
 };
 use crate::sys::{futex_wait, futex_wake, Watch};
 use crate::WaitPolicy;
+use commbench_core::method::limits;
 use commbench_core::transport::clock::monotonic_ns;
 use commbench_core::transport::error::check_rank;
 use commbench_core::transport::matching::{Matcher, ReqTable};
@@ -46,6 +47,20 @@ const CHECK_NS: u64 = 1_000_000;
 const FUTEX_SLEEP: Duration = Duration::from_millis(1);
 /// Largest message a record can describe.
 pub(crate) const MAX_MSG: usize = u32::MAX as usize;
+/// Unexpected payloads up to this size come from the matcher's pool; larger ones are
+/// allocated fallibly.
+const POOLED: usize = 1 << 20;
+
+/// A buffer for a payload of `len` bytes from `p` that arrived before its receive was posted,
+/// or an error naming it when memory runs out.
+fn unexpected_buffer(matcher: &mut Matcher, len: usize, p: usize, tag: Tag) -> Result<Vec<u8>> {
+    if len <= POOLED {
+        return Ok(matcher.unexpected_buffer(len));
+    }
+    limits::try_zeroed(len as u64, || {
+        format!("a message of {len} bytes from rank {p} (tag {tag}) that arrived before its receive was posted")
+    })
+}
 
 #[inline]
 fn align16(x: u64) -> u64 {
@@ -362,6 +377,9 @@ pub struct ShmEndpoint {
     watch: Vec<Watch>,
     info: BackendInfo,
     finished: bool,
+    /// An error met while moving data outside any request (memory for an unexpected
+    /// message); the next operation that waits or tests returns it.
+    fault: Option<Error>,
 }
 
 impl std::fmt::Debug for ShmEndpoint {
@@ -408,6 +426,7 @@ impl ShmEndpoint {
             deps: Vec::new(),
             watch: Vec::new(),
             finished: false,
+            fault: None,
         };
         ep.await_all_attached()?;
         Ok(ep)
@@ -600,6 +619,7 @@ impl ShmEndpoint {
             reqs,
             map,
             futex,
+            fault,
             ..
         } = self;
         let (rx, futex) = (&mut rx[p], *futex);
@@ -612,11 +632,19 @@ impl ShmEndpoint {
                 };
                 rx.state = match matcher.match_arrival(p as Rank, tag) {
                     Some(pr) => into_receive(reqs, p, pr.req, pr.buf, tag, len, 0),
-                    None => RxState::Unexp {
-                        buf: matcher.unexpected_buffer(len),
-                        tag,
-                        len,
-                        got: 0,
+                    None => match unexpected_buffer(matcher, len, p, tag) {
+                        Ok(buf) => RxState::Unexp {
+                            buf,
+                            tag,
+                            len,
+                            got: 0,
+                        },
+                        Err(e) => {
+                            // Consumed and dropped, so the ring stays in step; the next
+                            // operation reports why.
+                            fault.get_or_insert(e);
+                            RxState::Discard { len, got: 0 }
+                        }
                     },
                 };
                 did = true;
@@ -800,6 +828,9 @@ impl ShmEndpoint {
     /// Nothing completed on this pass: wait a little per the policy, check liveness and the
     /// timeout now and then.
     fn idle(&mut self, w: &mut Waiter, dep: Dep, req: Option<ReqId>) -> Result<()> {
+        if let Some(e) = self.fault.take() {
+            return Err(e);
+        }
         if let Some(p) = w.finished_peer {
             return Err(Error::PeerLost {
                 peer: p,
@@ -1005,6 +1036,9 @@ impl Endpoint for ShmEndpoint {
 
     fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
         self.progress();
+        if let Some(e) = self.fault.take() {
+            return Err(e);
+        }
         self.reqs.take(req)
     }
 

@@ -36,6 +36,7 @@ pub use endpoint::ShmEndpoint;
 
 use commbench_core::launch::affinity;
 use commbench_core::launch::RankEnv;
+use commbench_core::method::limits::Transport;
 use commbench_core::{Error, Program, Result};
 use segment::{Layout, Mapping};
 use std::fs::File;
@@ -107,6 +108,21 @@ impl FromStr for WaitPolicy {
             ))),
         }
     }
+}
+
+/// The largest message: a record carries its length in 32 bits.
+pub const MAX_MESSAGE: u64 = endpoint::MAX_MSG as u64;
+
+/// What a run of `n` ranks with these settings can carry and maps in every process, for the
+/// checks before it starts.
+pub fn transport(n: u32, cfg: &ShmConfig) -> Result<Transport> {
+    let layout = Layout::new(n, cfg.ring_bytes)?;
+    Ok(Transport {
+        max_message: MAX_MESSAGE,
+        max_message_why: "its records carry a 32-bit length",
+        process_bytes: layout.total as u64,
+        ..Transport::unbounded("shm")
+    })
 }
 
 /// Settings of the shared-memory backend.
@@ -379,6 +395,16 @@ mod tests {
         }
         let e = "busy".parse::<WaitPolicy>().unwrap_err().to_string();
         assert!(e.contains("spin, spin-yield or futex"), "{e}");
+    }
+
+    #[test]
+    fn transport_names_its_limit_and_segment() {
+        let t = transport(2, &ShmConfig::default()).unwrap();
+        assert_eq!(t.max_message, u32::MAX as u64);
+        assert!(!t.one_process);
+        // A header page and two rings of 256 KiB with their indices.
+        assert_eq!(t.process_bytes, 4096 + 2 * (256 + (256 << 10)));
+        assert!(transport(0, &ShmConfig::default()).is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! with the last mapping.
 
 use crate::WaitPolicy;
+use commbench_core::method::limits;
 use commbench_core::{Error, Result};
 use std::fs::File;
 use std::num::NonZeroUsize;
@@ -166,7 +167,20 @@ impl Mapping {
                 0,
             )
         }
-        .map_err(|e| Error::io("shm: mapping the segment", e.into()))?;
+        .map_err(|e| {
+            Error::io(
+                format!(
+                    "shm: cannot map the {} shared-memory segment{}",
+                    limits::human_bytes(len as u64),
+                    if e == nix::errno::Errno::ENOMEM {
+                        " (the address-space limit, ulimit -v, may be too low)"
+                    } else {
+                        ""
+                    }
+                ),
+                e.into(),
+            )
+        })?;
         Ok(Mapping { ptr: p.cast(), len })
     }
 
@@ -254,7 +268,11 @@ pub(crate) fn create(
     let file = File::from(fd);
     file.set_len(layout.total as u64).map_err(|e| {
         Error::io(
-            format!("shm: sizing the segment to {} bytes", layout.total),
+            format!(
+                "shm: cannot size the segment for {n} ranks to {} ({} bytes)",
+                limits::human_bytes(layout.total as u64),
+                layout.total
+            ),
             e,
         )
     })?;

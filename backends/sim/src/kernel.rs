@@ -17,6 +17,7 @@
 
 use crate::config::SimConfig;
 use crate::endpoint::{Coll, EpInfo, Req, Resp, SimEndpoint};
+use commbench_core::method::limits;
 use commbench_core::transport::BackendInfo;
 use commbench_core::{Completion, Error, Program, Rank, ReqId, Result, Src, Tag, TagSel};
 use corosensei::stack::DefaultStack;
@@ -462,34 +463,47 @@ impl<'c> Kernel<'c> {
         }
     }
 
-    fn alloc_msg(&mut self, src: Rank, dest: Rank, tag: Tag, data: &[u8]) -> u32 {
+    /// The in-flight copy of a message, or an error naming it when there is no memory for it.
+    fn alloc_msg(&mut self, src: Rank, dest: Rank, tag: Tag, data: &[u8]) -> Result<u32> {
         let t = &self.cfg.times;
         let n = data.len() as u64;
         let (e_ns, r_ns, s_ns) = (t.e.ns(n), t.r.ns(n), t.s.ns(n));
+        let what =
+            || format!("the copy in flight of a {n}-byte message from node {src} to node {dest}");
         if let Some(i) = self.free_msgs.pop() {
             let m = &mut self.msgs[i as usize];
+            m.data.clear();
+            if let Err(e) = m
+                .data
+                .try_reserve_exact(data.len())
+                .map_err(|_| limits::cannot_allocate(n, what()))
+            {
+                self.free_msgs.push(i);
+                return Err(e);
+            }
             m.src = src;
             m.dest = dest;
             m.tag = tag;
-            m.data.clear();
             m.data.extend_from_slice(data);
             m.held = 0;
             m.e_ns = e_ns;
             m.r_ns = r_ns;
             m.s_ns = s_ns;
-            return i;
+            return Ok(i);
         }
+        let mut copy = limits::try_with_capacity(n, what)?;
+        copy.extend_from_slice(data);
         self.msgs.push(Msg {
             src,
             dest,
             tag,
-            data: data.to_vec(),
+            data: copy,
             held: 0,
             e_ns,
             r_ns,
             s_ns,
         });
-        (self.msgs.len() - 1) as u32
+        Ok((self.msgs.len() - 1) as u32)
     }
 
     fn handle(&mut self, node: u32, req: Req) -> Option<Resp> {
@@ -501,7 +515,10 @@ impl<'c> Kernel<'c> {
         match req {
             Req::Isend { dest, tag, buf } => {
                 let len = buf.len();
-                let msg = self.alloc_msg(node, dest, tag, &buf);
+                let msg = match self.alloc_msg(node, dest, tag, &buf) {
+                    Ok(m) => m,
+                    Err(e) => return Some(Resp::Id(Err(e))),
+                };
                 let f = self.cfg.times.f.ns(len as u64);
                 let req = self.nodes[node as usize].alloc(RState::SendDone {
                     buf,

@@ -26,3 +26,17 @@ mod kernel;
 pub use config::{distance, Linear, Piece, SimConfig, Times, NCUBE_TICK_NS};
 pub use endpoint::SimEndpoint;
 pub use kernel::{run, run_with_stats, SimStats};
+
+use commbench_core::method::limits::Transport;
+
+/// What a run on `cfg` holds, for the checks before it starts: every node runs in this
+/// process (so it holds every rank's buffers and the copies of the messages in flight), on a
+/// coroutine stack of its own.
+pub fn transport(cfg: &SimConfig) -> Transport {
+    let stacks = u64::from(cfg.ranks()).saturating_mul(cfg.stack_kib.saturating_mul(1024));
+    Transport {
+        one_process: true,
+        process_bytes: stacks.saturating_add(16 << 20),
+        ..Transport::unbounded("sim")
+    }
+}

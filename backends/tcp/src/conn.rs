@@ -3,6 +3,7 @@
 
 use crate::frame::{self, Frame, HEADER_BYTES, SMALL_FRAME};
 use crate::TcpConfig;
+use commbench_core::method::limits;
 use commbench_core::transport::matching::{Matcher, ReqTable};
 use commbench_core::transport::{Completion, Rank, ReqId, Tag};
 use commbench_core::{Error, Result};
@@ -18,6 +19,9 @@ use std::time::Duration;
 pub const RX_BUFFER_BYTES: usize = 64 << 10;
 /// Payloads at least this long are read straight into the receive buffer, bypassing staging.
 const DIRECT_READ: usize = RX_BUFFER_BYTES / 2;
+/// Unexpected payloads up to this size come from the matcher's pool; larger ones are
+/// allocated fallibly.
+const POOLED: usize = 1 << 20;
 /// Longest single sleep in a blocking wait, so that the deadline is checked regularly.
 pub(crate) const SLEEP_SLICE: Duration = Duration::from_millis(200);
 
@@ -277,7 +281,7 @@ impl Conn {
                 };
                 let f = frame::decode(h, self.peer, self.bye_in)?;
                 self.rs += HEADER_BYTES;
-                self.on_header(f, m, reqs);
+                self.on_header(f, m, reqs)?;
             } else {
                 let (k, complete) = self.rx.absorb(staged);
                 self.rs += k;
@@ -295,11 +299,13 @@ impl Conn {
         Ok(progressed)
     }
 
-    /// A header arrived: match it and set where its payload goes.
-    fn on_header(&mut self, f: Frame, m: &mut Matcher, reqs: &mut ReqTable) {
+    /// A header arrived: match it and set where its payload goes. A message that arrived
+    /// before its receive was posted and for which there is no memory is dropped (the stream
+    /// stays in step) and is an error naming it.
+    fn on_header(&mut self, f: Frame, m: &mut Matcher, reqs: &mut ReqTable) -> Result<()> {
         let Frame::Message { len, tag } = f else {
             self.bye_in = true;
-            return;
+            return Ok(());
         };
         self.rx = match m.match_arrival(self.peer, tag) {
             Some(p) if len > p.buf.len() => {
@@ -321,12 +327,28 @@ impl Conn {
                 len,
                 got: 0,
             },
-            None => Rx::Unexpected {
+            None if len <= POOLED => Rx::Unexpected {
                 tag,
                 data: m.unexpected_buffer(len),
                 got: 0,
             },
+            None => {
+                let peer = self.peer;
+                match limits::try_zeroed(len as u64, || {
+                    format!(
+                        "a message of {len} bytes from rank {peer} (tag {tag}) that arrived \
+                         before its receive was posted"
+                    )
+                }) {
+                    Ok(data) => Rx::Unexpected { tag, data, got: 0 },
+                    Err(e) => {
+                        self.rx = Rx::Discard { left: len };
+                        return Err(e);
+                    }
+                }
+            }
         };
+        Ok(())
     }
 
     /// The payload is complete: finish the receive or queue the unexpected message.

@@ -285,6 +285,17 @@ impl TcpEndpoint {
     }
 }
 
+/// A message must fit what a frame header may announce ([`frame::MAX_MESSAGE`]).
+fn check_len(len: usize) -> Result<()> {
+    if len as u64 > frame::MAX_MESSAGE {
+        return Err(Error::Invalid(format!(
+            "tcp: a message of {len} bytes is over the backend's limit of {} bytes",
+            frame::MAX_MESSAGE
+        )));
+    }
+    Ok(())
+}
+
 impl Endpoint for TcpEndpoint {
     commbench_core::endpoint_identity! {
         backend: "tcp", rank: rank, size: size, timeout: cfg.timeout
@@ -292,6 +303,7 @@ impl Endpoint for TcpEndpoint {
 
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
         self.check_peer(dest, "send to")?;
+        check_len(buf.len())?;
         let req = self.reqs.alloc();
         self.note(req, OpKind::Send, Some(dest));
         let len = buf.len();
@@ -388,6 +400,7 @@ impl Endpoint for TcpEndpoint {
     }
 
     fn send(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<Vec<u8>> {
+        check_len(buf.len())?;
         // Fast path: nothing queued to `dest`, so the whole frame may leave in one sendmsg(2).
         if dest != self.rank && dest < self.size {
             let c = self.conn(dest)?;

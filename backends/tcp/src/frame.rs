@@ -16,7 +16,7 @@ pub const SMALL_FRAME: usize = 512;
 const FLAG_BYE: u32 = 1;
 /// Largest message a peer may announce (64 GiB): a corrupted header cannot make a rank try to
 /// allocate more for an unexpected message.
-const MAX_MESSAGE: u64 = 1 << 36;
+pub const MAX_MESSAGE: u64 = 1 << 36;
 
 /// The header of a message of `len` bytes with `tag`.
 pub(crate) fn message(len: usize, tag: Tag) -> [u8; HEADER_BYTES] {

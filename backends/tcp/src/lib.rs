@@ -44,5 +44,18 @@ mod launch;
 
 pub use conn::RX_BUFFER_BYTES;
 pub use endpoint::TcpEndpoint;
-pub use frame::{HEADER_BYTES, SMALL_FRAME};
+pub use frame::{HEADER_BYTES, MAX_MESSAGE, SMALL_FRAME};
 pub use launch::{run_rank, run_rank_over, run_rank_with_listener, run_threads, TcpConfig};
+
+use commbench_core::method::limits::Transport;
+
+/// What the tcp backend carries, for the checks before a run: messages up to
+/// [`MAX_MESSAGE`], the most a peer may announce.
+pub fn transport() -> Transport {
+    Transport {
+        max_message: MAX_MESSAGE,
+        max_message_why: "the most a frame header may announce, so that a corrupted one cannot \
+                          ask for more",
+        ..Transport::unbounded("tcp")
+    }
+}

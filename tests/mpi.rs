@@ -187,3 +187,104 @@ fn a_rank_killed_mid_run_is_an_error_not_a_hang() {
         .expect("the run hung after rank 1 was killed");
     assert!(!status.success());
 }
+
+/// A sweep under mpirun long enough to be stopped in the middle: 64 sizes, progress lines on
+/// standard error, the document written to `out`.
+fn long_mpi_sweep(out: &std::path::Path) -> std::process::Child {
+    let sizes = (1..=64).map(|i| (i * 8).to_string()).collect::<Vec<_>>();
+    let out = out.to_str().expect("UTF-8 path");
+    let sizes = sizes.join(",");
+    let args = [
+        "pingpong",
+        "--backend",
+        "mpi",
+        "--sizes",
+        &sizes,
+        "--trials",
+        "20000",
+        "--samples",
+        "10000",
+        "--warmup",
+        "5",
+        "--progress",
+        "always",
+        "--output",
+        out,
+    ];
+    mpirun(2, &args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start")
+}
+
+/// Read progress lines until size `n` of the sweep is under way; the rest of standard error is
+/// read to its end by a thread (its text returned by the handle).
+fn after_size(c: &mut std::process::Child, n: usize) -> std::thread::JoinHandle<String> {
+    use std::io::{BufRead, BufReader};
+    let mut lines = BufReader::new(c.stderr.take().expect("stderr")).lines();
+    for line in lines.by_ref() {
+        if line.expect("line").contains(&format!("size {n}/")) {
+            return std::thread::spawn(move || {
+                lines.map_while(Result::ok).collect::<Vec<_>>().join("\n")
+            });
+        }
+    }
+    panic!("the run ended before size {n}");
+}
+
+/// The document a stopped run left: status "interrupted", whole sizes in order, at least
+/// `least` of them.
+fn check_saved(out: &std::path::Path, least: usize) {
+    let text =
+        std::fs::read_to_string(out.join("result.json")).expect("the sizes measured are saved");
+    let doc: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(doc["status"], "interrupted", "{}", doc["error"]);
+    let points = doc["points"].as_array().expect("points");
+    assert!(
+        points.len() >= least && points.len() < 64,
+        "{}",
+        points.len()
+    );
+    for (i, p) in points.iter().enumerate() {
+        assert_eq!(p["size"], (i as u64 + 1) * 8);
+        assert_eq!(p["trials"], 20000);
+    }
+}
+
+/// mpirun forwards SIGTERM to the ranks and kills them a second later (Open MPI's
+/// odls_base_sigkill_timeout): the sizes measured are saved on the first signal.
+#[test]
+fn sigterm_to_mpirun_saves_the_sizes_measured() {
+    let out = tmpdir("mpi-sigterm").join("out");
+    let mut c = long_mpi_sweep(&out);
+    let rest = after_size(&mut c, 3);
+    let st = Command::new("kill")
+        .args(["-TERM", &c.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let status = wait_for(&mut c, Duration::from_secs(60)).expect("mpirun ends after SIGTERM");
+    assert!(!status.success());
+    let err = rest.join().expect("stderr");
+    assert!(err.contains("SIGTERM received"), "{err}");
+    check_saved(&out, 2);
+}
+
+/// A rank that dies of a signal: mpirun ends the job, and rank 0 saves what it measured.
+#[test]
+fn a_rank_killed_by_a_signal_leaves_the_sizes_measured_saved() {
+    let out = tmpdir("mpi-killed").join("out");
+    let mut c = long_mpi_sweep(&out);
+    let rest = after_size(&mut c, 3);
+    let victim = rank_pid(c.id(), 1).expect("rank 1");
+    let st = Command::new("kill")
+        .args(["-KILL", &victim.to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let status = wait_for(&mut c, Duration::from_secs(60)).expect("mpirun ends");
+    assert!(!status.success());
+    let _ = rest.join();
+    check_saved(&out, 2);
+}

@@ -170,6 +170,229 @@ pub fn bootstrap_median_ratio_ci(
     })
 }
 
+/// A statistic of several runs of one benchmark, with its variance from the hierarchical
+/// bootstrap of [`hierarchical_log_median`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunsEstimate {
+    /// Mean over the runs of `ln(median of the run)`: the logarithm of the geometric mean of
+    /// the runs' medians.
+    pub log_estimate: f64,
+    /// Variance of `log_estimate`: the variance of the bootstrap replicates, times
+    /// `n / (n - 1)` for `n >= 2` runs (see [`hierarchical_log_median`]).
+    pub variance: f64,
+    /// Runs.
+    pub runs: usize,
+}
+
+/// Hierarchical (two-stage) bootstrap of the mean log-median over runs (Kalibera & Jones
+/// 2013, "Rigorous benchmarking in reasonable time": resample at every level of repetition,
+/// the highest first).
+///
+/// Each of `iters` replicates draws `n = runs.len()` runs with replacement, then, for every
+/// run drawn, as many of its trials as it has, with replacement; the replicate is the mean
+/// over the drawn runs of `ln(median)`. The runs are the independent units: trials of one run
+/// share the machine's state (placement, frequency, other load), so their spread says nothing
+/// about how far the next run lands.
+///
+/// The bootstrap spread of a mean of `n` units is `(n - 1) / n` of the plug-in estimate's, which
+/// matters with the handful of runs a benchmark has; for `n >= 2` the replicates' variance is
+/// therefore multiplied by `n / (n - 1)` (the expansion Hesterberg 2015 recommends for small
+/// samples). With one run it stays as is and describes that run's trials only.
+///
+/// Deterministic for a given `seed`. `None` if there are no runs, a run has no trials,
+/// `iters == 0` or `> MAX_BOOTSTRAP_ITERS`, or a median (of the data or of a replicate) is not
+/// positive and finite.
+pub fn hierarchical_log_median<R: AsRef<[f64]>>(
+    runs: &[R],
+    iters: usize,
+    seed: u64,
+) -> Option<RunsEstimate> {
+    let n = runs.len();
+    if n == 0 || iters == 0 || iters > MAX_BOOTSTRAP_ITERS {
+        return None;
+    }
+    let longest = runs.iter().map(|r| r.as_ref().len()).max().unwrap_or(0);
+    if runs.iter().any(|r| r.as_ref().is_empty()) {
+        return None;
+    }
+    let mut scratch: Vec<f64> = Vec::with_capacity(longest);
+    let mut log_sum = CompensatedSum::default();
+    for r in runs {
+        scratch.clear();
+        scratch.extend_from_slice(r.as_ref());
+        let m = median_unsorted(&mut scratch)?;
+        if !(m > 0.0 && m.is_finite()) {
+            return None;
+        }
+        log_sum.add(m.ln());
+    }
+    let log_estimate = log_sum.value() / n as f64;
+    let mut rng = Xoshiro256::new(seed);
+    let mut replicates: Vec<f64> = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let mut s = 0.0;
+        for _ in 0..n {
+            let run = runs.get(rng.below(n))?.as_ref();
+            scratch.clear();
+            scratch.extend(
+                (0..run.len()).map(|_| run.get(rng.below(run.len())).copied().unwrap_or(f64::NAN)),
+            );
+            let m = median_unsorted(&mut scratch)?;
+            if !(m > 0.0 && m.is_finite()) {
+                return None;
+            }
+            s += m.ln();
+        }
+        replicates.push(s / n as f64);
+    }
+    let (_, var) = commbench_core::stats::mean_variance(&replicates)?;
+    let variance = if n >= 2 {
+        var * n as f64 / (n as f64 - 1.0)
+    } else {
+        var
+    };
+    Some(RunsEstimate {
+        log_estimate,
+        variance,
+        runs: n,
+    })
+}
+
+/// `ln Γ(x)` for `x > 0` (Lanczos, g = 7, nine terms; relative error near 1e-15).
+fn ln_gamma(x: f64) -> f64 {
+    use std::f64::consts::PI;
+    const G: f64 = 7.0;
+    const C: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        // Reflection: Γ(x) Γ(1 - x) = π / sin(π x).
+        return (PI / (PI * x).sin()).ln() - ln_gamma(1.0 - x);
+    }
+    let x = x - 1.0;
+    let t = x + G + 0.5;
+    let a = C
+        .iter()
+        .enumerate()
+        .skip(1)
+        .fold(C[0], |acc, (i, &c)| acc + c / (x + i as f64));
+    0.5 * (2.0 * PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
+}
+
+/// Continued fraction of the incomplete beta function (modified Lentz; Numerical Recipes
+/// `betacf`).
+fn beta_continued_fraction(a: f64, b: f64, x: f64) -> f64 {
+    const TINY: f64 = 1e-300;
+    let clamp = |v: f64| if v.abs() < TINY { TINY } else { v };
+    let (qab, qap, qam) = (a + b, a + 1.0, a - 1.0);
+    let mut c = 1.0;
+    let mut d = 1.0 / clamp(1.0 - qab * x / qap);
+    let mut h = d;
+    for m in 1..10_000 {
+        let m = f64::from(m);
+        let m2 = 2.0 * m;
+        let aa = m * (b - m) * x / ((qam + m2) * (a + m2));
+        d = 1.0 / clamp(1.0 + aa * d);
+        c = clamp(1.0 + aa / c);
+        h *= d * c;
+        let aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
+        d = 1.0 / clamp(1.0 + aa * d);
+        c = clamp(1.0 + aa / c);
+        let del = d * c;
+        h *= del;
+        if (del - 1.0).abs() < 1e-15 {
+            break;
+        }
+    }
+    h
+}
+
+/// Regularised incomplete beta function `I_x(a, b)`, `a, b > 0`, `x` in `[0, 1]`.
+fn incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    if x >= 1.0 {
+        return 1.0;
+    }
+    let front =
+        (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp();
+    if x < (a + 1.0) / (a + b + 2.0) {
+        front * beta_continued_fraction(a, b, x) / a
+    } else {
+        1.0 - front * beta_continued_fraction(b, a, 1.0 - x) / b
+    }
+}
+
+/// Degrees of freedom above which Student's t is taken as the standard normal (the quantiles
+/// differ by less than 1e-6 relative there).
+const NORMAL_DF: f64 = 1e7;
+
+/// `P(T > t)` for Student's t with `df` degrees of freedom (`df` may be fractional, as the
+/// Welch–Satterthwaite approximation gives it; infinite means the standard normal). NaN for
+/// `df <= 0` or NaN input.
+pub fn student_t_sf(t: f64, df: f64) -> f64 {
+    if t.is_nan() || df.is_nan() || df <= 0.0 {
+        return f64::NAN;
+    }
+    if df > NORMAL_DF {
+        return 0.5 * erfc(t / std::f64::consts::SQRT_2);
+    }
+    if t.is_infinite() {
+        return if t > 0.0 { 0.0 } else { 1.0 };
+    }
+    let tail = 0.5 * incomplete_beta(df / 2.0, 0.5, df / (df + t * t));
+    if t >= 0.0 {
+        tail
+    } else {
+        1.0 - tail
+    }
+}
+
+/// The `p` quantile of Student's t with `df` degrees of freedom (fractional allowed,
+/// infinite for the normal), by bisection on [`student_t_sf`]. `None` unless `0 < p < 1`
+/// and `df > 0`.
+pub fn student_t_quantile(p: f64, df: f64) -> Option<f64> {
+    if !(p > 0.0 && p < 1.0) || df.is_nan() || df <= 0.0 {
+        return None;
+    }
+    if p < 0.5 {
+        return student_t_quantile(1.0 - p, df).map(|q| -q);
+    }
+    let tail = 1.0 - p;
+    if tail >= 0.5 {
+        return Some(0.0);
+    }
+    let mut hi = 1.0;
+    while student_t_sf(hi, df) > tail {
+        hi *= 2.0;
+        if !hi.is_finite() {
+            return None;
+        }
+    }
+    let mut lo = 0.0;
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if student_t_sf(mid, df) > tail {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+        if hi - lo <= 1e-13 * hi {
+            break;
+        }
+    }
+    Some(0.5 * (lo + hi))
+}
+
 /// Complementary error function, `erfc(x)`, with fractional error below 1.2e-7
 /// (Chebyshev fit from Numerical Recipes, `erfcc`).
 fn erfc(x: f64) -> f64 {
@@ -378,6 +601,96 @@ mod tests {
         assert!((erfc(1.0) - 0.157_299_207).abs() < 1e-7);
         assert!((erfc(-1.0) - 1.842_700_793).abs() < 1e-7);
         assert!((erfc(1.959_963_985 / std::f64::consts::SQRT_2) - 0.05).abs() < 1e-7);
+    }
+
+    #[test]
+    fn student_t_known_values() {
+        // The 9-digit table of the core's t_975 for every df it holds.
+        for df in 1..=30u32 {
+            let want = commbench_core::stats::t_975(u64::from(df)).unwrap();
+            let got = student_t_quantile(0.975, f64::from(df)).unwrap();
+            assert!((got - want).abs() < 1e-8 * want, "df {df}: {got} vs {want}");
+        }
+        // df 1 is Cauchy, tan(pi (p - 1/2)); df 2 has t = (2p - 1) / sqrt(2 p (1 - p)).
+        for p in [0.6, 0.9, 0.99375, 0.9999] {
+            let cauchy = (std::f64::consts::PI * (p - 0.5)).tan();
+            let got = student_t_quantile(p, 1.0).unwrap();
+            assert!((got - cauchy).abs() < 1e-9 * cauchy, "{p}: {got} {cauchy}");
+            let two = (2.0 * p - 1.0) / (2.0 * p * (1.0 - p)).sqrt();
+            let got = student_t_quantile(p, 2.0).unwrap();
+            assert!((got - two).abs() < 1e-9 * two, "{p}: {got} {two}");
+        }
+        // Published: t_{0.995, 4} = 4.604094871, t_{0.999, 10} = 4.143700494.
+        assert!((student_t_quantile(0.995, 4.0).unwrap() - 4.604_094_871).abs() < 1e-8);
+        assert!((student_t_quantile(0.999, 10.0).unwrap() - 4.143_700_494).abs() < 1e-8);
+        // The normal limit, and symmetry.
+        let z = student_t_quantile(0.975, f64::INFINITY).unwrap();
+        assert!((z - 1.959_963_985).abs() < 1e-6, "{z}");
+        assert_eq!(student_t_quantile(0.5, 3.0), Some(0.0));
+        assert_eq!(
+            student_t_quantile(0.025, 7.5).unwrap(),
+            -student_t_quantile(0.975, 7.5).unwrap()
+        );
+        // Fractional df lies between its neighbours.
+        let (q4, q45, q5) = (
+            student_t_quantile(0.99, 4.0).unwrap(),
+            student_t_quantile(0.99, 4.5).unwrap(),
+            student_t_quantile(0.99, 5.0).unwrap(),
+        );
+        assert!(q4 > q45 && q45 > q5, "{q4} {q45} {q5}");
+        // Tail and quantile agree.
+        for (p, df) in [(0.9, 3.3), (0.999, 2.0), (0.975, 60.0)] {
+            let q = student_t_quantile(p, df).unwrap();
+            assert!((student_t_sf(q, df) - (1.0 - p)).abs() < 1e-10);
+            assert!((student_t_sf(-q, df) - p).abs() < 1e-10);
+        }
+        for bad in [
+            (0.0, 3.0),
+            (1.0, 3.0),
+            (0.5, 0.0),
+            (f64::NAN, 3.0),
+            (0.9, f64::NAN),
+        ] {
+            assert_eq!(student_t_quantile(bad.0, bad.1), None, "{bad:?}");
+        }
+        assert!(student_t_sf(1.0, -1.0).is_nan());
+    }
+
+    #[test]
+    fn hierarchical_bootstrap_of_runs() {
+        // Constant trials in every run: only the runs vary. Logs 0, 0.2, 0.4, -0.2 have sample
+        // variance 0.2 / 3, so the variance of their mean is 0.2 / 12 = 0.016667.
+        let runs: Vec<Vec<f64>> = [0.0f64, 0.2, 0.4, -0.2]
+            .iter()
+            .map(|l| vec![l.exp(); 31])
+            .collect();
+        let e = hierarchical_log_median(&runs, 4000, 5).unwrap();
+        assert_eq!(e.runs, 4);
+        assert!((e.log_estimate - 0.1).abs() < 1e-12, "{e:?}");
+        assert!((e.variance - 0.2 / 12.0).abs() < 0.1 * 0.2 / 12.0, "{e:?}");
+        assert_eq!(e, hierarchical_log_median(&runs, 4000, 5).unwrap());
+        // One run: the variance of its median alone, here of 1..=101 (median 51).
+        let one: Vec<f64> = (1..=101).map(f64::from).collect();
+        let e = hierarchical_log_median(std::slice::from_ref(&one), 2000, 1).unwrap();
+        assert!((e.log_estimate - 51f64.ln()).abs() < 1e-12);
+        // The median of 101 uniform values has a standard error near 101 / (2 sqrt(101)) = 5,
+        // about 0.1 in log.
+        assert!(e.variance.sqrt() > 0.05 && e.variance.sqrt() < 0.2, "{e:?}");
+        // The same run twice: its trials vary, the runs do not; the factor n / (n - 1) = 2
+        // and the mean of two independent medians (variance / 2) cancel.
+        let two = hierarchical_log_median(&[one.clone(), one.clone()], 2000, 1).unwrap();
+        assert!(
+            (two.variance / e.variance - 1.0).abs() < 0.2,
+            "{two:?} {e:?}"
+        );
+        // Identical constant runs: no variance.
+        let c = hierarchical_log_median(&[vec![2.0; 5], vec![2.0; 9]], 100, 1).unwrap();
+        assert_eq!(c.variance, 0.0);
+        let none: [Vec<f64>; 0] = [];
+        assert_eq!(hierarchical_log_median(&none, 10, 1), None);
+        assert_eq!(hierarchical_log_median(&[vec![1.0], vec![]], 10, 1), None);
+        assert_eq!(hierarchical_log_median(&[vec![0.0, 0.0, 1.0]], 10, 1), None);
+        assert_eq!(hierarchical_log_median(&[vec![1.0]], 0, 1), None);
     }
 
     proptest! {

@@ -4,8 +4,10 @@
 
 use super::plan::Plan;
 use crate::cli::backend::{BackendRun, Outcome};
+use commbench::analysis::document::RunConfig;
 use commbench::analysis::document::{Environment, Point, ResultDoc, SCHEMA, SCHEMA_VERSION};
 use commbench::analysis::fit;
+use commbench::analysis::fit::Breakpoint;
 use commbench::core::method::engine::Collected;
 use commbench::core::method::timer::TimerReport;
 use commbench::core::transport::BackendInfo;
@@ -84,12 +86,34 @@ fn gather(runs: Vec<BackendRun>, cut_coef: f64, several: bool) -> Gathered {
     g
 }
 
+/// What the document of a run needs of its plan, owned, so that a document can also be made
+/// from another thread (the sizes measured so far, saved when a signal arrives).
+#[derive(Debug, Clone)]
+pub struct Recipe {
+    cut_coef: f64,
+    breakpoint: Breakpoint,
+    instructions_per_second: Option<f64>,
+    config: RunConfig,
+}
+
+impl Recipe {
+    /// The recipe of `plan`'s documents.
+    pub fn of(plan: &Plan) -> Self {
+        Recipe {
+            cut_coef: plan.method.cut_coef,
+            breakpoint: plan.breakpoint,
+            instructions_per_second: plan.instructions_per_second,
+            config: plan.config.clone(),
+        }
+    }
+}
+
 /// The result document of a run, on rank 0.
-pub fn document(plan: &Plan, outcome: Outcome, started: Started) -> ResultDoc {
+pub fn document(plan: &Recipe, outcome: Outcome, started: Started) -> ResultDoc {
     let mut names: Vec<&str> = outcome.runs.iter().map(|r| r.backend).collect();
     names.dedup();
     let several = names.len() > 1;
-    let g = gather(outcome.runs, plan.method.cut_coef, several);
+    let g = gather(outcome.runs, plan.cut_coef, several);
     // One backend: its own record; several: each under its name.
     let backend_info = if several {
         g.infos

@@ -10,9 +10,12 @@ use super::signals;
 use crate::cli::backend::{BackendRun, Outcome};
 use commbench::analysis::document::ResultDoc;
 use commbench::core::launch::RankEnv;
-use commbench::core::method::engine::{KernelSpec, Measurement, Progress, ProgressFn};
+use commbench::core::method::engine::{
+    snapshot_collected, Collected, KernelSpec, Measurement, Progress, ProgressFn,
+};
 use commbench::core::Error;
 use commbench::render::text::{self as report, Detail};
+use std::sync::{Arc, Mutex};
 
 /// Run the plan and report it (on rank 0; other ranks report only their own failure).
 pub fn measure(plan: Plan) -> Result<(), Fatal> {
@@ -36,6 +39,9 @@ fn reporting_rank(plan: &Plan) -> bool {
 
 fn measure_spec<S: KernelSpec + Copy>(plan: &Plan, spec: S) -> Result<(), Fatal> {
     let started = Started::now();
+    if reporting_rank(plan) {
+        save_on_signal(plan, started);
+    }
     let bar = ProgressBar::new(plan.outputs.progress, plan.outputs.quiet);
     let cb = |p: Progress| bar.update(p);
     let outcome = launch(plan, spec, &cb);
@@ -44,12 +50,100 @@ fn measure_spec<S: KernelSpec + Copy>(plan: &Plan, spec: S) -> Result<(), Fatal>
     if outcome.rank != 0 {
         return other_rank(plan, outcome);
     }
+    signals::clear_checkpoint();
     let ending = Ending::of(&outcome.runs);
     deliver(
         &plan.outputs,
-        &record::document(plan, outcome, started),
+        &record::document(&record::Recipe::of(plan), outcome, started),
         ending,
     )
+}
+
+/// A measurement under way on this rank, followed so that a signal can save what it has.
+struct Live {
+    backend: &'static str,
+    sizes: usize,
+    collected: Arc<Mutex<Collected>>,
+}
+
+/// The measurements of this run so far, in order.
+static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
+
+/// Follow `m`, measured by `backend`: a signal saves what it has collected so far.
+pub fn track<S: KernelSpec>(backend: &'static str, m: &Measurement<'_, S>) {
+    if let Ok(mut live) = LIVE.lock() {
+        live.push(Live {
+            backend,
+            sizes: m.spec.sizes(&m.cfg).len(),
+            collected: m.collected_handle(),
+        });
+    }
+}
+
+/// On rank 0 of a run with output files: when the first signal arrives, write the sizes
+/// measured so far at once (status `interrupted`), before a launcher's kill can follow. The
+/// run then goes on to its safe point and writes the files again, with the size that was
+/// under way.
+fn save_on_signal(plan: &Plan, started: Started) {
+    let out = plan.outputs.clone();
+    if out.dir.is_none() && (out.json.is_none() || out.json_to_stdout()) {
+        return;
+    }
+    let recipe = record::Recipe::of(plan);
+    let env = RankEnv::detect(plan.job.manual, None, plan.job.ranks).ok();
+    let ranks = env.as_ref().map_or(plan.job.ranks, |e| e.size);
+    let launcher = env.map_or_else(
+        || "local".to_string(),
+        |e| crate::cli::backend::launcher_name(&e),
+    );
+    signals::set_checkpoint(Box::new(move |signal| {
+        let runs = match LIVE.lock() {
+            Ok(live) => so_far(&live, signal),
+            Err(_) => return,
+        };
+        let outcome = Outcome {
+            ranks,
+            launcher: launcher.clone(),
+            rank: 0,
+            runs,
+        };
+        let doc = record::document(&recipe, outcome, started);
+        if let Some(dir) = &out.dir {
+            if let Err(e) = files::write_dir(dir, &doc) {
+                eprintln!("commbench: saving the sizes measured so far: {e}");
+            }
+        }
+        if let Some(p) = out.json.as_ref().filter(|_| !out.json_to_stdout()) {
+            if let Err(e) = files::write_doc(p, &doc) {
+                eprintln!("commbench: saving the sizes measured so far: {e}");
+            }
+        }
+    }));
+}
+
+/// The runs followed so far as a stop by `signal` leaves them: the last one interrupted.
+fn so_far(live: &[Live], signal: i32) -> Vec<BackendRun> {
+    let n = live.len();
+    live.iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let collected = snapshot_collected(&l.collected);
+            let done = collected.points.len();
+            BackendRun {
+                backend: l.backend,
+                collected,
+                result: if i + 1 == n {
+                    Err(Error::Interrupted {
+                        signal,
+                        done,
+                        sizes: l.sizes,
+                    })
+                } else {
+                    Ok(())
+                },
+            }
+        })
+        .collect()
 }
 
 /// A rank other than 0 reports only its own failure: a stop is rank 0's to report, and a
@@ -115,6 +209,7 @@ fn launch<S: KernelSpec + Copy>(
     }
     let b = &plan.backends[0];
     let m = Measurement::new(spec, plan.method.clone(), Some(progress)).with_stop(&signals::STOP);
+    track(b.name(), &m);
     let ran = b.run(&plan.job, &m)?;
     Ok(Outcome {
         ranks: ran.ranks,

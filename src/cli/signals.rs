@@ -1,4 +1,5 @@
-//! SIGINT and SIGTERM during a measuring run: the first asks the run to stop at the next safe
+//! SIGINT and SIGTERM during a measuring run: the first saves the sizes measured so far at
+//! once (a launcher may kill the ranks soon after) and asks the run to stop at the next safe
 //! point between sizes (rank 0 tells every rank, the sizes measured are reported and written
 //! with status `interrupted`, exit 128 + the signal); a second quits at once.
 //!
@@ -19,6 +20,14 @@ pub static STOP: StopFlag = StopFlag::new();
 
 /// Child processes to kill when a second signal quits at once.
 static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// What saves the sizes measured so far when the first signal arrives.
+type Checkpoint = Box<dyn Fn(i32) + Send>;
+
+/// Set on rank 0 while a run with output files goes on: a launcher (mpirun, srun) that
+/// forwards a signal kills its ranks soon after (Open MPI: 1 s), perhaps before the run
+/// reaches its safe point, so the sizes measured are saved at once.
+static CHECKPOINT: Mutex<Option<Checkpoint>> = Mutex::new(None);
 
 /// Whether this process is the one that reports (rank 0 of a local run).
 static ANNOUNCE: AtomicBool = AtomicBool::new(false);
@@ -45,6 +54,21 @@ pub fn install(announce: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Save what was measured when the first signal arrives, with `save(signal)`.
+pub fn set_checkpoint(save: Checkpoint) {
+    if let Ok(mut c) = CHECKPOINT.lock() {
+        *c = Some(save);
+    }
+}
+
+/// No checkpoint from now on; waits for one being written to finish, so that the final
+/// files are never written over by it.
+pub fn clear_checkpoint() {
+    if let Ok(mut c) = CHECKPOINT.lock() {
+        *c = None;
+    }
+}
+
 /// A child process to kill if the run must quit at once.
 pub fn register_child(pid: u32) {
     if let Ok(mut c) = CHILDREN.lock() {
@@ -68,10 +92,15 @@ fn on_signal(sig: Signal) {
                 ""
             };
             eprintln!(
-                "{nl}commbench: {} received: the run stops after the size being measured and \
-                 writes the sizes measured; send it again to quit at once",
+                "{nl}commbench: {} received: the sizes measured so far are saved, and the run \
+                 stops after the size being measured; send it again to quit at once",
                 signal_name(n)
             );
+        }
+        if let Ok(c) = CHECKPOINT.lock() {
+            if let Some(save) = c.as_ref() {
+                save(n);
+            }
         }
         return;
     }

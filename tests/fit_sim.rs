@@ -3,11 +3,18 @@
 
 mod common;
 
-use common::{run_json, tmpdir};
+use common::{assert_ok, run, run_json, stdout, tmpdir};
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 
 /// A 1..1M ping-pong sweep (npp 1) on a one-dimensional simulated machine with `times`.
 fn sweep(name: &str, times: &str) -> Value {
+    sweep_with(name, times, "1..1M:x2", &[]).0
+}
+
+/// A ping-pong sweep over `sizes` (npp 1, `extra` arguments) on a one-dimensional simulated
+/// machine with `times`: the document and where it was written.
+fn sweep_with(name: &str, times: &str, sizes: &str, extra: &[&str]) -> (Value, PathBuf) {
     let dir = tmpdir(name);
     let cfg = dir.join("machine.toml");
     std::fs::write(
@@ -22,7 +29,7 @@ fn sweep(name: &str, times: &str) -> Value {
         "--sim-config",
         cfg.to_str().unwrap(),
         "--sizes",
-        "1..1M:x2",
+        sizes,
         "--npp",
         "1",
         "--trials",
@@ -32,7 +39,84 @@ fn sweep(name: &str, times: &str) -> Value {
         "--samples",
         "100",
     ];
-    run_json(&dir.join("r.json"), &args)
+    let args: Vec<&str> = args.iter().chain(extra).copied().collect();
+    let json = dir.join("r.json");
+    (run_json(&json, &args), json)
+}
+
+/// `commbench report --full` of the document at `json`.
+fn full_report(json: &Path) -> String {
+    let o = run(&["report", "--full", json.to_str().unwrap()]);
+    assert_ok(&o);
+    stdout(&o)
+}
+
+const ONE_REGIME: &str = "F = { base_us = 2.0, per_byte_us = 0.0002 }\nE = { base_us = 5.0, per_byte_us = 0.001 }\nU = { base_us = 1.0, per_byte_us = 0.0003 }\n";
+
+#[test]
+fn a_negative_start_up_time_is_not_identifiable() {
+    // From 4 KiB the transfer has no start-up cost, and from 128 KiB it costs four times as
+    // much per byte: the line over 4 KiB..1 MiB (split at the given 4 KiB) crosses zero time
+    // at a positive size.
+    let (doc, json) = sweep_with(
+        "negative-t0",
+        "F = { base_us = 2.0, per_byte_us = 0.0002 }\nU = { base_us = 1.0, per_byte_us = 0.0003 }\nE = [{ from = 0, base_us = 5.0, per_byte_us = 0.002 }, { from = 4096, base_us = 0.0, per_byte_us = 0.001 }, { from = 131072, base_us = 0.0, per_byte_us = 0.004 }]\n",
+        "1..1M:x2",
+        &["--breakpoint", "4K"],
+    );
+    let upper = &doc["fit"]["hockney"]["segments"][1];
+    // The numbers stay as fitted; the flags say which are not physical, and why.
+    assert!(upper["t0_us"].as_f64().unwrap() < 0.0, "{upper}");
+    let flagged: Vec<&str> = upper["not_identifiable"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no flags: {upper}"))
+        .iter()
+        .map(|u| u["parameter"].as_str().unwrap())
+        .collect();
+    assert_eq!(flagged, ["t0_us", "n_half_bytes", "pi0_per_s"]);
+    assert!(upper["not_identifiable"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("is negative"));
+    // The lower regime is physical and says nothing.
+    let lower = &doc["fit"]["hockney"]["segments"][0];
+    assert!(lower.get("not_identifiable").is_none(), "{lower}");
+    assert_regime(lower, 400.0, 8.0);
+    let text = full_report(&json);
+    assert!(text.contains("t0   = not identifiable (fitted -"), "{text}");
+    assert!(text.contains("pi0  = not identifiable"), "{text}");
+    assert!(
+        text.contains("not identifiable: the fitted t0 = -"),
+        "{text}"
+    );
+}
+
+#[test]
+fn two_sizes_give_an_exact_line_without_uncertainty() {
+    let (doc, json) = sweep_with("two-sizes", ONE_REGIME, "1K,1M", &[]);
+    let h = &doc["fit"]["hockney"];
+    assert_eq!(h["exact"], true, "{h}");
+    for k in ["se_t0_us", "se_r_inf_mb_s", "se_n_half_bytes"] {
+        assert!(h[k].is_null(), "{k}: {h}");
+    }
+    // t = 8 us + n x 0.0015 us/B, exactly.
+    assert_regime(h, 1.0 / 0.0015, 8.0);
+    let l = &doc["fit"]["linear"];
+    assert!(
+        l["ci95_latency_us"]["lo"].is_null() && l["se_latency_us"].is_null(),
+        "{l}"
+    );
+    let text = full_report(&json);
+    let fit = &text[text.find("FITTED MODELS").expect("a fit section")..];
+    assert!(
+        fit.contains("exact through two points (no r2, no standard errors)"),
+        "{fit}"
+    );
+    assert!(fit.contains("exact through two points (no CI)"), "{fit}");
+    assert!(
+        !fit.contains("undefined") && !fit.contains("+-") && !fit.contains("r2 ="),
+        "{fit}"
+    );
 }
 
 fn close(got: f64, want: f64, rel: f64) -> bool {
@@ -49,10 +133,7 @@ fn assert_regime(h: &Value, r_inf: f64, t0: f64) {
 fn hockney_parameters_are_recovered_within_one_percent() {
     // t0 = 2 + 5 + 1 = 8 us; 1/r_inf = 0.0002 + 0.001 + 0.0003 = 0.0015 us/B.
     let (t0, r_inf) = (8.0, 1.0 / 0.0015);
-    let doc = sweep(
-        "one-regime",
-        "F = { base_us = 2.0, per_byte_us = 0.0002 }\nE = { base_us = 5.0, per_byte_us = 0.001 }\nU = { base_us = 1.0, per_byte_us = 0.0003 }\n",
-    );
+    let doc = sweep("one-regime", ONE_REGIME);
     let h = &doc["fit"]["hockney"];
     assert_regime(h, r_inf, t0);
     assert!(

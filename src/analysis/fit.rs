@@ -61,7 +61,7 @@ fn segment_of(l: &Line, from_bytes: u64, to_bytes: u64) -> HockneySegment {
     // Var(a/b) = (a/b)^2 (var_a/a^2 + var_b/b^2 - 2 cov/(a b)).
     let rel2 =
         l.se_intercept.powi(2) / (a * a) + l.se_slope.powi(2) / (b * b) - 2.0 * l.cov / (a * b);
-    HockneySegment {
+    let mut s = HockneySegment {
         from_bytes,
         to_bytes,
         r_inf_mb_s: r_inf,
@@ -70,11 +70,20 @@ fn segment_of(l: &Line, from_bytes: u64, to_bytes: u64) -> HockneySegment {
         pi0_per_s: 1e6 / a,
         se_r_inf_mb_s: l.se_slope / (b * b),
         se_t0_us: l.se_intercept,
-        se_n_half_bytes: n_half.abs() * rel2.max(0.0).sqrt(),
+        // NaN (two points) stays NaN: `f64::max` would turn it into 0.
+        se_n_half_bytes: if rel2.is_nan() {
+            f64::NAN
+        } else {
+            n_half.abs() * rel2.max(0.0).sqrt()
+        },
         r2: l.r2,
         max_abs_err_us: l.max_abs_err,
         points: l.n,
-    }
+        exact: l.n == 2,
+        not_identifiable: Vec::new(),
+    };
+    s.not_identifiable = s.identifiability();
+    s
 }
 
 /// Where the sweep is split into two regimes.
@@ -331,12 +340,19 @@ fn choose_breakpoint(
 fn linear_of(lat: &Fitted, bw: &Fitted, ips: Option<f64>) -> Linear {
     let (l, b) = (&lat.line, &bw.line);
     let latency_us = l.intercept;
-    Linear {
+    let mut ci95_latency_us = ci_of(latency_us, l.se_intercept, l.n.saturating_sub(2));
+    // A time is not negative: an interval reaching below 0 is cut there (unless it lies
+    // wholly below, when the latency is not identifiable and the interval is kept as is).
+    let ci95_latency_clipped = ci95_latency_us.lo < 0.0 && ci95_latency_us.hi > 0.0;
+    if ci95_latency_clipped {
+        ci95_latency_us.lo = 0.0;
+    }
+    let mut linear = Linear {
         latency_us,
         bandwidth_mb_s: 1.0 / b.slope,
         se_latency_us: l.se_intercept,
         se_bandwidth_mb_s: b.se_slope / (b.slope * b.slope),
-        ci95_latency_us: ci_of(latency_us, l.se_intercept, l.n.saturating_sub(2)),
+        ci95_latency_us,
         ci95_bandwidth_mb_s: inverse_ci(b.slope, b.se_slope, b.n.saturating_sub(2)),
         latency_sizes: [lat.from, lat.to],
         bandwidth_sizes: [bw.from, bw.to],
@@ -346,7 +362,11 @@ fn linear_of(lat: &Fitted, bw: &Fitted, ips: Option<f64>) -> Linear {
             b_cycles_per_byte: ips * b.slope * 1e-6,
             beta_s_per_byte: b.slope * 1e-6,
         }),
-    }
+        ci95_latency_clipped,
+        not_identifiable: Vec::new(),
+    };
+    linear.not_identifiable = linear.identifiability();
+    linear
 }
 
 /// Seed 002's Hockney fit of the sorted `pairs`: the whole range, and the two regimes when
@@ -355,7 +375,7 @@ fn linear_of(lat: &Fitted, bw: &Fitted, ips: Option<f64>) -> Linear {
 fn hockney_and_linear(
     pairs: &[(u64, f64)],
     (bp, source): (Option<u64>, &'static str),
-    mut notes: Vec<String>,
+    notes: Vec<String>,
     ips: Option<f64>,
 ) -> Option<(Hockney, Linear)> {
     let whole = fitted(pairs)?;
@@ -366,12 +386,6 @@ fn hockney_and_linear(
     let (lat, bw) = regimes.as_ref().map_or((&whole, &whole), |[l, h]| (l, h));
     let linear = linear_of(lat, bw, ips);
     let whole = segment_of(&whole.line, whole.from, whole.to);
-    if whole.t0_us <= 0.0 {
-        notes.push(
-            "the fitted start-up time t0 is not positive, so n_half and pi0 are not meaningful"
-                .into(),
-        );
-    }
     let hockney = Hockney {
         whole,
         breakpoint_bytes: regimes.and(bp),
@@ -681,7 +695,156 @@ mod tests {
         // A zero time falls back to ordinary least squares.
         let f = fit(&[0, 1, 2], &[0.0, 1.0, 2.0], Breakpoint::None, None).unwrap();
         assert_eq!(f.weighting, "ordinary");
-        assert!(f.hockney.notes.iter().any(|n| n.contains("not positive")));
+        assert!(!f.hockney.whole.is_identifiable("pi0_per_s"));
+    }
+
+    /// The parameters flagged not identifiable in `s`.
+    fn flagged(s: &HockneySegment) -> Vec<&str> {
+        s.not_identifiable
+            .iter()
+            .map(|u| u.parameter.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn two_points_claim_no_uncertainty() {
+        let f = fit(&[1024, 1 << 20], &[3.0, 1000.0], Breakpoint::Auto, None).unwrap();
+        let w = &f.hockney.whole;
+        assert!(w.exact && w.is_exact());
+        // No standard error is 0 or a number: all are undefined (null).
+        for se in [w.se_t0_us, w.se_r_inf_mb_s, w.se_n_half_bytes] {
+            assert!(se.is_nan(), "{w:?}");
+        }
+        assert!(f.linear.se_latency_us.is_nan() && f.linear.se_bandwidth_mb_s.is_nan());
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(v["hockney"]["exact"], true);
+        assert!(v["hockney"]["se_n_half_bytes"].is_null());
+        let warnings = f.warnings();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("exact through two points")),
+            "{warnings:?}"
+        );
+        // Three points are not exact, and say nothing of it.
+        let f = fit(&[1, 2, 4], &[1.0, 1.1, 1.3], Breakpoint::None, None).unwrap();
+        assert!(!f.hockney.whole.exact && f.hockney.whole.se_n_half_bytes.is_finite());
+        let v = serde_json::to_value(&f).unwrap();
+        assert!(v["hockney"].get("exact").is_none());
+        assert!(f.warnings().is_empty(), "{:?}", f.warnings());
+    }
+
+    #[test]
+    fn negative_intercepts_are_not_identifiable() {
+        // Times whose line crosses zero time at 10 KB, 0.5 % noise: t0 is significantly
+        // negative.
+        let sizes: Vec<u64> = (16..=22).map(|k| 1u64 << k).collect();
+        let t: Vec<f64> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (n as f64 / 1000.0 - 10.0) * (1.0 + 0.005 * noise(i)))
+            .collect();
+        let f = fit(&sizes, &t, Breakpoint::None, Some(5.6e9)).unwrap();
+        let w = &f.hockney.whole;
+        assert!(
+            w.t0_us < 0.0 && w.n_half_bytes < 0.0 && w.pi0_per_s < 0.0,
+            "{w:?}"
+        );
+        assert_eq!(flagged(w), ["t0_us", "n_half_bytes", "pi0_per_s"]);
+        assert!(
+            w.not_identifiable[0]
+                .reason
+                .contains("significantly below 0"),
+            "{w:?}"
+        );
+        assert!(w.is_identifiable("r_inf_mb_s") && !w.is_identifiable("pi0_per_s"));
+        let l = &f.linear;
+        let keys: Vec<&str> = l
+            .not_identifiable
+            .iter()
+            .map(|u| u.parameter.as_str())
+            .collect();
+        assert_eq!(keys, ["latency_us", "cycles.a_cycles"]);
+        // The numbers stay as fitted, and the flags are in the document.
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(v["hockney"]["t0_us"], serde_json::json!(w.t0_us));
+        assert_eq!(v["hockney"]["not_identifiable"][0]["parameter"], "t0_us");
+        assert_eq!(
+            v["linear"]["not_identifiable"][0]["parameter"],
+            "latency_us"
+        );
+        let warnings = f.warnings();
+        assert!(
+            warnings[0].starts_with(
+                "Hockney t0, n_half and pi0 (whole range, 65536..4194304 bytes) not identifiable"
+            ),
+            "{warnings:?}"
+        );
+        // A document written before the flags: the same verdicts from the numbers.
+        let mut v = serde_json::to_value(&f).unwrap();
+        v["hockney"]
+            .as_object_mut()
+            .unwrap()
+            .remove("not_identifiable");
+        v["linear"]
+            .as_object_mut()
+            .unwrap()
+            .remove("not_identifiable");
+        let old: FitSection = serde_json::from_value(v).unwrap();
+        assert!(old.hockney.whole.not_identifiable.is_empty());
+        assert_eq!(old.hockney.whole.identifiability(), w.not_identifiable);
+        assert_eq!(old.warnings(), warnings);
+    }
+
+    #[test]
+    fn an_intercept_too_small_to_resolve() {
+        // No start-up time at all, 1 % noise: the intercept is a small number of either
+        // sign, and when negative its interval reaches 0.
+        let sizes: Vec<u64> = (0..30).map(|k| 4096 + k * 65536).collect();
+        let mut seen = [false; 2];
+        for shift in 0..40 {
+            let t: Vec<f64> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| n as f64 / 2000.0 * (1.0 + 0.01 * noise(i + shift)))
+                .collect();
+            let f = fit(&sizes, &t, Breakpoint::None, None).unwrap();
+            let (w, l) = (&f.hockney.whole, &f.linear);
+            assert!(l.ci95_latency_us.lo >= 0.0 || l.ci95_latency_us.hi < 0.0);
+            if w.t0_us <= 0.0 {
+                seen[0] = true;
+                assert!(
+                    w.not_identifiable[0]
+                        .reason
+                        .contains("too small to resolve"),
+                    "{:?}",
+                    w.not_identifiable
+                );
+                assert!(!l.is_identifiable("latency_us"));
+            } else {
+                seen[1] = true;
+                assert!(w.not_identifiable.is_empty());
+                // The interval would reach below 0: it is cut there, and said.
+                assert!(l.ci95_latency_clipped, "{:?}", l.ci95_latency_us);
+                assert_eq!(l.ci95_latency_us.lo, 0.0);
+                assert!(f.warnings().iter().any(|w| w.contains("clipped at 0")));
+            }
+        }
+        assert_eq!(seen, [true, true], "both signs of the intercept");
+    }
+
+    #[test]
+    fn a_time_that_falls_with_size_has_no_bandwidth() {
+        let sizes = [64u64, 128, 256, 512];
+        let t = [5.0, 4.9, 4.7, 4.6];
+        let f = fit(&sizes, &t, Breakpoint::None, None).unwrap();
+        let w = &f.hockney.whole;
+        assert!(w.r_inf_mb_s < 0.0);
+        assert_eq!(flagged(w), ["r_inf_mb_s", "n_half_bytes"]);
+        assert!(!f.linear.is_identifiable("bandwidth_mb_s"));
+        assert!(w.not_identifiable[0]
+            .reason
+            .contains("does not grow with size"));
     }
 
     #[test]

@@ -101,6 +101,7 @@ pub fn run_all<S: KernelSpec + Copy>(
     let mut runs = Vec::new();
     for b in chosen {
         let m = Measurement::new(spec, method.clone(), Some(progress)).with_stop(&signals::STOP);
+        crate::cli::run::track(b.name(), &m);
         let result = dispatch!(b, x => x.beside_mpi(&mj, &m));
         let mut failed = result.is_err();
         runs.push(BackendRun {
@@ -141,6 +142,7 @@ impl MpiBackend {
         progress: &ProgressFn<'_>,
     ) -> BackendRun {
         let m = Measurement::new(t, method.clone(), Some(progress)).with_stop(&signals::STOP);
+        crate::cli::run::track(Self::NAME, &m);
         let result = commbench_mpi::measure_vector(job.mpi, &self.0, &m);
         BackendRun {
             backend: Self::NAME,

@@ -86,7 +86,8 @@ fn check_interrupted(out: &std::path::Path, signal: &str) -> usize {
         );
         assert_eq!(p["trials"], 400, "each point is whole");
     }
-    assert!(out.join("commbench.output.txt").exists());
+    let text = std::fs::read_to_string(out.join("commbench.output.txt")).expect("output");
+    assert!(text.contains("RUN STOPPED: interrupted by"), "{text}");
     points.len()
 }
 

@@ -463,12 +463,22 @@ pub fn render_with_fits(doc: &ResultDoc, detail: Detail, fits: &[FitSection]) ->
         Detail::Table => table_report(&mut out, doc, fits),
         Detail::Summary | Detail::Full => appendix_c(&mut out, doc, fits, detail),
     }
-    if let Some(err) = &doc.error {
-        let _ = writeln!(
-            out,
-            "\nRUN FAILED after {} point(s): {err}",
-            doc.points.len()
-        );
+    match (&doc.error, doc.status.as_str()) {
+        (Some(err), "interrupted") => {
+            let _ = writeln!(
+                out,
+                "\nRUN STOPPED: {err}; the {} size(s) measured in full are reported",
+                doc.points.len()
+            );
+        }
+        (Some(err), _) => {
+            let _ = writeln!(
+                out,
+                "\nRUN FAILED after {} point(s): {err}",
+                doc.points.len()
+            );
+        }
+        (None, _) => {}
     }
     if detail != Detail::Table {
         out.push('\n');

@@ -193,54 +193,212 @@ fn plot_every_kind() {
     );
 }
 
-#[test]
-fn compare_and_fail_if_slower() {
-    // Few resamples: the bootstrap is slow in debug builds.
-    let run = |args: &[&str]| {
-        let mut v = args.to_vec();
-        v.extend(["--resamples", "200"]);
-        run(&v)
-    };
-    let d = tmpdir("compare");
-    let a = write(&d, "a.json", &sweep(1.0, 1));
-    let a2 = write(&d, "a2.json", &sweep(1.0, 1));
-    let b = write(&d, "b.json", &sweep(1.2, 2));
+/// `commbench compare` with few resamples (the bootstrap is slow in debug builds).
+fn compare(args: &[&str]) -> std::process::Output {
+    let mut v = vec!["compare"];
+    v.extend_from_slice(args);
+    v.extend(["--resamples", "200"]);
+    run(&v)
+}
 
-    let o = run(&["compare", &a, &a2, "--fail-if-slower", "5"]);
+/// Runs of one side: [`sweep`] with each run's times scaled by its factor (the run-to-run
+/// variation), written as `{prefix}1.json`, `{prefix}2.json`, ... in `dir`.
+fn runs(dir: &Path, prefix: &str, factors: &[f64], seed: u64) -> Vec<String> {
+    factors
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let name = format!("{prefix}{}.json", i + 1);
+            write(dir, &name, &sweep(*f, seed + i as u64))
+        })
+        .collect()
+}
+
+#[test]
+fn compare_one_run_per_side_claims_nothing() {
+    let d = tmpdir("compare-one");
+    let a = write(&d, "a.json", &sweep(1.0, 1));
+    let b = write(&d, "b.json", &sweep(1.2, 2));
+    // The two-file form still works: the table, and plainly that the variation between runs
+    // is unknown, however far apart the two runs are.
+    let o = compare(&[&a, &b]);
     assert_ok(&o);
     let s = stdout(&o);
-    assert_eq!(s.matches("no difference").count(), 21, "{s}");
-
-    let o = run(&["compare", &a, &b]);
+    assert_eq!(s.matches("unknown (1 run per side)").count(), 21, "{s}");
+    assert!(!s.contains("slower (+"), "{s}");
+    assert!(
+        s.contains("One run per side: the run-to-run variance is unknown.")
+            && s.contains("The CIs describe the variation within one run only"),
+        "{s}"
+    );
+    // --fail-if-slower refuses to judge from one run a side.
+    let o = compare(&[&a, &b, "--fail-if-slower", "5"]);
+    assert_usage_output(
+        &o,
+        "--fail-if-slower needs 3 or more runs a side",
+        "one run",
+    );
+    assert!(stderr(&o).contains("--against"), "{}", stderr(&o));
+    // JSON: the rows as before, with the scope and runs added.
+    let o = compare(&[&a, &b, "--json", "-"]);
     assert_ok(&o);
-    assert_eq!(stdout(&o).matches("slower (+").count(), 21);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let rows = v.as_array().expect("array");
+    assert_eq!(rows.len(), 21);
+    for key in [
+        "pattern",
+        "size",
+        "median_a_us",
+        "median_b_us",
+        "ratio",
+        "ci95",
+        "p_value",
+        "verdict",
+        "trials_a",
+        "trials_b",
+    ] {
+        assert!(rows[0].get(key).is_some(), "{key}");
+    }
+    assert_eq!(rows[0]["verdict"], "unknown");
+    assert_eq!(rows[0]["scope"], "within_run");
+    assert_eq!(rows[0]["runs_a"], 1);
+    assert!(rows[0]["ci95"]["lo"].as_f64().unwrap() > 1.1);
+    assert!(stderr(&o).contains("run-to-run variance is unknown"));
+}
 
-    let o = run(&["compare", &a, &b, "--fail-if-slower", "5"]);
+#[test]
+fn compare_several_runs_and_fail_if_slower() {
+    let d = tmpdir("compare-runs");
+    let a = runs(&d, "a", &[1.0, 1.03, 0.98], 1);
+    let same = runs(&d, "same", &[1.01, 0.97, 1.02], 11);
+    let slow = runs(&d, "slow", &[1.5, 1.545, 1.47], 21);
+    let args = |b: &[String], extra: &[&str]| {
+        let mut v: Vec<String> = a.clone();
+        v.push("--against".into());
+        v.extend(b.iter().cloned());
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let call = |v: Vec<String>| compare(&v.iter().map(String::as_str).collect::<Vec<_>>());
+
+    let o = call(args(&same, &["--fail-if-slower", "5"]));
+    assert_ok(&o);
+    let s = stdout(&o);
+    assert!(
+        s.starts_with("A: 3 runs (backend sim, host testhost, 21 points each): "),
+        "{s}"
+    );
+    assert!(
+        s.contains("Run-to-run variation: the medians of runs of one side differed by up to 1.0"),
+        "{s}"
+    );
+    assert!(!s.contains("slower") && !s.contains("unknown"), "{s}");
+
+    let o = call(args(&slow, &["--fail-if-slower", "5"]));
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
         e.starts_with("commbench: error: B is slower than A by more than 5 % at 21 size(s)"),
         "{e}"
     );
-    let o = run(&["compare", &a, &b, "--fail-if-slower", "40"]);
-    assert_ok(&o);
+    assert!(e.contains("over 3 runs of A and 3 of B"), "{e}");
+    assert_eq!(stdout(&o).matches("slower (+").count(), 21);
+    assert_ok(&call(args(&slow, &["--fail-if-slower", "80"])));
     // B faster than A never fails.
-    let o = run(&["compare", &b, &a, "--fail-if-slower", "0"]);
-    assert_ok(&o);
+    let mut back = slow.clone();
+    back.push("--against".into());
+    back.extend(a.iter().cloned());
+    back.extend(["--fail-if-slower".into(), "0".into()]);
+    assert_ok(&call(back));
 
-    let o = run(&["compare", &a, &b, "--json", "-"]);
+    let o = call(args(&slow, &["--json", "-"]));
     assert_ok(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
-    let rows = v.as_array().expect("array");
-    assert_eq!(rows.len(), 21);
-    assert_eq!(rows[0]["verdict"], "slower");
-    assert!(rows[0]["ci95"]["lo"].as_f64().unwrap() > 1.0);
-
-    assert_usage_output(
-        &run(&["compare", &a, &b, "--fail-if-slower=-3"]),
-        "--fail-if-slower",
-        "compare",
+    let r = &v.as_array().expect("array")[0];
+    assert_eq!(
+        (r["verdict"].as_str(), r["scope"].as_str()),
+        (Some("slower"), Some("runs"))
     );
-    let missing = d.join("none.json").display().to_string();
-    assert_usage_output(&run(&["compare", &a, &missing]), "none.json", "compare");
+    assert_eq!(
+        (r["runs_a"].as_u64(), r["runs_b"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(r["run_medians_b_us"].as_array().map(Vec::len), Some(3));
+    let spread = r["run_spread_a"].as_f64().unwrap();
+    assert!((spread - 1.03 / 0.98).abs() < 0.02, "{r}");
+    assert!(r["ci95_simultaneous"]["lo"].as_f64().unwrap() > 1.05, "{r}");
+
+    // Patterns, expanded by commbench (no shell here): the same as the files listed.
+    let pat = |p: &str| d.join(p).display().to_string();
+    let o = compare(&[
+        &pat("a?.json"),
+        "--against",
+        &pat("slow*.json"),
+        "--json",
+        "-",
+    ]);
+    assert_ok(&o);
+    assert_eq!(o.stdout, call(args(&slow, &["--json", "-"])).stdout);
+}
+
+#[test]
+fn compare_bad_input() {
+    let d = tmpdir("compare-bad");
+    let a = runs(&d, "a", &[1.0, 1.0, 1.0], 1);
+    let b = write(&d, "b.json", &sweep(1.0, 5));
+    let pat = |p: &str| d.join(p).display().to_string();
+    let (a1, a2) = (a[0].as_str(), a[1].as_str());
+    assert_usage_output(&compare(&[a1]), "two sides and got one file", "one file");
+    assert_usage_output(
+        &compare(&[a1, a2, &b]),
+        "3 files and no --against",
+        "three files",
+    );
+    assert_usage_output(
+        &compare(&[&pat("none*.json"), "--against", &b]),
+        "no file matches",
+        "no match",
+    );
+    assert_usage_output(
+        &compare(&[a1, "--against", &pat("missing.json")]),
+        "missing.json",
+        "missing",
+    );
+    // A directory in place of a document: unreadable.
+    let dir = d.display().to_string();
+    assert_usage_output(
+        &compare(&[a1, "--against", &dir]),
+        "cannot read",
+        "directory",
+    );
+    assert_usage_output(
+        &compare(&[a1, a1, "--against", &b]),
+        "is given twice in A",
+        "twice",
+    );
+    assert_usage_output(
+        &compare(&[&pat("*/a1.json"), "--against", &b]),
+        "in the file name only",
+        "wildcard directory",
+    );
+    // Runs of one side that measured different sizes.
+    let mut short = sweep(1.0, 9);
+    short.points.pop();
+    let short = write(&d, "short.json", &short);
+    assert_usage_output(
+        &compare(&[a1, a2, &short, "--against", &b]),
+        "the runs of A measured different points",
+        "mismatch",
+    );
+    assert!(stderr(&compare(&[a1, a2, &short, "--against", &b])).contains("short.json does not"));
+    assert_usage_output(
+        &compare(&[a1, &b, "--fail-if-slower=-3"]),
+        "--fail-if-slower",
+        "negative",
+    );
+    assert_usage_output(
+        &compare(&[a1, &b, "--resamples", "0"]),
+        "--resamples",
+        "zero",
+    );
 }

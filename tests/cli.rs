@@ -1,10 +1,12 @@
 //! Integration tests of the `commbench` command line: exit codes, the JSON contract, runs
-//! started by hand with --rank/--size, a refused token, and a killed peer.
+//! started by hand with --rank/--ranks, a refused token, a killed peer, and the options refused
+//! before anything starts.
 
 mod common;
 
 use common::{
-    assert_ok, assert_usage_error, commbench, read_json, run, run_json, stderr, tmpdir, wait_for,
+    assert_ok, assert_usage_error, commbench, read_json, run, run_json, stderr, stdout, tmpdir,
+    wait_for,
 };
 use std::io::Read;
 use std::path::Path;
@@ -168,7 +170,10 @@ fn tcp_run_writes_the_documented_outputs() {
     ]);
     assert_ok(&o);
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("median") && text.contains("kept/removed"), "{text}");
+    assert!(
+        text.contains("median") && text.contains("kept/removed"),
+        "{text}"
+    );
     // Piped, there is no progress bar: standard error holds only the names of the files.
     let err = stderr(&o);
     assert!(
@@ -252,7 +257,7 @@ fn spawn_rank(rank: u32, rdv: &str, token: &str, out: Option<&Path>) -> std::pro
     .args([
         "--rank",
         &rank.to_string(),
-        "--size",
+        "--ranks",
         "2",
         "--rendezvous",
         rdv,
@@ -271,16 +276,16 @@ fn ranks_started_by_hand_and_a_wrong_token_is_refused() {
     let d = tmpdir("manual");
     let rdv = format!("127.0.0.1:{}", free_port());
     let j = d.join("r.json");
-    let mut r0 = spawn_rank(0, &rdv, "right-token", Some(&j));
+    let mut r0 = spawn_rank(0, &rdv, "right-token-0123456789", Some(&j));
     std::thread::sleep(Duration::from_millis(300));
     // An impostor with the wrong token is refused and does not disturb the run.
-    let mut bad = spawn_rank(1, &rdv, "wrong-token", None);
+    let mut bad = spawn_rank(1, &rdv, "wrong-token-0123456789", None);
     let bad_status = wait_for(&mut bad, Duration::from_secs(15));
     assert!(
         bad_status.map(|s| !s.success()).unwrap_or(true),
         "impostor succeeded"
     );
-    let mut r1 = spawn_rank(1, &rdv, "right-token", None);
+    let mut r1 = spawn_rank(1, &rdv, "right-token-0123456789", None);
     let s1 = wait_for(&mut r1, Duration::from_secs(30));
     let s0 = wait_for(&mut r0, Duration::from_secs(30));
     let mut e0 = String::new();
@@ -522,4 +527,253 @@ fn shm_is_the_default_and_records_wait_policy_and_pinning() {
     );
     assert_usage_error(&["pingpong", "--wait", "nap"], "--wait");
     assert_usage_error(&["pingpong", "--cpus", "3-1"], "--cpus");
+}
+
+/// Every subcommand's `--help` text.
+fn help_of(sub: &str) -> String {
+    let o = run(&[sub, "--help"]);
+    assert_ok(&o);
+    stdout(&o)
+}
+
+#[test]
+fn each_command_offers_only_what_it_accepts_and_cites_papers() {
+    let t = help_of("transpose");
+    for flag in [
+        "--sizes",
+        "--sweep",
+        "--breakpoint",
+        "--instructions-per-second",
+    ] {
+        assert!(!t.contains(flag), "transpose --help offers {flag}");
+    }
+    assert!(t.contains("--n <N>") && t.contains("--trials") && t.contains("--ranks"));
+    // The rank count is --ranks; the old --size and --nranks are hidden aliases.
+    let p = help_of("pingpong");
+    assert!(p.contains("--ranks <N>") && p.contains("--rank <R>"));
+    assert!(!p.contains("--size ") && !p.contains("--nranks"), "{p}");
+    assert!(p.contains("--breakpoint") && p.contains("Hockney"));
+    let mut all = stdout(&run(&["--help"]));
+    for sub in [
+        "pingpong",
+        "exchange",
+        "bandwidth",
+        "transpose",
+        "timer",
+        "report",
+        "plot",
+        "compare",
+    ] {
+        all += &help_of(sub);
+    }
+    // As one line: the help is wrapped to the terminal's width.
+    let all = all.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        !all.to_lowercase().contains("seed 0"),
+        "help names a seed document"
+    );
+    assert!(all.contains("Luecke et al. 2009 §3.3") && all.contains("Hockney's COMMS1"));
+}
+
+/// `args` is a usage error naming `needle` whose hint contains `hint`, and nothing ran: the
+/// `--output` directory it was given was never made.
+fn refused(args: &[&str], needle: &str, hint: &str) {
+    let d = tmpdir(&format!(
+        "refused-{}",
+        args.join("_").replace(['/', ' ', ':'], "")
+    ));
+    let out = d.join("out");
+    let mut all = args.to_vec();
+    let custom_output = args.contains(&"--output");
+    if !custom_output {
+        all.extend_from_slice(&["--output", out.to_str().unwrap()]);
+    }
+    let o = run(&all);
+    common::assert_usage_output(&o, needle, &all);
+    let e = stderr(&o);
+    let h = e.lines().find(|l| l.starts_with("hint: ")).unwrap_or("");
+    assert!(h.contains(hint), "{all:?}: expected {hint:?} in {h:?}");
+    assert_eq!(e.lines().count(), 2, "{all:?}: one line and a hint: {e}");
+    assert!(stdout(&o).is_empty(), "{all:?} printed a report");
+    assert!(!out.exists(), "{all:?} wrote its output");
+}
+
+#[test]
+fn options_the_run_would_ignore_are_refused() {
+    let sim = ["pingpong", "--backend", "sim"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        let mut v = sim.to_vec();
+        v.extend_from_slice(extra);
+        v
+    };
+    refused(
+        &with(&["--rendezvous", "node1:7000"]),
+        "--rendezvous is not used by the sim backend",
+        "every node",
+    );
+    refused(
+        &with(&["--ranks", "4"]),
+        "--ranks is not used by the sim backend",
+        "drop --ranks",
+    );
+    refused(
+        &with(&["--timeout", "5"]),
+        "--timeout is not used by the sim backend",
+        "virtual",
+    );
+    refused(
+        &with(&["--rank", "0", "--size", "2"]),
+        "not used by the sim backend",
+        "drop",
+    );
+    refused(
+        &["pingpong", "--backend", "tcp", "--poll", "--wait", "futex"],
+        "--wait is not used by the tcp backend",
+        "--backend shm",
+    );
+    refused(
+        &[
+            "pingpong",
+            "--rendezvous",
+            "127.0.0.1:7000",
+            "--rank",
+            "0",
+            "--ranks",
+            "2",
+        ],
+        "--rendezvous is not used by the shm backend",
+        "--backend tcp",
+    );
+    refused(
+        &[
+            "pingpong",
+            "--backend",
+            "tcp",
+            "--rendezvous",
+            "127.0.0.1:7000",
+        ],
+        "not used by a local run",
+        "--rank R --ranks N",
+    );
+    refused(
+        &["pingpong", "--npp", "4", "--npp-trials", "50"],
+        "--npp-trials is not used with --npp",
+        "drop --npp-trials",
+    );
+    refused(
+        &["pingpong", "--sizes", "8", "--breakpoint", "none"],
+        "--breakpoint is not used with one message size",
+        "--sweep",
+    );
+    refused(
+        &["exchange", "--instructions-per-second", "2e9"],
+        "--instructions-per-second is not used with one message size",
+        "--sizes",
+    );
+    refused(&["pingpong", "--output", "-"], "--output -", "--json -");
+    let o = run(&["pingpong", "--quiet"]);
+    common::assert_usage_output(&o, "--quiet without --output or --json", "--quiet");
+    assert!(stderr(&o).contains("hint: add --json FILE or --output DIR"));
+    // transpose has no sizes to give: clap itself refuses them.
+    let o = run(&["transpose", "--n", "8", "--sizes", "8"]);
+    common::assert_usage_output(&o, "--sizes", "transpose --sizes");
+    // timer: --sim-config is the simulator's.
+    let o = run(&["timer", "--samples", "1000", "--sim-config", "ncube7"]);
+    common::assert_usage_output(&o, "--sim-config is not used by timer", "timer");
+    assert!(stdout(&o).is_empty());
+    let o = run(&["timer", "--backend", "tcp", "--sim-config", "ncube7"]);
+    common::assert_usage_output(&o, "--sim-config is not used by the tcp backend", "timer");
+}
+
+/// The CPUs this process may run on, as /proc writes them (`0-3,6`).
+fn allowed_cpus() -> Vec<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    let mut out = Vec::new();
+    for item in list.split(',') {
+        match item.split_once('-') {
+            Some((a, b)) => out.extend(a.parse::<usize>().unwrap()..=b.parse().unwrap()),
+            None => out.push(item.parse().unwrap()),
+        }
+    }
+    out
+}
+
+#[test]
+fn cpu_lists_are_checked_against_the_host_before_any_rank_starts() {
+    let allowed = allowed_cpus();
+    let beyond = (allowed.iter().max().unwrap() + 1).to_string();
+    let first = allowed[0].to_string();
+    for backend in ["shm", "tcp"] {
+        let list = format!("{beyond},{first}");
+        refused(
+            &["pingpong", "--backend", backend, "--cpus", &list],
+            &format!("--cpus {list}: CPU {beyond} "),
+            &format!("--cpus {first}"),
+        );
+    }
+    if let [a, b, ..] = allowed[..] {
+        let list = format!("{a},{b}");
+        refused(
+            &["pingpong", "--cpus", &list, "--ranks", "3"],
+            &format!("--cpus {list}: 2 CPUs for 3 ranks"),
+            "one CPU per rank",
+        );
+    }
+    refused(
+        &["pingpong", "--cpus", &format!("{first},{first}")],
+        "more than once",
+        "--cpus 0,1",
+    );
+}
+
+#[test]
+fn bad_rendezvous_and_ranks_are_usage_errors() {
+    let tcp = [
+        "pingpong",
+        "--backend",
+        "tcp",
+        "--rank",
+        "0",
+        "--ranks",
+        "2",
+    ];
+    for (addr, why) in [
+        ("node1", "no port"),
+        (":7000", "no host"),
+        ("127.0.0.1:0", "port 0"),
+        ("127.0.0.1:http", "not a number"),
+        ("no-such-host.invalid:7000", "cannot resolve"),
+    ] {
+        let mut a = tcp.to_vec();
+        a.extend_from_slice(&["--rendezvous", addr]);
+        refused(&a, why, "--rendezvous node1:7000");
+    }
+    for host in ["192.0.2.1", "no-such-host.invalid"] {
+        refused(
+            &["pingpong", "--backend", "tcp", "--bind", host],
+            &format!("--bind {host}: cannot listen there"),
+            "--bind 127.0.0.1",
+        );
+    }
+    // --size is still accepted for the rank count; --rank needs it.
+    refused(
+        &["pingpong", "--backend", "tcp", "--rank", "5", "--size", "2"],
+        "rank 5 is out of range for 2 ranks",
+        "--rank/--ranks",
+    );
+    let o = run(&["pingpong", "--rank", "1"]);
+    common::assert_usage_output(&o, "--ranks", "--rank without --ranks");
+}
+
+#[test]
+fn timer_json_on_standard_output_is_the_json_alone() {
+    let o = run(&["timer", "--samples", "2000", "--json", "-"]);
+    assert_ok(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON alone");
+    assert_eq!(v["samples"], 2000);
 }

@@ -21,11 +21,13 @@ pub struct ReportArgs {
     #[arg(value_name = "FILE.json")]
     pub file: PathBuf,
 
-    /// text (the summary of seed 000 Appendix C with the fitted models), markdown or csv.
+    /// text (the summary of Luecke et al. 2009, Appendix C, with the fitted models), markdown
+    /// or csv.
     #[arg(long, value_enum, default_value_t = Format::Text, value_name = "FORMAT")]
     pub format: Format,
 
-    /// text: add each size's distribution and the timer's (the full output of seed 000 sec. 5).
+    /// text: add each size's distribution and the timer's (the full output of Luecke et al.
+    /// 2009 §5).
     #[arg(long)]
     pub full: bool,
 }
@@ -54,7 +56,7 @@ pub struct PlotArgs {
 /// `commbench report --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// The summary of seed 000 Appendix C with the fitted models.
+    /// The summary of Luecke et al. 2009, Appendix C, with the fitted models.
     Text,
     /// A Markdown table per pattern.
     Markdown,

@@ -37,14 +37,17 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// COMMS1 ping-pong between two ranks, timed with the method of seed 000 (sec. 3).
-    Pingpong(PingpongArgs),
-    /// COMMS2 exchange: both ranks send to each other at once, then return the messages.
-    Exchange(PingpongArgs),
+    /// Ping-pong between two ranks (Hockney's COMMS1), timed with the method of Luecke et al.
+    /// 2009 §3.
+    Pingpong(PatternArgs),
+    /// Exchange (Hockney's COMMS2): both ranks send to each other at once, then return the
+    /// messages.
+    Exchange(PatternArgs),
     /// Streaming bandwidth: a window of outstanding sends, then a short acknowledgement.
     Bandwidth(BandwidthArgs),
-    /// Seed 003's column transpose: the source sends the columns of an N x N matrix of doubles,
-    /// the dest stores them as rows (packed; on MPI also with a derived vector datatype).
+    /// The column transpose of the Janus ping-pong report: the source sends the columns of an
+    /// N x N matrix of doubles, the dest stores them as rows (packed; on MPI also with a derived
+    /// vector datatype).
     Transpose(TransposeArgs),
     /// Re-render a result document (text, markdown or csv) without measuring again.
     Report(ReportArgs),
@@ -52,17 +55,30 @@ pub enum Command {
     Plot(PlotArgs),
     /// Compare two result documents size by size: ratio of medians, bootstrap CI, rank test.
     Compare(CompareArgs),
-    /// Characterise the clock: overhead and resolution from back-to-back reads (seed 000 sec. 3.1).
+    /// Characterise the clock: overhead and resolution from back-to-back reads (Luecke et al.
+    /// 2009 §3.1).
     Timer(TimerArgs),
     /// List the backends this build knows and whether each is compiled in.
     Backends,
 }
 
+/// The options of a pattern (ping-pong, exchange, bandwidth): the message sizes, the options
+/// every measuring command shares, and the Hockney fit over the sizes.
 #[derive(Debug, Args, Clone)]
-pub struct PingpongArgs {
+pub struct PatternArgs {
     #[command(flatten)]
-    pub backend: BackendArgs,
+    pub sizes: SizeArgs,
 
+    #[command(flatten)]
+    pub common: PingpongArgs,
+
+    #[command(flatten)]
+    pub fit: FitArgs,
+}
+
+/// The message sizes of a pattern (a transpose has one, from its matrix order).
+#[derive(Debug, Args, Clone)]
+pub struct SizeArgs {
     /// Message sizes: a list (1,8,64), powers (1..4M:x2) or linear steps (1..4096:+512).
     /// Suffixes K, M, G are binary (1K = 1024). Size 0 is allowed (the classic latency).
     /// Default: 8 (bandwidth: 1..4M:x2).
@@ -72,6 +88,31 @@ pub struct PingpongArgs {
     /// Sweep 1 B..4 MiB in powers of two (the same as --sizes 1..4M:x2).
     #[arg(long)]
     pub sweep: bool,
+}
+
+/// The help heading of the fit's options.
+const FIT: &str = "Hockney fit";
+
+/// The line fitted through the measured sizes (Hockney's COMMS1), which needs two or more.
+#[derive(Debug, Args, Clone)]
+pub struct FitArgs {
+    /// Where the protocol changes: none (one line), auto (the size that best splits the sweep
+    /// into two linear regimes) or a size (e.g. 4K).
+    #[arg(long, default_value = "auto", value_name = "none|auto|SIZE", value_parser = parse_breakpoint, help_heading = FIT)]
+    pub breakpoint: Breakpoint,
+
+    /// Also express the fitted line in cycles, a + b n, at this many instructions per second
+    /// (the Janus ping-pong report, eq. 3-4).
+    #[arg(long, value_name = "HZ", help_heading = FIT)]
+    pub instructions_per_second: Option<f64>,
+}
+
+/// The options every measuring command shares: the backends and how the ranks are found, the
+/// method's parameters, the outputs.
+#[derive(Debug, Args, Clone)]
+pub struct PingpongArgs {
+    #[command(flatten)]
+    pub backend: BackendArgs,
 
     /// Timed trials per size (ntrial). Default: 10000 (bandwidth: 100).
     #[arg(long, value_name = "N")]
@@ -81,25 +122,27 @@ pub struct PingpongArgs {
     #[arg(long, value_name = "N")]
     pub warmup: Option<u64>,
 
-    /// Fix npp, the iterations per timing loop, instead of calculating it (seed 000 sec. 3.3).
-    /// A list (1,9,18,36,72,144,15000) measures every size once per value: the npp study of
-    /// seed 000 Tables 4.1-4.3.
+    /// Fix npp, the ping-pongs per timing loop, instead of calculating it from the timer
+    /// resolution (Luecke et al. 2009 §3.3). A list (1,9,18,36,72,144,15000) measures every
+    /// size once per value: the npp study of Luecke et al. 2009, Tables 4.1-4.3.
     #[arg(long, value_name = "N[,N...]")]
     pub npp: Option<String>,
 
-    /// res_npp: a timing loop should last at least res_npp x the timer resolution.
+    /// res_npp: a timing loop should last at least res_npp x the timer resolution (when npp is
+    /// calculated, without --npp).
     #[arg(long, default_value_t = 50, value_name = "N")]
     pub res_npp: u64,
 
-    /// npp_init: ping-pongs per loop while estimating the ping-pong time.
+    /// npp_init: ping-pongs per loop while estimating the ping-pong time (without --npp).
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub npp_init: u64,
 
-    /// npptrial: loops used to estimate the ping-pong time.
+    /// npptrial: loops used to estimate the ping-pong time (without --npp).
     #[arg(long, default_value_t = 200, value_name = "N")]
     pub npp_trials: u64,
 
-    /// Filtered analysis: remove trials above this multiple of the median (seed 000 sec. 3.4).
+    /// Filtered analysis: remove trials above this multiple of the median (Luecke et al. 2009
+    /// §3.4).
     #[arg(long, default_value_t = 2.0, value_name = "X")]
     pub cut_coef: f64,
 
@@ -114,15 +157,6 @@ pub struct PingpongArgs {
     #[arg(long, default_value_t = 1, value_name = "RANK")]
     pub dest: u32,
 
-    /// Hockney fit (seed 002): none, auto (find the size that best splits the sweep into two
-    /// linear regimes) or a size where the protocol changes (e.g. 4K).
-    #[arg(long, default_value = "auto", value_name = "none|auto|SIZE", value_parser = parse_breakpoint)]
-    pub breakpoint: Breakpoint,
-
-    /// Also express the fitted line in cycles, a + b n (seed 003 eq. 3-4).
-    #[arg(long, value_name = "HZ")]
-    pub instructions_per_second: Option<f64>,
-
     #[command(flatten)]
     pub out: OutputArgs,
 }
@@ -130,7 +164,7 @@ pub struct PingpongArgs {
 #[derive(Debug, Args, Clone)]
 pub struct BandwidthArgs {
     #[command(flatten)]
-    pub common: PingpongArgs,
+    pub common: PatternArgs,
 
     /// Sends outstanding per window (as osu_bw). A window's buffers are capped at 64 MiB per
     /// rank; a smaller effective window is recorded per point.
@@ -144,12 +178,12 @@ pub struct BandwidthArgs {
 
 #[derive(Debug, Args, Clone)]
 pub struct TransposeArgs {
-    #[command(flatten)]
-    pub common: PingpongArgs,
-
     /// Matrix order N (the message is N x N doubles).
     #[arg(long, value_name = "N")]
     pub n: usize,
+
+    #[command(flatten)]
+    pub common: PingpongArgs,
 }
 
 /// The help heading of the options for runs across hosts.
@@ -166,12 +200,14 @@ pub struct BackendArgs {
     #[arg(long, value_name = "CLOCK", help_heading = "mpi", ignore_case = true)]
     pub clock: Option<ClockArg>,
 
-    /// Ranks to start locally (default: enough for --source and --dest). The simulator always
-    /// runs every node of its hypercube.
-    #[arg(long, value_name = "N")]
+    /// Ranks in the run (default: enough for --source and --dest): started here, or with
+    /// --rank the size of a run started by hand. Not with sim (it runs every node of its
+    /// machine) nor under MPI (mpirun -np decides).
+    #[arg(long, value_name = "N", alias = "nranks", alias = "size")]
     pub ranks: Option<u32>,
 
-    /// Seconds without progress after which a wait is an error naming the silent peer.
+    /// Seconds without progress after which a wait is an error naming the silent peer (not
+    /// with sim, whose clock is virtual).
     #[arg(long, default_value_t = 30.0, value_name = "SECS")]
     pub timeout: f64,
 
@@ -188,7 +224,8 @@ pub struct BackendArgs {
     #[arg(long, value_name = "POLICY", help_heading = "shm")]
     pub wait: Option<WaitArg>,
 
-    /// shm, tcp: pin rank i to the i-th CPU of this list, cycling (e.g. 0,2 or 0-3).
+    /// shm, tcp: pin rank i to the i-th CPU of this list (e.g. 0,1 or 0-3), one CPU per rank;
+    /// a single CPU holds every rank. Each must be one this process may run on.
     #[arg(long, value_name = "LIST", help_heading = "shm")]
     pub cpus: Option<String>,
 
@@ -196,23 +233,21 @@ pub struct BackendArgs {
     #[arg(long, value_name = "NAME|FILE", help_heading = "sim")]
     pub sim_config: Option<String>,
 
-    /// Join a multi-process run as this rank (otherwise from the launcher's environment).
-    #[arg(long, value_name = "R", requires = "size", help_heading = HOSTS)]
+    /// shm, tcp: join a run started by hand as this rank of --ranks N (otherwise the rank
+    /// comes from the launcher's environment).
+    #[arg(long, value_name = "R", requires = "ranks", help_heading = HOSTS)]
     pub rank: Option<u32>,
 
-    /// Number of ranks of a multi-process run (with --rank).
-    #[arg(long, value_name = "N", requires = "rank", help_heading = HOSTS)]
-    pub size: Option<u32>,
-
-    /// HOST:PORT where rank 0 holds the rendezvous of a multi-process run (tcp; shm under a
-    /// launcher). Also COMMBENCH_RENDEZVOUS; the run's token comes from COMMBENCH_TOKEN.
+    /// tcp: HOST:PORT where rank 0 holds the rendezvous of a run across hosts. Also
+    /// COMMBENCH_RENDEZVOUS; the run's token comes from COMMBENCH_TOKEN.
     #[arg(long, value_name = "HOST:PORT", help_heading = HOSTS)]
     pub rendezvous: Option<String>,
 }
 
 #[derive(Debug, Args, Clone)]
 pub struct OutputArgs {
-    /// Write the full output, the summary and the JSON result document into this directory.
+    /// Write the full output, the summary and the JSON result document into this directory
+    /// (for the document alone on standard output, --json -).
     #[arg(long, short = 'o', value_name = "DIR")]
     pub output: Option<PathBuf>,
 
@@ -224,7 +259,7 @@ pub struct OutputArgs {
     #[arg(long)]
     pub full: bool,
 
-    /// Print nothing on success but the output files' names.
+    /// Print nothing on success but the output files' names (with --output or --json).
     #[arg(long, short = 'q')]
     pub quiet: bool,
 
@@ -237,7 +272,7 @@ pub struct OutputArgs {
 /// The timer characterisation's size, shared by the measuring commands and `timer`.
 #[derive(Debug, Args, Clone)]
 pub struct ClockSamples {
-    /// Back-to-back clock-read pairs for the timer characterisation (seed 000 sec. 3.1).
+    /// Back-to-back clock-read pairs for the timer characterisation (Luecke et al. 2009 §3.1).
     #[arg(long, default_value_t = 1 << 24, value_name = "N")]
     pub samples: u64,
 }
@@ -250,7 +285,7 @@ pub struct TimerBackend {
     #[arg(long, value_name = "NAME")]
     pub backend: Option<String>,
 
-    /// sim: a preset or a TOML file.
+    /// With --backend sim: a preset (ncube7, generic) or a TOML file.
     #[arg(long, value_name = "NAME|FILE")]
     pub sim_config: Option<String>,
 }
@@ -263,7 +298,8 @@ pub struct TimerArgs {
     #[command(flatten)]
     pub on: TimerBackend,
 
-    /// Write the characterisation as JSON to this file ('-' for standard output).
+    /// Write the characterisation as JSON to this file ('-': standard output, which then
+    /// holds the JSON alone).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }
@@ -331,20 +367,39 @@ fn parse_breakpoint(s: &str) -> Result<Breakpoint, String> {
         .map_err(|e| format!("{}; use none, auto or a size such as 4K", e.reason()))
 }
 
-impl BackendArgs {
-    /// The backend-specific options given on this command line, by flag.
-    pub fn given(&self) -> Vec<&'static str> {
-        let set = [
-            ("--poll", self.poll),
-            ("--bind", self.bind.is_some()),
-            ("--wait", self.wait.is_some()),
-            ("--cpus", self.cpus.is_some()),
-            ("--sim-config", self.sim_config.is_some()),
-            ("--clock", self.clock.is_some()),
-        ];
-        set.into_iter()
-            .filter(|(_, on)| *on)
-            .map(|(f, _)| f)
-            .collect()
+/// The options given on the command line (not left at their defaults) of the subcommand run,
+/// by long flag (`--ranks` also when spelt with an alias): what decides whether an option the
+/// run would not use was given.
+#[derive(Debug, Clone, Default)]
+pub struct Given(Vec<String>);
+
+impl Given {
+    /// The subcommand's options that `m`, parsed by `cmd`, took from the command line.
+    pub fn from_matches(cmd: &clap::Command, m: &clap::ArgMatches) -> Self {
+        let Some((name, sub)) = m.subcommand() else {
+            return Given::default();
+        };
+        let Some(sc) = cmd.find_subcommand(name) else {
+            return Given::default();
+        };
+        Given(
+            sc.get_arguments()
+                .filter(|a| {
+                    sub.value_source(a.get_id().as_str())
+                        == Some(clap::parser::ValueSource::CommandLine)
+                })
+                .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+                .collect(),
+        )
+    }
+
+    /// Whether `flag` (`--name`) was given.
+    pub fn has(&self, flag: &str) -> bool {
+        self.0.iter().any(|f| f == flag)
+    }
+
+    /// The flags given, in the order the command declares them.
+    pub fn flags(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(String::as_str)
     }
 }

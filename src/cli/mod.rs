@@ -15,18 +15,28 @@ mod record;
 mod run;
 mod signals;
 
-use args::{Cli, Command, TimerArgs};
+use args::{Cli, Command, Given, TimerArgs};
 use backend::BACKENDS;
 use clap::error::ErrorKind;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use commbench::core::method::PatternKind;
 use fatal::{Fatal, EXIT_USAGE};
 use std::process::ExitCode;
 
 /// Parse the command line, do what it says, and turn the outcome into an exit code.
 pub fn main() -> ExitCode {
-    let result = match Cli::try_parse() {
-        Ok(cli) => dispatch(cli.cmd),
+    let mut cmd = Cli::command();
+    let parsed = match cmd.try_get_matches_from_mut(std::env::args_os()) {
+        Ok(m) => {
+            let given = Given::from_matches(&cmd, &m);
+            Cli::from_arg_matches(&m)
+                .map(|cli| (cli, given))
+                .map_err(|e| e.format(&mut cmd))
+        }
+        Err(e) => Err(e),
+    };
+    let result = match parsed {
+        Ok((cli, given)) => dispatch(cli.cmd, &given),
         // --help and --version print and succeed.
         Err(e) if !e.use_stderr() => {
             let _ = e.print();
@@ -85,10 +95,14 @@ fn usage_from_clap(e: &clap::Error) -> Fatal {
     Fatal::usage(reason, hint)
 }
 
-fn dispatch(cmd: Command) -> Result<(), Fatal> {
+fn dispatch(cmd: Command, given: &Given) -> Result<(), Fatal> {
     match cmd {
-        Command::Pingpong(a) => plan::pattern(PatternKind::PingPong, a).and_then(run::measure),
-        Command::Exchange(a) => plan::pattern(PatternKind::Exchange, a).and_then(run::measure),
+        Command::Pingpong(a) => {
+            plan::pattern(PatternKind::PingPong, a, given).and_then(run::measure)
+        }
+        Command::Exchange(a) => {
+            plan::pattern(PatternKind::Exchange, a, given).and_then(run::measure)
+        }
         Command::Bandwidth(b) => {
             if b.window == 0 {
                 return Err(Fatal::usage(
@@ -101,10 +115,10 @@ fn dispatch(cmd: Command) -> Result<(), Fatal> {
             } else {
                 PatternKind::Bandwidth { window: b.window }
             };
-            plan::pattern(kind, b.common).and_then(run::measure)
+            plan::pattern(kind, b.common, given).and_then(run::measure)
         }
-        Command::Transpose(t) => plan::transpose(t.n, t.common).and_then(run::measure),
-        Command::Timer(a) => timer(a),
+        Command::Transpose(t) => plan::transpose(t.n, t.common, given).and_then(run::measure),
+        Command::Timer(a) => timer(a, given),
         Command::Report(a) => analyze::report(a),
         Command::Plot(a) => analyze::plot(a),
         Command::Compare(a) => analyze::compare(a),
@@ -130,15 +144,35 @@ fn list_backends() {
 }
 
 /// `commbench timer [--backend B]`: characterise this process's clock, or rank 0's on B.
-fn timer(a: TimerArgs) -> Result<(), Fatal> {
-    commbench::core::method::check_timer_samples(a.clock.samples)
-        .map_err(|e| args::invalid_method(e, "for example --samples 16777216"))?;
+/// With `--json -` standard output holds the JSON alone.
+fn timer(a: TimerArgs, given: &Given) -> Result<(), Fatal> {
+    if a.clock.samples == 0 {
+        return Err(Fatal::usage(
+            "--samples 0: need at least one pair of clock reads",
+            "for example --samples 16777216",
+        ));
+    }
     let samples = a.clock.samples;
-    let report = match a.on.backend {
-        None => backend::monotonic_timer("CLOCK_MONOTONIC".into(), samples),
-        Some(name) => backend::for_timer(&name, a.on.sim_config)?.timer(samples)?,
+    let chosen = match a.on.backend {
+        None => {
+            if given.has("--sim-config") {
+                return Err(Fatal::usage(
+                    "--sim-config is not used by timer without --backend sim",
+                    "add --backend sim to characterise the simulated machine's clock, or drop --sim-config",
+                ));
+            }
+            None
+        }
+        Some(name) => Some(backend::for_timer(&name, a.on.sim_config)?),
     };
-    print!("{}", commbench::render::text::timer_report(&report));
+    let report = match chosen {
+        None => backend::monotonic_timer("CLOCK_MONOTONIC".into(), samples),
+        Some(b) => b.timer(samples)?,
+    };
+    let json_to_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    if !json_to_stdout {
+        print!("{}", commbench::render::text::timer_report(&report));
+    }
     if let Some(p) = a.json {
         files::write_json_value(&p, &report)?;
     }

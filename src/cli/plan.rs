@@ -2,14 +2,15 @@
 //! found here, before anything starts, and is a usage error (exit 2) with one line and a hint.
 
 use super::args::{
-    choice_name, invalid_method, BackendArgs, OutputArgs, PingpongArgs, ProgressWhen,
+    choice_name, invalid_method, BackendArgs, FitArgs, Given, OutputArgs, PatternArgs,
+    PingpongArgs, ProgressWhen, SizeArgs,
 };
 use super::fatal::Fatal;
 use crate::cli::backend::{self, Chosen, Job};
 use commbench::analysis::document::RunConfig;
 use commbench::analysis::fit::{self, Breakpoint};
 use commbench::core::method::transpose::Transpose;
-use commbench::core::method::{limits, Invalid, MethodConfig, NppChoice, PatternKind, Setting};
+use commbench::core::method::{MethodConfig, NppChoice, PatternKind};
 use commbench::spec;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -76,7 +77,7 @@ impl Plan {
 }
 
 /// The default sizes of a pattern: 8 bytes, or the whole sweep for streaming.
-fn sizes_spec(a: &PingpongArgs, streaming: bool) -> String {
+fn sizes_spec(a: &SizeArgs, streaming: bool) -> String {
     match (&a.sizes, a.sweep || streaming) {
         (Some(s), _) => s.clone(),
         (None, true) => "1..4M:x2".to_string(),
@@ -84,8 +85,18 @@ fn sizes_spec(a: &PingpongArgs, streaming: bool) -> String {
     }
 }
 
-/// `--npp`: calculated (seed 000 §3.3), one value, or the npp study.
-fn npp_choice(a: &PingpongArgs) -> Result<NppChoice, Fatal> {
+/// `--npp`: calculated (seed 000 §3.3), one value, or the npp study. The options of the
+/// calculation are refused beside `--npp`, which would ignore them.
+fn npp_choice(a: &PingpongArgs, given: &Given) -> Result<NppChoice, Fatal> {
+    if a.npp.is_some() {
+        let calc = ["--res-npp", "--npp-init", "--npp-trials"];
+        if let Some(flag) = calc.into_iter().find(|f| given.has(f)) {
+            return Err(Fatal::usage(
+                format!("{flag} is not used with --npp: npp is fixed, not calculated"),
+                format!("drop {flag}, or drop --npp to calculate npp from the timer resolution"),
+            ));
+        }
+    }
     let Some(list) = a.npp.as_deref() else {
         return Ok(NppChoice::Auto {
             res_npp: a.res_npp,
@@ -107,12 +118,17 @@ fn npp_choice(a: &PingpongArgs) -> Result<NppChoice, Fatal> {
 }
 
 /// The method's parameters of a pattern run (sizes, trials, npp, ...).
-fn method(a: &PingpongArgs, sizes: Vec<u64>, streaming: bool) -> Result<MethodConfig, Fatal> {
+fn method(
+    a: &PingpongArgs,
+    sizes: Vec<u64>,
+    streaming: bool,
+    given: &Given,
+) -> Result<MethodConfig, Fatal> {
     Ok(MethodConfig {
         sizes,
         trials: a.trials.unwrap_or(if streaming { 100 } else { 10_000 }),
         warmup: a.warmup.unwrap_or(if streaming { 10 } else { 100 }),
-        npp: npp_choice(a)?,
+        npp: npp_choice(a, given)?,
         cut_coef: a.cut_coef,
         timer_samples: a.clock.samples,
         source: a.source,
@@ -120,9 +136,23 @@ fn method(a: &PingpongArgs, sizes: Vec<u64>, streaming: bool) -> Result<MethodCo
     })
 }
 
-/// `--breakpoint SIZE` needs two measured sizes on each side; `--instructions-per-second`
-/// must be positive.
-fn check_fit(a: &PingpongArgs, sizes: &[u64]) -> Result<(), Fatal> {
+/// The fit's options: a line needs two sizes or more, `--breakpoint SIZE` two measured sizes
+/// on each side; `--instructions-per-second` must be positive.
+fn check_fit(a: &FitArgs, sizes: &[u64], given: &Given) -> Result<(), Fatal> {
+    let mut distinct = sizes.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() < 2 {
+        let flag = ["--breakpoint", "--instructions-per-second"]
+            .into_iter()
+            .find(|f| given.has(f));
+        if let Some(flag) = flag {
+            return Err(Fatal::usage(
+                format!("{flag} is not used with one message size: there is no line to fit"),
+                format!("measure a sweep (--sweep or --sizes 1..4M:x2) or drop {flag}"),
+            ));
+        }
+    }
     if let Breakpoint::At(at) = a.breakpoint {
         fit::validate_breakpoint(sizes, at).map_err(|e| {
             Fatal::usage(
@@ -154,11 +184,11 @@ fn timeout(b: &BackendArgs) -> Result<Duration, Fatal> {
     Ok(Duration::from_secs_f64(b.timeout))
 }
 
-/// Ranks of the run: `--size`, `--ranks`, or enough for `--source` and `--dest`.
+/// Ranks of the run: `--ranks`, or enough for `--source` and `--dest`.
 fn ranks(a: &PingpongArgs) -> Result<u32, Fatal> {
     let b = &a.backend;
     let needed = a.source.max(a.dest) + 1;
-    let ranks = b.size.or(b.ranks).unwrap_or(needed.max(2));
+    let ranks = b.ranks.unwrap_or(needed.max(2));
     if ranks < 2 {
         return Err(Fatal::usage(
             format!("--ranks {ranks}: a ping-pong needs at least 2 ranks"),
@@ -169,12 +199,13 @@ fn ranks(a: &PingpongArgs) -> Result<u32, Fatal> {
 }
 
 /// The plan of a pattern run (ping-pong, exchange, bandwidth).
-pub fn pattern(kind: PatternKind, a: PingpongArgs) -> Result<Plan, Fatal> {
+pub fn pattern(kind: PatternKind, p: PatternArgs, given: &Given) -> Result<Plan, Fatal> {
     let streaming = matches!(
         kind,
         PatternKind::Bandwidth { .. } | PatternKind::BiBandwidth { .. }
     );
-    let spec_text = sizes_spec(&a, streaming);
+    let (a, fit) = (p.common, p.fit);
+    let spec_text = sizes_spec(&p.sizes, streaming);
     let sizes = spec::parse_sizes(&spec_text).map_err(|e| {
         Fatal::usage(
             format!("--sizes: {e}"),
@@ -187,19 +218,13 @@ pub fn pattern(kind: PatternKind, a: PingpongArgs) -> Result<Plan, Fatal> {
             "start the sweep at 1 byte, e.g. --sizes 1..4M:x2",
         ));
     }
-    check_fit(&a, &sizes)?;
-    let method = method(&a, sizes, streaming)?;
-    build(Work::Pattern(kind), a, method, spec_text)
+    check_fit(&fit, &sizes, given)?;
+    let method = method(&a, sizes, streaming, given)?;
+    build(Work::Pattern(kind), a, fit, method, spec_text, given)
 }
 
-/// The plan of seed 003's transpose of an `n x n` matrix.
-pub fn transpose(n: usize, a: PingpongArgs) -> Result<Plan, Fatal> {
-    if a.sizes.is_some() || a.sweep {
-        return Err(Fatal::usage(
-            "transpose measures one N x N matrix: --sizes and --sweep do not apply",
-            "give the matrix order with --n",
-        ));
-    }
+/// The plan of seed 003's transpose of an `n x n` matrix (one size: nothing to fit).
+pub fn transpose(n: usize, a: PingpongArgs, given: &Given) -> Result<Plan, Fatal> {
     if n == 0 || n > 16384 {
         return Err(Fatal::usage(
             format!("--n {n}: the matrix order must be 1..=16384"),
@@ -207,13 +232,18 @@ pub fn transpose(n: usize, a: PingpongArgs) -> Result<Plan, Fatal> {
         ));
     }
     let bytes = (n * n * 8) as u64;
-    check_fit(&a, &[bytes])?;
-    let method = method(&a, vec![bytes], false)?;
+    let method = method(&a, vec![bytes], false, given)?;
+    let fit = FitArgs {
+        breakpoint: Breakpoint::Auto,
+        instructions_per_second: None,
+    };
     build(
         Work::Transpose(Transpose { n }),
         a,
+        fit,
         method,
         format!("{n}x{n} doubles"),
+        given,
     )
 }
 
@@ -222,13 +252,27 @@ pub fn transpose(n: usize, a: PingpongArgs) -> Result<Plan, Fatal> {
 fn build(
     work: Work,
     a: PingpongArgs,
+    fit: FitArgs,
     method: MethodConfig,
     spec_text: String,
+    given: &Given,
 ) -> Result<Plan, Fatal> {
     let b = &a.backend;
     let timeout = timeout(b)?;
     let ranks = ranks(&a)?;
-    let backends = backend::choose(b, timeout)?;
+    let outputs = outputs(&a.out, b)?;
+    let transpose = match work {
+        Work::Transpose(t) => Some(t),
+        Work::Pattern(_) => None,
+    };
+    let job = Job {
+        ranks,
+        timeout,
+        manual: b.rank.zip(b.ranks),
+        rendezvous: b.rendezvous.clone(),
+        transpose,
+    };
+    let backends = backend::choose(b, given, &job)?;
     let fixed = backends.iter().find_map(Chosen::fixed_ranks);
     if ranks > 1024 && fixed.is_none() {
         return Err(Fatal::usage(
@@ -247,87 +291,17 @@ fn build(
         };
         invalid_method(e, hint)
     })?;
-    let all_here = commbench::core::launch::RankEnv::detect(
-        b.rank.zip(b.size),
-        b.rendezvous.as_deref(),
-        ranks,
-    )
-    .is_ok_and(|e| e.is_local_launcher());
-    check_limits(work, &method, &backends, all_here, size)?;
     let config = record(&a, &method, work, spec_text, timeout);
-    let transpose = match work {
-        Work::Transpose(t) => Some(t),
-        Work::Pattern(_) => None,
-    };
     Ok(Plan {
         work,
         backends,
         method,
-        job: Job {
-            ranks,
-            timeout,
-            manual: b.rank.zip(b.size),
-            rendezvous: b.rendezvous.clone(),
-            transpose,
-        },
-        breakpoint: a.breakpoint,
-        instructions_per_second: a.instructions_per_second,
+        job,
+        breakpoint: fit.breakpoint,
+        instructions_per_second: fit.instructions_per_second,
         config,
-        outputs: outputs(&a.out),
+        outputs,
     })
-}
-
-/// What the run would need against what its backends carry, this host holds and a run may
-/// last (core `method::limits`): a window over its bound, a size over a backend's largest
-/// message, buffers or trial times beyond the memory available here or the address-space
-/// limit, and a run whose least duration is over a week are usage errors, found before any
-/// rank starts. `all_here`: commbench starts every rank on this host.
-fn check_limits(
-    work: Work,
-    method: &MethodConfig,
-    backends: &[Chosen],
-    all_here: bool,
-    ranks: u32,
-) -> Result<(), Fatal> {
-    let help = "see `commbench pingpong --help` and docs/methodology.md (limits)";
-    let fail = |e: Invalid| match work {
-        Work::Transpose(t) if e.setting == Setting::Sizes => Fatal::usage(
-            format!("--n {}: {}", t.n, e.reason),
-            e.hint
-                .unwrap_or_else(|| "a smaller matrix, e.g. --n 256".into()),
-        ),
-        _ => invalid_method(e, help),
-    };
-    let buffers = |s: u64| match work {
-        Work::Pattern(k) => k.buffer_bytes(s),
-        Work::Transpose(t) => t.buffer_bytes(),
-    };
-    let trips = |s: u64| match work {
-        Work::Pattern(k) => k.trips_per_iteration(s),
-        Work::Transpose(_) => 1,
-    };
-    if let Work::Pattern(k) = work {
-        k.check().map_err(fail)?;
-    }
-    let place = limits::Placement { all_here };
-    let host = limits::HostMemory::of_this_process();
-    for b in backends {
-        let t = b.transport(ranks);
-        limits::check_transport_space(&t, &host).map_err(|e| {
-            Fatal::usage(
-                format!("--ranks {ranks}: {e}"),
-                "fewer ranks, or raise the limit with `ulimit -v`",
-            )
-        })?;
-        // A transpose sends columns, not its matrix.
-        if let Work::Pattern(_) = work {
-            limits::check_sizes(&method.sizes, &t).map_err(fail)?;
-        }
-        limits::check_memory(method, &method.sizes, &buffers, &t, place, &host).map_err(fail)?;
-    }
-    limits::RunCost::new(method, &method.sizes, &trips, 0.0)
-        .check(method)
-        .map_err(fail)
 }
 
 /// The run configuration as the result document records it: the options as given.
@@ -360,12 +334,28 @@ fn record(
     }
 }
 
-fn outputs(o: &OutputArgs) -> Outputs {
-    Outputs {
+/// Where the results go. `--output -` is refused (standard output cannot hold a directory),
+/// and so is `--quiet` with nowhere to write the results, on the rank that reports them.
+fn outputs(o: &OutputArgs, b: &BackendArgs) -> Result<Outputs, Fatal> {
+    if o.output.as_ref().is_some_and(|d| d.as_os_str() == "-") {
+        return Err(Fatal::usage(
+            "--output -: --output names a directory for three files; standard output cannot hold them",
+            "use --json - for the result document on standard output, or --output DIR",
+        ));
+    }
+    // Rank 0 reports; a rank started by hand as another one prints nothing either way.
+    let reporting = b.rank.unwrap_or(0) == 0;
+    if o.quiet && o.output.is_none() && o.json.is_none() && reporting {
+        return Err(Fatal::usage(
+            "--quiet without --output or --json would measure and keep nothing",
+            "add --json FILE or --output DIR, or drop --quiet to see the report",
+        ));
+    }
+    Ok(Outputs {
         dir: o.output.clone(),
         json: o.json.clone(),
         full: o.full,
         quiet: o.quiet,
         progress: o.progress,
-    }
+    })
 }

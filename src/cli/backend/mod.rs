@@ -34,11 +34,10 @@ mod sim;
 #[cfg(feature = "tcp")]
 mod tcp;
 
-use crate::cli::args::BackendArgs;
+use crate::cli::args::{BackendArgs, Given};
 use crate::cli::fatal::Fatal;
-use commbench::core::launch::RankEnv;
+use commbench::core::launch::{Launcher, RankEnv};
 use commbench::core::method::engine::Collected;
-use commbench::core::method::limits::Transport;
 use commbench::core::method::timer::{self, TimerReport};
 use commbench::core::method::transpose::Transpose;
 use commbench::core::transport::clock;
@@ -63,7 +62,17 @@ pub struct BackendName {
     pub about: &'static str,
     /// The backend-specific options it takes.
     pub options: &'static [&'static str],
+    /// The options of the run (see [`RUN_OPTIONS`]) it uses when it runs on its own.
+    pub run_options: &'static [&'static str],
 }
+
+/// The options of a run that not every backend uses: how many ranks, how they are found, how
+/// long a wait may last. Beside MPI only `--timeout` is used: the launcher starts the ranks and
+/// MPI connects them.
+pub const RUN_OPTIONS: &[&str] = &["--ranks", "--rank", "--rendezvous", "--timeout"];
+
+/// The options of a run that the backends measured beside MPI use.
+const BESIDE_MPI: &[&str] = &["--timeout"];
 
 /// Every backend commbench knows by name; the first compiled one is the default.
 pub const BACKENDS: &[BackendName] = &[
@@ -74,6 +83,7 @@ pub const BACKENDS: &[BackendName] = &[
         implemented: true,
         about: "shared memory between processes on one host (default)",
         options: &["--wait", "--cpus"],
+        run_options: &["--ranks", "--rank", "--timeout"],
     },
     BackendName {
         name: "tcp",
@@ -82,6 +92,7 @@ pub const BACKENDS: &[BackendName] = &[
         implemented: true,
         about: "raw TCP sockets, on loopback or across hosts",
         options: &["--poll", "--bind", "--cpus"],
+        run_options: &["--ranks", "--rank", "--rendezvous", "--timeout"],
     },
     BackendName {
         name: "sim",
@@ -90,6 +101,7 @@ pub const BACKENDS: &[BackendName] = &[
         implemented: true,
         about: "simulated NCUBE-style hypercube on a virtual clock",
         options: &["--sim-config"],
+        run_options: &[],
     },
     BackendName {
         name: "mpi",
@@ -98,6 +110,7 @@ pub const BACKENDS: &[BackendName] = &[
         implemented: true,
         about: "MPI through rsmpi, under mpirun/srun",
         options: &["--clock"],
+        run_options: &["--timeout"],
     },
     BackendName {
         name: "ofi",
@@ -106,6 +119,7 @@ pub const BACKENDS: &[BackendName] = &[
         implemented: false,
         about: "libfabric",
         options: &[],
+        run_options: &[],
     },
     BackendName {
         name: "ucx",
@@ -114,6 +128,7 @@ pub const BACKENDS: &[BackendName] = &[
         implemented: false,
         about: "UCX",
         options: &[],
+        run_options: &[],
     },
 ];
 
@@ -124,7 +139,7 @@ pub struct Job {
     pub ranks: u32,
     /// How long a wait may see no progress before it is an error naming the silent peer.
     pub timeout: Duration,
-    /// `--rank R --size N`.
+    /// `--rank R --ranks N`.
     pub manual: Option<(u32, u32)>,
     /// `--rendezvous HOST:PORT`.
     pub rendezvous: Option<String>,
@@ -139,8 +154,8 @@ impl Job {
     pub fn rank_env(&self) -> Result<RankEnv, Fatal> {
         RankEnv::detect(self.manual, self.rendezvous.as_deref(), self.ranks).map_err(|e| {
             Fatal::usage(
-                e.to_string(),
-                "check --rank/--size or the launcher's environment",
+                e.reason(),
+                "check --rank/--ranks or the launcher's environment",
             )
         })
     }
@@ -187,9 +202,9 @@ pub trait Backend: Sized {
     /// Its name in [`BACKENDS`].
     const NAME: &'static str;
 
-    /// Its options from the command line, validated (only the options its entry in
-    /// [`BACKENDS`] lists are ever set).
-    fn configure(a: &BackendArgs, timeout: Duration) -> Result<Self, Fatal>;
+    /// Its options from the command line, validated against this host and the run's `job`
+    /// (only the options its entry in [`BACKENDS`] lists are ever set).
+    fn configure(a: &BackendArgs, job: &Job) -> Result<Self, Fatal>;
 
     /// The number of ranks the backend itself fixes, with a line saying why (the simulator's
     /// hypercube); `None` when the command line or the launcher decides.
@@ -209,13 +224,6 @@ pub trait Backend: Sized {
             "backend `{}` cannot run beside MPI",
             Self::NAME
         )))
-    }
-
-    /// What a run of `ranks` ranks can carry and what each of its processes maps, for the
-    /// checks before it starts (any size, nothing mapped, unless the backend says otherwise).
-    fn transport(&self, ranks: u32) -> Transport {
-        let _ = ranks;
-        Transport::unbounded(Self::NAME)
     }
 
     /// The clock of rank 0 on this backend, characterised (seed 000 §3.1).
@@ -251,17 +259,17 @@ pub enum Chosen {
 }
 
 /// The options of the compiled-in backend `name`.
-fn configure(name: &str, a: &BackendArgs, timeout: Duration) -> Result<Chosen, Fatal> {
-    let _ = (a, timeout);
+fn configure(name: &str, a: &BackendArgs, job: &Job) -> Result<Chosen, Fatal> {
+    let _ = (a, job);
     match name {
         #[cfg(feature = "shm")]
-        shm::Shm::NAME => shm::Shm::configure(a, timeout).map(Chosen::Shm),
+        shm::Shm::NAME => shm::Shm::configure(a, job).map(Chosen::Shm),
         #[cfg(feature = "tcp")]
-        tcp::Tcp::NAME => tcp::Tcp::configure(a, timeout).map(Chosen::Tcp),
+        tcp::Tcp::NAME => tcp::Tcp::configure(a, job).map(Chosen::Tcp),
         #[cfg(feature = "sim")]
-        sim::Sim::NAME => sim::Sim::configure(a, timeout).map(Chosen::Sim),
+        sim::Sim::NAME => sim::Sim::configure(a, job).map(Chosen::Sim),
         #[cfg(feature = "mpi")]
-        mpi::MpiBackend::NAME => mpi::MpiBackend::configure(a, timeout).map(Chosen::Mpi),
+        mpi::MpiBackend::NAME => mpi::MpiBackend::configure(a, job).map(Chosen::Mpi),
         other => Err(Fatal::usage(
             format!("backend `{other}` is not compiled in"),
             "see `commbench backends`",
@@ -300,11 +308,6 @@ impl Chosen {
     /// See [`Backend::timer`].
     pub fn timer(&self, samples: u64) -> Result<TimerReport, Fatal> {
         dispatch!(self, b => b.timer(samples))
-    }
-
-    /// See [`Backend::transport`].
-    pub fn transport(&self, ranks: u32) -> Transport {
-        dispatch!(self, b => b.transport(ranks))
     }
 }
 
@@ -385,53 +388,144 @@ fn names(spec: Option<&str>) -> Result<Vec<&'static BackendName>, Fatal> {
     Ok(out)
 }
 
-/// Every backend-specific option given must belong to one of the chosen backends.
-fn check_options(a: &BackendArgs, chosen: &[&BackendName]) -> Result<(), Fatal> {
-    for flag in a.given() {
-        if chosen.iter().any(|b| b.options.contains(&flag)) {
+/// Whether a run of the backends `chosen` uses `flag`: a backend option of one of them, or an
+/// option of the run one of them uses (beside MPI only [`BESIDE_MPI`]).
+fn uses(chosen: &[&BackendName], flag: &str) -> bool {
+    let beside_mpi = chosen.len() > 1 || chosen.iter().any(|b| b.name == "mpi");
+    chosen.iter().any(|b| {
+        b.options.contains(&flag)
+            || (b.run_options.contains(&flag) && (!beside_mpi || BESIDE_MPI.contains(&flag)))
+    })
+}
+
+/// Every option given that only some backends use must be used by the chosen ones: one that
+/// would be ignored is refused, saying why.
+fn check_options(given: &Given, chosen: &[&BackendName]) -> Result<(), Fatal> {
+    for flag in given.flags() {
+        let governed =
+            RUN_OPTIONS.contains(&flag) || BACKENDS.iter().any(|b| b.options.contains(&flag));
+        if !governed || uses(chosen, flag) {
             continue;
         }
+        let names: Vec<&str> = chosen.iter().map(|b| b.name).collect();
+        let who = match names.as_slice() {
+            [one] => format!("the {one} backend"),
+            many => format!("--backend {}", many.join(",")),
+        };
         let owners: Vec<&str> = BACKENDS
             .iter()
             .filter(|b| b.options.contains(&flag))
             .map(|b| b.name)
             .collect();
-        let which = match owners.as_slice() {
-            [one] => format!("the {one} backend"),
-            many => format!("the {} backends", many.join(" and ")),
+        let (reason, hint) = if !owners.is_empty() {
+            (
+                format!(
+                    "{flag} is not used by {who}: it is an option of {}",
+                    owners.join(" and ")
+                ),
+                format!(
+                    "add --backend {} or drop {flag}",
+                    owners.join(" or --backend ")
+                ),
+            )
+        } else if names == ["sim"] && flag == "--timeout" {
+            (
+                format!("{flag} is not used by {who}"),
+                "the simulator's clock is virtual and no wait can stall: drop --timeout".into(),
+            )
+        } else if names == ["sim"] {
+            (
+                format!("{flag} is not used by {who}"),
+                format!(
+                    "the simulator runs every node of its machine in this process (pick the pair \
+                     with --source and --dest): drop {flag}"
+                ),
+            )
+        } else if names.len() > 1 || names == ["mpi"] {
+            (
+                format!("{flag} is not used under MPI ({who})"),
+                format!("mpirun or srun starts the ranks (mpirun -np N) and MPI connects them: drop {flag}"),
+            )
+        } else {
+            let users: Vec<&str> = BACKENDS
+                .iter()
+                .filter(|b| b.run_options.contains(&flag))
+                .map(|b| b.name)
+                .collect();
+            let why = if names == ["shm"] && flag == "--rendezvous" {
+                " (shm ranks share one host and find each other by job id and token)"
+            } else {
+                ""
+            };
+            (
+                format!("{flag} is not used by {who}{why}"),
+                format!(
+                    "add --backend {} or drop {flag}",
+                    users.join(" or --backend ")
+                ),
+            )
         };
-        return Err(Fatal::usage(
-            format!("{flag} applies to {which} only"),
-            format!("add --backend {} or drop it", owners.join(" or --backend ")),
-        ));
+        return Err(Fatal::usage(reason, hint));
     }
     Ok(())
 }
 
-/// The backends of `--backend` with their options, validated.
-pub fn choose(a: &BackendArgs, timeout: Duration) -> Result<Vec<Chosen>, Fatal> {
+/// The backends of `--backend` with their options, validated before anything starts: no option
+/// given that they would not use, `--ranks` agreeing with a launcher's, every backend's options
+/// against this host.
+pub fn choose(a: &BackendArgs, given: &Given, job: &Job) -> Result<Vec<Chosen>, Fatal> {
     let chosen = names(a.backend.as_deref())?;
-    check_options(a, &chosen)?;
-    chosen
-        .iter()
-        .map(|b| configure(b.name, a, timeout))
-        .collect()
+    check_options(given, &chosen)?;
+    if uses(&chosen, "--ranks") {
+        let env = job.rank_env()?;
+        let external = !matches!(
+            env.launcher,
+            Launcher::Local | Launcher::LocalChild | Launcher::Manual
+        );
+        if external && given.has("--ranks") && env.size != job.ranks {
+            return Err(Fatal::usage(
+                format!(
+                    "--ranks {}: the launcher ({}) started {} ranks",
+                    job.ranks,
+                    launcher_name(&env),
+                    env.size
+                ),
+                "under mpirun or srun the launcher decides the ranks: drop --ranks",
+            ));
+        }
+    }
+    chosen.iter().map(|b| configure(b.name, a, job)).collect()
 }
 
 /// The one backend `commbench timer --backend NAME` characterises, with the options of the
-/// command that apply to it (`--sim-config` to the simulator; elsewhere it is ignored).
+/// command that apply to it (`--sim-config`, to the simulator only).
 pub fn for_timer(name: &str, sim_config: Option<String>) -> Result<Chosen, Fatal> {
     let b = resolve(Some(name))?;
+    if sim_config.is_some() && !b.options.contains(&"--sim-config") {
+        return Err(Fatal::usage(
+            format!("--sim-config is not used by the {} backend", b.name),
+            "--sim-config describes the simulated machine: use --backend sim, or drop --sim-config",
+        ));
+    }
     let a = BackendArgs {
-        sim_config: sim_config.filter(|_| b.options.contains(&"--sim-config")),
+        sim_config,
         ..BackendArgs::default()
     };
-    configure(b.name, &a, Duration::from_secs(30))
+    let job = Job {
+        ranks: 1,
+        timeout: Duration::from_secs(30),
+        manual: None,
+        rendezvous: None,
+        transpose: None,
+    };
+    configure(b.name, &a, &job)
 }
 
-/// `--cpus` as a list of CPU numbers (empty: no pinning).
+/// `--cpus` as a list of CPU numbers (empty: no pinning), checked before any rank starts: CPUs
+/// this process may run on, and one per rank of the run or one for all.
 #[cfg(any(feature = "tcp", feature = "shm"))]
-fn cpu_list(a: &BackendArgs) -> Result<Vec<usize>, Fatal> {
+fn cpu_list(a: &BackendArgs, job: &Job) -> Result<Vec<usize>, Fatal> {
+    use commbench::core::launch::affinity;
     let Some(c) = &a.cpus else {
         return Ok(Vec::new());
     };
@@ -441,13 +535,27 @@ fn cpu_list(a: &BackendArgs) -> Result<Vec<usize>, Fatal> {
             "for example --cpus 0,1 or --cpus 0-3",
         )
     })?;
-    let online = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    if let Some(bad) = cpus.iter().find(|&&c| c >= 1024) {
+    let allowed = affinity::allowed().map_err(|e| Fatal::run(format!("--cpus {c}: {e}"), None))?;
+    affinity::check_cpus(&cpus, &allowed, affinity::online().as_deref()).map_err(|e| {
+        let example: Vec<String> = allowed.iter().take(2).map(|x| x.to_string()).collect();
+        Fatal::usage(
+            format!("--cpus {c}: {}", e.reason()),
+            format!(
+                "pick CPUs among {} (for example --cpus {})",
+                affinity::format_list(&allowed),
+                example.join(",")
+            ),
+        )
+    })?;
+    let size = job.rank_env()?.size;
+    if cpus.len() != 1 && cpus.len() != size as usize {
         return Err(Fatal::usage(
-            format!("--cpus: CPU {bad} does not exist"),
-            format!("this host has {online} CPUs"),
+            format!("--cpus {c}: {} CPUs for {size} ranks", cpus.len()),
+            format!(
+                "give one CPU per rank (rank i on the i-th), or a single CPU for every rank, \
+                 e.g. --cpus {}",
+                cpus.first().copied().unwrap_or(0)
+            ),
         ));
     }
     Ok(cpus)

@@ -41,16 +41,15 @@ fn init() -> Result<Mpi, Fatal> {
 impl Backend for MpiBackend {
     const NAME: &'static str = "mpi";
 
-    fn configure(a: &BackendArgs, timeout: Duration) -> Result<Self, Fatal> {
+    fn configure(a: &BackendArgs, job: &Job) -> Result<Self, Fatal> {
         let clock = match a.clock {
             None | Some(ClockArg::Wtime) => MpiClock::Wtime,
             Some(ClockArg::Monotonic) => MpiClock::Monotonic,
         };
-        Ok(MpiBackend(MpiConfig { timeout, clock }))
-    }
-
-    fn transport(&self, _ranks: u32) -> commbench::core::method::limits::Transport {
-        commbench_mpi::transport()
+        Ok(MpiBackend(MpiConfig {
+            timeout: job.timeout,
+            clock,
+        }))
     }
 
     fn run<P: Program<Output = ()>>(&self, _job: &Job, prog: &P) -> Result<Ran, Fatal> {
@@ -101,7 +100,6 @@ pub fn run_all<S: KernelSpec + Copy>(
     let mut runs = Vec::new();
     for b in chosen {
         let m = Measurement::new(spec, method.clone(), Some(progress)).with_stop(&signals::STOP);
-        crate::cli::run::track(b.name(), &m);
         let result = dispatch!(b, x => x.beside_mpi(&mj, &m));
         let mut failed = result.is_err();
         runs.push(BackendRun {
@@ -142,7 +140,6 @@ impl MpiBackend {
         progress: &ProgressFn<'_>,
     ) -> BackendRun {
         let m = Measurement::new(t, method.clone(), Some(progress)).with_stop(&signals::STOP);
-        crate::cli::run::track(Self::NAME, &m);
         let result = commbench_mpi::measure_vector(job.mpi, &self.0, &m);
         BackendRun {
             backend: Self::NAME,

@@ -7,12 +7,10 @@ use super::mpi::MpiJob;
 use super::{cpu_list, local, Backend, Job, Ran};
 use crate::cli::args::{BackendArgs, WaitArg};
 use crate::cli::fatal::Fatal;
-use commbench::core::method::limits::Transport;
 #[cfg(feature = "mpi")]
 use commbench::core::Error;
 use commbench::core::Program;
 use commbench_shm::{ShmConfig, WaitPolicy};
-use std::time::Duration;
 
 /// The shm backend with its options.
 #[derive(Debug)]
@@ -21,26 +19,18 @@ pub struct Shm(ShmConfig);
 impl Backend for Shm {
     const NAME: &'static str = "shm";
 
-    fn configure(a: &BackendArgs, timeout: Duration) -> Result<Self, Fatal> {
+    fn configure(a: &BackendArgs, job: &Job) -> Result<Self, Fatal> {
         let wait = match a.wait {
             None | Some(WaitArg::Spin) => WaitPolicy::Spin,
             Some(WaitArg::SpinYield) => WaitPolicy::SpinYield,
             Some(WaitArg::Futex) => WaitPolicy::Futex,
         };
         Ok(Shm(ShmConfig {
-            timeout,
+            timeout: job.timeout,
             wait,
-            cpus: cpu_list(a)?,
+            cpus: cpu_list(a, job)?,
             ..Default::default()
         }))
-    }
-
-    fn transport(&self, ranks: u32) -> Transport {
-        // An impossible rank count is refused with its own message; any size is then moot.
-        commbench_shm::transport(ranks, &self.0).unwrap_or_else(|_| Transport {
-            max_message: commbench_shm::MAX_MESSAGE,
-            ..Transport::unbounded("shm")
-        })
     }
 
     fn run<P: Program<Output = ()>>(&self, job: &Job, prog: &P) -> Result<Ran, Fatal> {

@@ -5,11 +5,9 @@ use super::{Backend, Job, Ran};
 use crate::cli::args::BackendArgs;
 use crate::cli::fatal::Fatal;
 use commbench::core::method::engine::TimerOnly;
-use commbench::core::method::limits::Transport;
 use commbench::core::method::timer::TimerReport;
 use commbench::core::Program;
 use commbench_sim::SimConfig;
-use std::time::Duration;
 
 /// The sim backend with its machine.
 #[derive(Debug)]
@@ -18,7 +16,7 @@ pub struct Sim(Box<SimConfig>);
 impl Backend for Sim {
     const NAME: &'static str = "sim";
 
-    fn configure(a: &BackendArgs, _timeout: Duration) -> Result<Self, Fatal> {
+    fn configure(a: &BackendArgs, _job: &Job) -> Result<Self, Fatal> {
         let n = a.sim_config.as_deref().unwrap_or("ncube7");
         SimConfig::load(n).map(|c| Sim(Box::new(c))).map_err(|e| {
             Fatal::usage(
@@ -37,10 +35,6 @@ impl Backend for Sim {
             n,
             format!("the simulated machine `{}` has {n} nodes", self.0.name),
         ))
-    }
-
-    fn transport(&self, _ranks: u32) -> Transport {
-        commbench_sim::transport(&self.0)
     }
 
     fn run<P: Program<Output = ()>>(&self, _job: &Job, prog: &P) -> Result<Ran, Fatal> {

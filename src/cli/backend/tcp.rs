@@ -9,12 +9,10 @@ use crate::cli::args::BackendArgs;
 use crate::cli::fatal::Fatal;
 use commbench::core::launch::rendezvous::Bootstrap;
 use commbench::core::launch::{self as cl, RankEnv};
-use commbench::core::method::limits::Transport;
 #[cfg(feature = "mpi")]
 use commbench::core::Error;
 use commbench::core::Program;
 use commbench_tcp::TcpConfig;
-use std::time::Duration;
 
 /// The tcp backend with its options.
 #[derive(Debug)]
@@ -23,17 +21,19 @@ pub struct Tcp(TcpConfig);
 impl Backend for Tcp {
     const NAME: &'static str = "tcp";
 
-    fn configure(a: &BackendArgs, timeout: Duration) -> Result<Self, Fatal> {
+    fn configure(a: &BackendArgs, job: &Job) -> Result<Self, Fatal> {
+        if let Some(r) = &job.rendezvous {
+            check_rendezvous(r, job)?;
+        }
+        if let Some(host) = &a.bind {
+            check_bind(host)?;
+        }
         Ok(Tcp(TcpConfig {
             poll: a.poll,
-            timeout,
+            timeout: job.timeout,
             bind_host: a.bind.clone(),
-            cpus: cpu_list(a)?,
+            cpus: cpu_list(a, job)?,
         }))
-    }
-
-    fn transport(&self, _ranks: u32) -> Transport {
-        commbench_tcp::transport()
     }
 
     fn run<P: Program<Output = ()>>(&self, job: &Job, prog: &P) -> Result<Ran, Fatal> {

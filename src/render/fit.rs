@@ -166,17 +166,21 @@ fn segment_lines(out: &mut String, s: &HockneySegment, indent: &str) {
             ok("n_half_bytes")
         ),
     );
-    let r2 = if exact {
-        "exact through two points (no r2, no standard errors)".to_string()
+    if exact {
+        let _ = writeln!(
+            out,
+            "{indent}exact through two points (no r2, no standard errors)   points = {}",
+            s.points
+        );
     } else {
-        format!("r2 = {}", text(s.r2, Style::Decimals(6)))
-    };
-    let _ = writeln!(
-        out,
-        "{indent}{r2}   max error = {} us   points = {}",
-        text(s.max_abs_err_us, Style::Decimals(4)),
-        s.points
-    );
+        let _ = writeln!(
+            out,
+            "{indent}r2 = {}   max error = {} us   points = {}",
+            text(s.r2, Style::Decimals(6)),
+            text(s.max_abs_err_us, Style::Decimals(4)),
+            s.points
+        );
+    }
     for u in s.identifiability() {
         if u.parameter == "t0_us" || u.parameter == "r_inf_mb_s" {
             let _ = writeln!(out, "{indent}not identifiable: {}", u.reason);

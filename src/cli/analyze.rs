@@ -88,19 +88,32 @@ impl From<Kind> for PlotKind {
     }
 }
 
-/// `commbench compare A.json B.json`: is B faster or slower than A, size by size?
+/// `commbench compare A.json B.json`, or `commbench compare A1.json A2.json A3.json --against
+/// B1.json B2.json B3.json`: is B faster or slower than A, size by size?
 #[derive(Debug, Args, Clone)]
+#[command(override_usage = "commbench compare A.json B.json [OPTIONS]
+       commbench compare A1.json A2.json A3.json... --against B1.json B2.json B3.json... [OPTIONS]")]
+#[command(after_help = "\
+Each side should be several runs (3 or more), so that the comparison sees how much separate \
+runs of the same benchmark differ; on a shared machine that is often far more than the spread \
+of one run's trials. A pattern with * or ? in the file name is expanded by commbench, sorted \
+(quote it: 'base/*.json'). With one run per side the intervals describe the variation within \
+each run only: the table is shown, no size is called slower or faster, and --fail-if-slower \
+refuses to judge (exit 2) rather than pass or fail on within-run noise.")]
 pub struct CompareArgs {
-    /// The baseline document.
-    #[arg(value_name = "A.json")]
-    pub a: PathBuf,
+    /// Side A, the baseline: one or more result documents, each one run (or, without
+    /// --against, exactly two documents: A.json B.json).
+    #[arg(value_name = "A.json", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
 
-    /// The document compared against it.
-    #[arg(value_name = "B.json")]
-    pub b: PathBuf,
+    /// Side B, compared against A: one or more result documents, each one run. Put it after
+    /// A's files.
+    #[arg(long, value_name = "B.json", num_args = 1..)]
+    pub against: Vec<PathBuf>,
 
     /// Exit 1 when B is slower than A by more than PCT percent at some size, with 95%
-    /// confidence (the lower end of the CI of median(B)/median(A) is above 1 + PCT/100).
+    /// confidence for all sizes together (the lower end of the simultaneous CI of B/A is above
+    /// 1 + PCT/100). Needs 3 or more runs per side; with fewer it exits 2.
     #[arg(long, value_name = "PCT")]
     pub fail_if_slower: Option<f64>,
 
@@ -195,9 +208,141 @@ pub fn plot(a: PlotArgs) -> Result<(), Fatal> {
     Ok(())
 }
 
-/// The sizes where B is slower than A by more than `pct` percent with 95 % confidence.
+/// The sizes where B is slower than A by more than `pct` percent with 95 % confidence for all
+/// sizes together (none unless each side has enough runs for a verdict).
 pub fn regressions(rows: &[SizeComparison], pct: f64) -> Vec<&SizeComparison> {
     rows.iter().filter(|r| r.slower_than(pct)).collect()
+}
+
+/// Whether `name` matches `pattern`, in which `*` stands for any characters and `?` for one.
+fn wildcard_match(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut i, mut j) = (0, 0);
+    // The last `*` seen, and the position in `name` it was tried at.
+    let mut star: Option<(usize, usize)> = None;
+    while let Some(&c) = n.get(j) {
+        match p.get(i) {
+            Some('*') => {
+                star = Some((i, j));
+                i += 1;
+            }
+            Some(&q) if q == '?' || q == c => {
+                i += 1;
+                j += 1;
+            }
+            _ => match star {
+                Some((si, sj)) => {
+                    star = Some((si, sj + 1));
+                    i = si + 1;
+                    j = sj + 1;
+                }
+                None => return false,
+            },
+        }
+    }
+    p.get(i..)
+        .is_some_and(|rest| rest.iter().all(|&c| c == '*'))
+}
+
+fn has_wildcard(s: &str) -> bool {
+    s.contains('*') || s.contains('?')
+}
+
+/// `arg` as files: itself, or when its file name holds `*` or `?` (and no such file exists),
+/// the files of its directory that match, sorted. A shell expands unquoted patterns first;
+/// quoted ones (and shells that do not expand) come here.
+fn expand(arg: &Path) -> Result<Vec<PathBuf>, Fatal> {
+    let name = arg
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if !has_wildcard(&arg.to_string_lossy()) || arg.exists() {
+        return Ok(vec![arg.to_path_buf()]);
+    }
+    let parent = arg.parent().unwrap_or(Path::new(""));
+    if has_wildcard(&parent.to_string_lossy()) {
+        return Err(Fatal::usage(
+            format!("{}: * and ? work in the file name only", arg.display()),
+            "name the directory in full, for example 'base/*.json'",
+        ));
+    }
+    let dir = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        Fatal::usage(
+            format!(
+                "{}: cannot read the directory {}: {e}",
+                arg.display(),
+                dir.display()
+            ),
+            "check the path of the pattern",
+        )
+    })?;
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| (name.starts_with('.') || !n.starts_with('.')) && wildcard_match(&name, n))
+        .map(|n| parent.join(n))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    if found.is_empty() {
+        return Err(Fatal::usage(
+            format!("no file matches {}", arg.display()),
+            "give result documents a run wrote (commbench pingpong --json FILE), or a pattern such as 'base/*.json'",
+        ));
+    }
+    Ok(found)
+}
+
+/// The two sides of `commbench compare`: the files of A and of B, patterns expanded.
+fn sides(a: &CompareArgs) -> Result<(Vec<PathBuf>, Vec<PathBuf>), Fatal> {
+    let two_sides =
+        "give A.json B.json, or several runs a side: A1.json A2.json A3.json --against B1.json B2.json B3.json";
+    let (a_args, b_args): (&[PathBuf], &[PathBuf]) = if a.against.is_empty() {
+        match a.files.as_slice() {
+            [x, y] => (std::slice::from_ref(x), std::slice::from_ref(y)),
+            [_] => {
+                return Err(Fatal::usage(
+                    "compare needs two sides and got one file",
+                    two_sides,
+                ))
+            }
+            more => {
+                return Err(Fatal::usage(
+                    format!(
+                        "{} files and no --against: which are A and which are B?",
+                        more.len()
+                    ),
+                    two_sides,
+                ))
+            }
+        }
+    } else {
+        (&a.files, &a.against)
+    };
+    let mut out = Vec::new();
+    for (label, args) in [("A", a_args), ("B", b_args)] {
+        let mut files: Vec<PathBuf> = Vec::new();
+        for arg in args {
+            for f in expand(arg)? {
+                if files.contains(&f) {
+                    return Err(Fatal::usage(
+                        format!("{} is given twice in {label}", f.display()),
+                        "give each run once: a run counted twice looks like two runs that agree",
+                    ));
+                }
+                files.push(f);
+            }
+        }
+        out.push(files);
+    }
+    let b = out.pop().unwrap_or_default();
+    let a = out.pop().unwrap_or_default();
+    Ok((a, b))
 }
 
 /// `commbench compare`.
@@ -220,18 +365,58 @@ pub fn compare(a: CompareArgs) -> Result<(), Fatal> {
             "leave it out for 2000",
         ));
     }
-    let da = load(&a.a)?;
-    let db = load(&a.b)?;
-    let rows = compare::compare(&da, &db, a.resamples, COMPARE_SEED).map_err(|e| {
+    let (fa, fb) = sides(&a)?;
+    if a.fail_if_slower.is_some() && (fa.len() < compare::MIN_RUNS || fb.len() < compare::MIN_RUNS)
+    {
+        return Err(Fatal::usage(
+            format!(
+                "--fail-if-slower needs {} or more runs a side to tell a slowdown from the variation between runs (A has {}, B has {})",
+                compare::MIN_RUNS,
+                fa.len(),
+                fb.len()
+            ),
+            "record each side 3 or more times and give all the runs: commbench compare A1.json A2.json A3.json --against B1.json B2.json B3.json (or 'base/*.json' --against 'new/*.json')",
+        ));
+    }
+    let load_all = |files: &[PathBuf]| files.iter().map(|f| load(f)).collect::<Result<Vec<_>, _>>();
+    let (da, db) = (load_all(&fa)?, load_all(&fb)?);
+    let (ra, rb): (Vec<&ResultDoc>, Vec<&ResultDoc>) = (da.iter().collect(), db.iter().collect());
+    for (label, runs, files) in [("A", &ra, &fa), ("B", &rb, &fb)] {
+        if let Some(m) = compare::run_mismatch(runs) {
+            let name = |i: usize| files.get(i).map_or("?".into(), |f| f.display().to_string());
+            let (lacking, having) = if m.missing {
+                (name(m.run), name(0))
+            } else {
+                (name(0), name(m.run))
+            };
+            return Err(Fatal::usage(
+                format!(
+                    "the runs of {label} measured different points: {having} has {} {} B, {lacking} does not",
+                    m.key.0, m.key.1
+                ),
+                "each side's runs must be the same command (same sizes and patterns); compare runs of different sizes in separate comparisons",
+            ));
+        }
+    }
+    let rows = compare::compare_runs(&ra, &rb, a.resamples, COMPARE_SEED).map_err(|e| {
         Fatal::usage(
             e.reason(),
             "compare documents that measured the same pattern at some of the same sizes",
         )
     })?;
     let json_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    if !json_stdout {
-        let (na, nb) = (a.a.display().to_string(), a.b.display().to_string());
-        print!("{}", render::compare::report(&na, &da, &nb, &db, &rows));
+    let names = |files: &[PathBuf]| -> Vec<String> {
+        files.iter().map(|f| f.display().to_string()).collect()
+    };
+    let (na, nb) = (names(&fa), names(&fb));
+    if json_stdout {
+        eprint!("{}", render::compare::notes(&rows));
+    } else {
+        let side = |names, runs| render::compare::Side { names, runs };
+        print!(
+            "{}",
+            render::compare::report_runs(side(&na, &ra), side(&nb, &rb), &rows)
+        );
     }
     if let Some(p) = &a.json {
         crate::cli::files::write_json_value(p, &rows)?;
@@ -247,8 +432,8 @@ pub fn compare(a: CompareArgs) -> Result<(), Fatal> {
                         r.pattern,
                         r.size,
                         (r.ratio - 1.0) * 100.0,
-                        r.ci95.lo,
-                        r.ci95.hi
+                        r.ci95_simultaneous.lo,
+                        r.ci95_simultaneous.hi
                     )
                 })
                 .collect();
@@ -259,11 +444,45 @@ pub fn compare(a: CompareArgs) -> Result<(), Fatal> {
                     list.join("; ")
                 ),
                 Some(format!(
-                    "each listed size has the whole 95% CI of median(B)/median(A) above {:.3}",
+                    "each listed size has the whole 95% CI of B/A (over {} runs of A and {} of B, simultaneous for all {} sizes) above {:.3}",
+                    fa.len(),
+                    fb.len(),
+                    rows.len(),
                     1.0 + pct / 100.0
                 )),
             ));
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wildcard_match;
+
+    #[test]
+    fn wildcards() {
+        for (p, n) in [
+            ("*.json", "a.json"),
+            ("*", "anything"),
+            ("r?.json", "r1.json"),
+            ("r*1.json", "r1.json"),
+            ("r*1.json", "r211.json"),
+            ("*a*b*", "xaybz"),
+            ("a**b", "ab"),
+            ("", ""),
+        ] {
+            assert!(wildcard_match(p, n), "{p} {n}");
+        }
+        for (p, n) in [
+            ("*.json", "a.jso"),
+            ("r?.json", "r12.json"),
+            ("r*1.json", "r12.json"),
+            ("a*b", "ba"),
+            ("?", ""),
+            ("", "a"),
+        ] {
+            assert!(!wildcard_match(p, n), "{p} {n}");
+        }
+    }
 }

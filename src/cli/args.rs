@@ -53,7 +53,8 @@ pub enum Command {
     Report(ReportArgs),
     /// Draw a result document as SVG: latency, bandwidth, histogram or signature graph.
     Plot(PlotArgs),
-    /// Compare two result documents size by size: ratio of medians, bootstrap CI, rank test.
+    /// Compare two sides, each one or more runs (result documents), size by size: ratio,
+    /// bootstrap CI over runs and trials, run-to-run spread.
     Compare(CompareArgs),
     /// Characterise the clock: overhead and resolution from back-to-back reads (Luecke et al.
     /// 2009 §3.1).

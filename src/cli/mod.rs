@@ -146,12 +146,8 @@ fn list_backends() {
 /// `commbench timer [--backend B]`: characterise this process's clock, or rank 0's on B.
 /// With `--json -` standard output holds the JSON alone.
 fn timer(a: TimerArgs, given: &Given) -> Result<(), Fatal> {
-    if a.clock.samples == 0 {
-        return Err(Fatal::usage(
-            "--samples 0: need at least one pair of clock reads",
-            "for example --samples 16777216",
-        ));
-    }
+    commbench::core::method::check_timer_samples(a.clock.samples)
+        .map_err(|e| args::invalid_method(e, "for example --samples 16777216"))?;
     let samples = a.clock.samples;
     let chosen = match a.on.backend {
         None => {

@@ -10,7 +10,7 @@ use crate::cli::backend::{self, Chosen, Job};
 use commbench::analysis::document::RunConfig;
 use commbench::analysis::fit::{self, Breakpoint};
 use commbench::core::method::transpose::Transpose;
-use commbench::core::method::{MethodConfig, NppChoice, PatternKind};
+use commbench::core::method::{limits, Invalid, MethodConfig, NppChoice, PatternKind, Setting};
 use commbench::spec;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -291,6 +291,8 @@ fn build(
         };
         invalid_method(e, hint)
     })?;
+    let all_here = job.rank_env().is_ok_and(|e| e.is_local_launcher());
+    check_limits(work, &method, &backends, all_here, size)?;
     let config = record(&a, &method, work, spec_text, timeout);
     Ok(Plan {
         work,
@@ -302,6 +304,59 @@ fn build(
         config,
         outputs,
     })
+}
+
+/// What the run would need against what its backends carry, this host holds and a run may
+/// last (core `method::limits`): a window over its bound, a size over a backend's largest
+/// message, buffers or trial times beyond the memory available here or the address-space
+/// limit, and a run whose least duration is over a week are usage errors, found before any
+/// rank starts. `all_here`: commbench starts every rank on this host.
+fn check_limits(
+    work: Work,
+    method: &MethodConfig,
+    backends: &[Chosen],
+    all_here: bool,
+    ranks: u32,
+) -> Result<(), Fatal> {
+    let help = "see `commbench pingpong --help` and docs/methodology.md (limits)";
+    let fail = |e: Invalid| match work {
+        Work::Transpose(t) if e.setting == Setting::Sizes => Fatal::usage(
+            format!("--n {}: {}", t.n, e.reason),
+            e.hint
+                .unwrap_or_else(|| "a smaller matrix, e.g. --n 256".into()),
+        ),
+        _ => invalid_method(e, help),
+    };
+    let buffers = |s: u64| match work {
+        Work::Pattern(k) => k.buffer_bytes(s),
+        Work::Transpose(t) => t.buffer_bytes(),
+    };
+    let trips = |s: u64| match work {
+        Work::Pattern(k) => k.trips_per_iteration(s),
+        Work::Transpose(_) => 1,
+    };
+    if let Work::Pattern(k) = work {
+        k.check().map_err(fail)?;
+    }
+    let place = limits::Placement { all_here };
+    let host = limits::HostMemory::of_this_process();
+    for b in backends {
+        let t = b.transport(ranks);
+        limits::check_transport_space(&t, &host).map_err(|e| {
+            Fatal::usage(
+                format!("--ranks {ranks}: {e}"),
+                "fewer ranks, or raise the limit with `ulimit -v`",
+            )
+        })?;
+        // A transpose sends columns, not its matrix.
+        if let Work::Pattern(_) = work {
+            limits::check_sizes(&method.sizes, &t).map_err(fail)?;
+        }
+        limits::check_memory(method, &method.sizes, &buffers, &t, place, &host).map_err(fail)?;
+    }
+    limits::RunCost::new(method, &method.sizes, &trips, 0.0)
+        .check(method)
+        .map_err(fail)
 }
 
 /// The run configuration as the result document records it: the options as given.

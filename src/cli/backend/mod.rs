@@ -38,6 +38,7 @@ use crate::cli::args::{BackendArgs, Given};
 use crate::cli::fatal::Fatal;
 use commbench::core::launch::{Launcher, RankEnv};
 use commbench::core::method::engine::Collected;
+use commbench::core::method::limits::Transport;
 use commbench::core::method::timer::{self, TimerReport};
 use commbench::core::method::transpose::Transpose;
 use commbench::core::transport::clock;
@@ -226,6 +227,13 @@ pub trait Backend: Sized {
         )))
     }
 
+    /// What a run of `ranks` ranks can carry and what each of its processes maps, for the
+    /// checks before it starts (any size, nothing mapped, unless the backend says otherwise).
+    fn transport(&self, ranks: u32) -> Transport {
+        let _ = ranks;
+        Transport::unbounded(Self::NAME)
+    }
+
     /// The clock of rank 0 on this backend, characterised (seed 000 §3.1).
     fn timer(&self, samples: u64) -> Result<TimerReport, Fatal> {
         Ok(monotonic_timer(
@@ -308,6 +316,11 @@ impl Chosen {
     /// See [`Backend::timer`].
     pub fn timer(&self, samples: u64) -> Result<TimerReport, Fatal> {
         dispatch!(self, b => b.timer(samples))
+    }
+
+    /// See [`Backend::transport`].
+    pub fn transport(&self, ranks: u32) -> Transport {
+        dispatch!(self, b => b.transport(ranks))
     }
 }
 

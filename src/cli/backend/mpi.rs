@@ -52,6 +52,10 @@ impl Backend for MpiBackend {
         }))
     }
 
+    fn transport(&self, _ranks: u32) -> commbench::core::method::limits::Transport {
+        commbench_mpi::transport()
+    }
+
     fn run<P: Program<Output = ()>>(&self, _job: &Job, prog: &P) -> Result<Ran, Fatal> {
         let mpi = init()?;
         let result = mpi.run(&self.0, prog);
@@ -100,6 +104,7 @@ pub fn run_all<S: KernelSpec + Copy>(
     let mut runs = Vec::new();
     for b in chosen {
         let m = Measurement::new(spec, method.clone(), Some(progress)).with_stop(&signals::STOP);
+        crate::cli::run::track(b.name(), &m);
         let result = dispatch!(b, x => x.beside_mpi(&mj, &m));
         let mut failed = result.is_err();
         runs.push(BackendRun {
@@ -140,6 +145,7 @@ impl MpiBackend {
         progress: &ProgressFn<'_>,
     ) -> BackendRun {
         let m = Measurement::new(t, method.clone(), Some(progress)).with_stop(&signals::STOP);
+        crate::cli::run::track(Self::NAME, &m);
         let result = commbench_mpi::measure_vector(job.mpi, &self.0, &m);
         BackendRun {
             backend: Self::NAME,

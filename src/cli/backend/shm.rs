@@ -7,6 +7,7 @@ use super::mpi::MpiJob;
 use super::{cpu_list, local, Backend, Job, Ran};
 use crate::cli::args::{BackendArgs, WaitArg};
 use crate::cli::fatal::Fatal;
+use commbench::core::method::limits::Transport;
 #[cfg(feature = "mpi")]
 use commbench::core::Error;
 use commbench::core::Program;
@@ -31,6 +32,14 @@ impl Backend for Shm {
             cpus: cpu_list(a, job)?,
             ..Default::default()
         }))
+    }
+
+    fn transport(&self, ranks: u32) -> Transport {
+        // An impossible rank count is refused with its own message; any size is then moot.
+        commbench_shm::transport(ranks, &self.0).unwrap_or_else(|_| Transport {
+            max_message: commbench_shm::MAX_MESSAGE,
+            ..Transport::unbounded("shm")
+        })
     }
 
     fn run<P: Program<Output = ()>>(&self, job: &Job, prog: &P) -> Result<Ran, Fatal> {

@@ -5,6 +5,7 @@ use super::{Backend, Job, Ran};
 use crate::cli::args::BackendArgs;
 use crate::cli::fatal::Fatal;
 use commbench::core::method::engine::TimerOnly;
+use commbench::core::method::limits::Transport;
 use commbench::core::method::timer::TimerReport;
 use commbench::core::Program;
 use commbench_sim::SimConfig;
@@ -35,6 +36,10 @@ impl Backend for Sim {
             n,
             format!("the simulated machine `{}` has {n} nodes", self.0.name),
         ))
+    }
+
+    fn transport(&self, _ranks: u32) -> Transport {
+        commbench_sim::transport(&self.0)
     }
 
     fn run<P: Program<Output = ()>>(&self, _job: &Job, prog: &P) -> Result<Ran, Fatal> {

@@ -9,6 +9,7 @@ use crate::cli::args::BackendArgs;
 use crate::cli::fatal::Fatal;
 use commbench::core::launch::rendezvous::Bootstrap;
 use commbench::core::launch::{self as cl, RankEnv};
+use commbench::core::method::limits::Transport;
 #[cfg(feature = "mpi")]
 use commbench::core::Error;
 use commbench::core::Program;
@@ -34,6 +35,10 @@ impl Backend for Tcp {
             bind_host: a.bind.clone(),
             cpus: cpu_list(a, job)?,
         }))
+    }
+
+    fn transport(&self, _ranks: u32) -> Transport {
+        commbench_tcp::transport()
     }
 
     fn run<P: Program<Output = ()>>(&self, job: &Job, prog: &P) -> Result<Ran, Fatal> {

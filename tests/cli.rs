@@ -674,9 +674,17 @@ fn options_the_run_would_ignore_are_refused() {
     let o = run(&["pingpong", "--quiet"]);
     common::assert_usage_output(&o, "--quiet without --output or --json", "--quiet");
     assert!(stderr(&o).contains("hint: add --json FILE or --output DIR"));
-    // transpose has no sizes to give: clap itself refuses them.
-    let o = run(&["transpose", "--n", "8", "--sizes", "8"]);
-    common::assert_usage_output(&o, "--sizes", "transpose --sizes");
+    // transpose has no sizes to give.
+    refused(
+        &["transpose", "--n", "8", "--sizes", "8"],
+        "--sizes is not used by transpose",
+        "--n",
+    );
+    refused(
+        &["transpose", "--n", "8", "--sweep"],
+        "--sweep is not used by transpose",
+        "--n",
+    );
     // timer: --sim-config is the simulator's.
     let o = run(&["timer", "--samples", "1000", "--sim-config", "ncube7"]);
     common::assert_usage_output(&o, "--sim-config is not used by timer", "timer");

@@ -183,6 +183,15 @@ pub struct TransposeArgs {
     #[arg(long, value_name = "N")]
     pub n: usize,
 
+    /// Not for a transpose, whose one size is its matrix's: accepted only to be refused with
+    /// that reason (hidden from --help).
+    #[arg(long, hide = true, value_name = "SPEC")]
+    pub sizes: Option<String>,
+
+    /// As --sizes.
+    #[arg(long, hide = true)]
+    pub sweep: bool,
+
     #[command(flatten)]
     pub common: PingpongArgs,
 }

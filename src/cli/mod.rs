@@ -117,7 +117,18 @@ fn dispatch(cmd: Command, given: &Given) -> Result<(), Fatal> {
             };
             plan::pattern(kind, b.common, given).and_then(run::measure)
         }
-        Command::Transpose(t) => plan::transpose(t.n, t.common, given).and_then(run::measure),
+        Command::Transpose(t) => {
+            if t.sizes.is_some() || t.sweep {
+                let flag = if t.sweep { "--sweep" } else { "--sizes" };
+                return Err(Fatal::usage(
+                    format!(
+                        "{flag} is not used by transpose: it measures one N x N matrix of doubles"
+                    ),
+                    "give the matrix order with --n (the message is N x N x 8 bytes)",
+                ));
+            }
+            plan::transpose(t.n, t.common, given).and_then(run::measure)
+        }
         Command::Timer(a) => timer(a, given),
         Command::Report(a) => analyze::report(a),
         Command::Plot(a) => analyze::plot(a),

@@ -1,6 +1,6 @@
-//! The fitted models as text: the `FITTED MODELS` section of a report (seed 002's Hockney
-//! parameters per regime, seed 003's latency and bandwidth, and the points with the model's
-//! time).
+//! The fitted models as text: the `FITTED MODELS` section of a report (Hockney's COMMS1
+//! parameters per regime (seed 002), the Janus report's latency and bandwidth (seed 003), and
+//! the points with the model's time).
 
 use crate::analysis::model::{FitSection, HockneySegment, Linear};
 use crate::render::format::{text, Style};
@@ -193,7 +193,7 @@ fn hockney(out: &mut String, f: &FitSection) {
     let h = &f.hockney;
     let _ = writeln!(
         out,
-        "  HOCKNEY t = t0 + n / r_inf (seed 002), whole range {}..{} bytes",
+        "  HOCKNEY t = t0 + n / r_inf (Hockney's COMMS1), whole range {}..{} bytes",
         f.points.first().map_or(0, |p| p.size),
         f.points.last().map_or(0, |p| p.size)
     );
@@ -221,7 +221,10 @@ fn hockney(out: &mut String, f: &FitSection) {
 
 /// Seed 003 eq. 1-4: latency, bandwidth and, when known, cycles.
 fn linear(out: &mut String, l: &Linear) {
-    let _ = writeln!(out, "  LATENCY AND BANDWIDTH (seed 003 eq. 1-2)");
+    let _ = writeln!(
+        out,
+        "  LATENCY AND BANDWIDTH (the Janus cluster report, eq. 1-2: intercept and 1/slope)"
+    );
     // (value, its CI, its standard error) -> text.
     let est = |name: &str,
                unit: &str,

@@ -138,31 +138,43 @@ fn fit(s: &mut String, f: &FitSection, doc: &ResultDoc) {
     );
     let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|");
     for (name, range, seg) in hockney_rows(f) {
+        // A parameter that is not physical is named so; a line through two points has no
+        // uncertainty and no meaningful r2.
+        let pm = |x: f64, se: f64, d: usize, key: &str| {
+            if !seg.is_identifiable(key) {
+                crate::render::fit::NOT_IDENTIFIABLE.to_string()
+            } else if seg.is_exact() || !se.is_finite() {
+                cell(x, d)
+            } else {
+                format!("{} ± {}", cell(x, d), cell(se, d))
+            }
+        };
+        let pi0 = if seg.is_identifiable("pi0_per_s") {
+            cell(seg.pi0_per_s, 0)
+        } else {
+            crate::render::fit::NOT_IDENTIFIABLE.to_string()
+        };
+        let r2 = if seg.is_exact() {
+            "exact (2 points)".to_string()
+        } else {
+            cell(seg.r2, 6)
+        };
         let _ = writeln!(
             s,
-            "| {name} | {range} | {} ± {} | {} ± {} | {} ± {} | {} | {} |",
-            cell(seg.t0_us, 4),
-            cell(seg.se_t0_us, 4),
-            cell(seg.r_inf_mb_s, 2),
-            cell(seg.se_r_inf_mb_s, 2),
-            cell(seg.n_half_bytes, 1),
-            cell(seg.se_n_half_bytes, 1),
-            cell(seg.pi0_per_s, 0),
-            cell(seg.r2, 6)
+            "| {name} | {range} | {} | {} | {} | {pi0} | {r2} |",
+            pm(seg.t0_us, seg.se_t0_us, 4, "t0_us"),
+            pm(seg.r_inf_mb_s, seg.se_r_inf_mb_s, 2, "r_inf_mb_s"),
+            pm(seg.n_half_bytes, seg.se_n_half_bytes, 1, "n_half_bytes"),
         );
     }
     let l = &f.linear;
     let _ = writeln!(
         s,
-        "\nBreakpoint: {} ({}). Latency and bandwidth (the Janus cluster report): latency = {} us (95% CI [{}, {}]), bandwidth = {} MB/s (95% CI [{}, {}]).",
-        h.breakpoint_bytes.map_or("none".to_string(), |b| format!("{b} B")),
+        "\nBreakpoint: {} ({}). Latency and bandwidth (the Janus cluster report, 95% CIs): {}.",
+        h.breakpoint_bytes
+            .map_or("none".to_string(), |b| format!("{b} B")),
         h.breakpoint_source,
-        cell(l.latency_us, 4),
-        cell(l.ci95_latency_us.lo, 4),
-        cell(l.ci95_latency_us.hi, 4),
-        cell(l.bandwidth_mb_s, 2),
-        cell(l.ci95_bandwidth_mb_s.lo, 2),
-        cell(l.ci95_bandwidth_mb_s.hi, 2)
+        crate::render::fit::linear_brief(l)
     );
     if let Some(c) = &l.cycles {
         let _ = writeln!(
@@ -175,6 +187,9 @@ fn fit(s: &mut String, f: &FitSection, doc: &ResultDoc) {
     }
     for n in &h.notes {
         let _ = writeln!(s, "\n> {n}");
+    }
+    for w in f.warnings() {
+        let _ = writeln!(s, "\n> ! {w}");
     }
 }
 

@@ -869,16 +869,15 @@ fn fit_brief(out: &mut String, f: &FitSection, doc: &ResultDoc) {
         measured(&f.pattern, &[], doc).name,
         f.weighting
     );
+    let note = if l.se_latency_us.is_finite() {
+        "95% CIs; "
+    } else {
+        ""
+    };
     let _ = writeln!(
         out,
-        "  latency {} us [{}, {}], bandwidth {} MB/s [{}, {}] (95% CIs; the Janus report's \
-         intercept and 1/slope)",
-        sig(l.latency_us),
-        sig(l.ci95_latency_us.lo),
-        sig(l.ci95_latency_us.hi),
-        sig(l.bandwidth_mb_s),
-        sig(l.ci95_bandwidth_mb_s.lo),
-        sig(l.ci95_bandwidth_mb_s.hi)
+        "  {} ({note}the Janus report's intercept and 1/slope)",
+        crate::render::fit::linear_brief(l)
     );
     let segs: Vec<_> = if h.segments.is_empty() {
         let lo = f.points.first().map_or(0, |p| p.size);
@@ -893,14 +892,14 @@ fn fit_brief(out: &mut String, f: &FitSection, doc: &ResultDoc) {
     for (lo, hi, s) in segs {
         let _ = writeln!(
             out,
-            "  Hockney's t = t0 + n / r_inf over {}..{}: t0 = {} us, r_inf = {} MB/s, n_half = {} \
-             bytes",
+            "  Hockney's t = t0 + n / r_inf over {}..{}: {}",
             format_size(lo),
             format_size(hi),
-            sig(s.t0_us),
-            sig(s.r_inf_mb_s),
-            sig(s.n_half_bytes)
+            crate::render::fit::regime_brief(s)
         );
+    }
+    for w in f.warnings() {
+        let _ = writeln!(out, "  ! {w}");
     }
 }
 

@@ -82,7 +82,9 @@ pub struct PatternArgs {
 pub struct SizeArgs {
     /// Message sizes: a list (1,8,64), powers (1..4M:x2) or linear steps (1..4096:+512).
     /// Suffixes K, M, G are binary (1K = 1024). Size 0 is allowed (the classic latency).
-    /// Default: 8 (bandwidth: 1..4M:x2).
+    /// Default: 8 (bandwidth: 1..4M:x2). At most 10000 sizes; each at most what the backend
+    /// carries (shm 4 GiB - 1, tcp 64 GiB, mpi 2 GiB - 1) and what memory holds, checked
+    /// before the run starts.
     #[arg(long, value_name = "SPEC", conflicts_with = "sweep")]
     pub sizes: Option<String>,
 
@@ -115,17 +117,19 @@ pub struct PingpongArgs {
     #[command(flatten)]
     pub backend: BackendArgs,
 
-    /// Timed trials per size (ntrial). Default: 10000 (bandwidth: 100).
+    /// Timed trials per size (ntrial). Default: 10000 (bandwidth: 100); at most 10^8.
     #[arg(long, value_name = "N")]
     pub trials: Option<u64>,
 
-    /// Untimed iterations before the first trial of each size. Default: 100 (bandwidth: 10).
+    /// Untimed iterations before the first trial of each size. Default: 100 (bandwidth: 10);
+    /// at most 10^9.
     #[arg(long, value_name = "N")]
     pub warmup: Option<u64>,
 
     /// Fix npp, the ping-pongs per timing loop, instead of calculating it from the timer
     /// resolution (Luecke et al. 2009 §3.3). A list (1,9,18,36,72,144,15000) measures every
-    /// size once per value: the npp study of Luecke et al. 2009, Tables 4.1-4.3.
+    /// size once per value: the npp study of Luecke et al. 2009, Tables 4.1-4.3. Each value at
+    /// most 10^9; a run whose counts alone take over a week is refused.
     #[arg(long, value_name = "N[,N...]")]
     pub npp: Option<String>,
 
@@ -167,8 +171,8 @@ pub struct BandwidthArgs {
     #[command(flatten)]
     pub common: PatternArgs,
 
-    /// Sends outstanding per window (as osu_bw). A window's buffers are capped at 64 MiB per
-    /// rank; a smaller effective window is recorded per point.
+    /// Sends outstanding per window (as osu_bw), 1 to 65536. A window's buffers are capped at
+    /// 64 MiB per rank; a smaller effective window is recorded per point.
     #[arg(long, default_value_t = 64, value_name = "N")]
     pub window: u32,
 
@@ -282,7 +286,8 @@ pub struct OutputArgs {
 /// The timer characterisation's size, shared by the measuring commands and `timer`.
 #[derive(Debug, Args, Clone)]
 pub struct ClockSamples {
-    /// Back-to-back clock-read pairs for the timer characterisation (Luecke et al. 2009 §3.1).
+    /// Back-to-back clock-read pairs for the timer characterisation (Luecke et al. 2009 §3.1),
+    /// at most 2^32.
     #[arg(long, default_value_t = 1 << 24, value_name = "N")]
     pub samples: u64,
 }

@@ -242,6 +242,10 @@ pub struct SimConfig {
     pub stack_kib: u64,
 }
 
+/// Most nanoseconds one clock read, poll, hop jitter or compute iteration may cost: 1e12 µs,
+/// the bound on a time's coefficients.
+const MAX_COST_NS: u64 = 1_000_000_000_000_000;
+
 /// Names of the built-in presets.
 const PRESETS: &[&str] = &["ncube7", "generic"];
 
@@ -403,9 +407,22 @@ impl SimConfig {
         if self.poll_ns == 0 {
             return bad("poll_ns must be at least 1 (a polling loop must advance time)".into());
         }
-        if !self.compute_ns_per_iter.is_finite() || self.compute_ns_per_iter < 0.0 {
+        // One operation's cost is bounded as a time's coefficients are (1e12 µs), so that the
+        // virtual clock, a u64 of nanoseconds, holds thousands of them.
+        for (key, v) in [
+            ("clock_read_ns", self.clock_read_ns),
+            ("poll_ns", self.poll_ns),
+            ("jitter_ns", self.jitter_ns),
+        ] {
+            if v > MAX_COST_NS {
+                return bad(format!("{key} = {v}: at most {MAX_COST_NS} (1e12 µs)"));
+            }
+        }
+        if !self.compute_ns_per_iter.is_finite()
+            || !(0.0..=MAX_COST_NS as f64).contains(&self.compute_ns_per_iter)
+        {
             return bad(format!(
-                "compute_ns_per_iter = {}: must be finite and >= 0",
+                "compute_ns_per_iter = {}: must be finite, >= 0 and at most {MAX_COST_NS}",
                 self.compute_ns_per_iter
             ));
         }
@@ -439,14 +456,17 @@ impl SimConfig {
     /// distance `d`, on an otherwise idle machine with the receive posted in advance and no
     /// jitter: `F(n) + (d-1)·E(n) + max(E(n), R(n)) + U(n)` for `d >= 1` (which is
     /// `F + d·E + U` whenever `R <= E`, as on the NCUBE), and `F(n) + U(n)` for `d = 0`.
-    /// See docs/simulator.md for the derivation.
+    /// See docs/simulator.md for the derivation. A time beyond `u64` nanoseconds (sections of
+    /// up to 1e12 µs per byte allow it) is `u64::MAX`.
     pub fn pingpong_one_way_ns(&self, n: u64, d: u32) -> u64 {
         let t = &self.times;
         let (f, u, e, r) = (t.f.ns(n), t.u.ns(n), t.e.ns(n), t.r.ns(n));
         if d == 0 {
-            return f + u;
+            return f.saturating_add(u);
         }
-        f + (d as u64 - 1) * e + e.max(r) + u
+        f.saturating_add((d as u64 - 1).saturating_mul(e))
+            .saturating_add(e.max(r))
+            .saturating_add(u)
     }
 }
 

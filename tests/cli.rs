@@ -612,6 +612,16 @@ fn options_the_run_would_ignore_are_refused() {
         "every node",
     );
     refused(
+        &with(&["--full", "--quiet"]),
+        "--full with --quiet",
+        "drop one of them",
+    );
+    refused(
+        &with(&["--full", "--json", "-"]),
+        "--full with --json -",
+        "drop one of them",
+    );
+    refused(
         &with(&["--ranks", "4"]),
         "--ranks is not used by the sim backend",
         "drop --ranks",
@@ -784,4 +794,35 @@ fn timer_json_on_standard_output_is_the_json_alone() {
     assert_ok(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON alone");
     assert_eq!(v["samples"], 2000);
+}
+
+/// A reader that stops early (`| head`) ends the output quietly: no panic, no error line.
+#[test]
+fn a_closed_standard_output_is_not_a_crash() {
+    for args in [
+        &["timer", "--samples", "1000", "--json", "-"][..],
+        &[
+            "pingpong",
+            "--backend",
+            "sim",
+            "--sizes",
+            "1..1M:x2",
+            "--trials",
+            "20",
+            "--samples",
+            "1000",
+        ][..],
+    ] {
+        let mut c = commbench(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("starts");
+        // Close the pipe before anything is written, as a reader that has had enough does.
+        drop(c.stdout.take());
+        let o = c.wait_with_output().expect("ends");
+        let e = stderr(&o);
+        assert!(!e.contains("panicked"), "{args:?}: {e}");
+        assert!(o.status.code() == Some(0), "{args:?}: {:?} {e}", o.status);
+    }
 }

@@ -158,7 +158,6 @@ fn a_rank_killed_mid_run_is_an_error_not_a_hang() {
             "100000000",
             "--npp",
             "10",
-            "--quiet",
         ],
     );
     let mut child = c

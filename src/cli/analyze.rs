@@ -169,7 +169,7 @@ pub fn report(a: ReportArgs) -> Result<(), Fatal> {
             report::render_with_fits(&doc, detail, &fits)
         }
     };
-    print!("{out}");
+    crate::cli::files::to_stdout(&out);
     Ok(())
 }
 
@@ -413,10 +413,11 @@ pub fn compare(a: CompareArgs) -> Result<(), Fatal> {
         eprint!("{}", render::compare::notes(&rows));
     } else {
         let side = |names, runs| render::compare::Side { names, runs };
-        print!(
-            "{}",
-            render::compare::report_runs(side(&na, &ra), side(&nb, &rb), &rows)
-        );
+        crate::cli::files::to_stdout(&render::compare::report_runs(
+            side(&na, &ra),
+            side(&nb, &rb),
+            &rows,
+        ));
     }
     if let Some(p) = &a.json {
         crate::cli::files::write_json_value(p, &rows)?;

@@ -34,7 +34,10 @@ fn probe_dir(dir: &Path) -> Result<(), Fatal> {
     }
     std::fs::create_dir_all(dir).map_err(|e| {
         unwritable(
-            format!("--output {}: cannot create the directory: {e}", dir.display()),
+            format!(
+                "--output {}: cannot create the directory: {e}",
+                dir.display()
+            ),
             "choose a directory you can write",
         )
     })?;
@@ -101,11 +104,19 @@ pub fn write_doc(p: &Path, doc: &ResultDoc) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", p.display()))
 }
 
+/// Print `s` on standard output. A reader that went away (`commbench ... | head`) ends the
+/// output quietly instead of a panic: what it did not read it did not want.
+pub fn to_stdout(s: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(s.as_bytes()).and_then(|()| out.flush());
+}
+
 /// Write any serialisable value as JSON to a file or standard output ('-').
 pub fn write_json_value<T: serde::Serialize>(p: &Path, v: &T) -> Result<(), Fatal> {
     let s = serde_json::to_string_pretty(v).map_err(|e| Fatal::run(e.to_string(), None))?;
     if p.as_os_str() == "-" {
-        println!("{s}");
+        to_stdout(&(s + "\n"));
         Ok(())
     } else {
         std::fs::write(p, s + "\n")

@@ -178,7 +178,7 @@ fn timer(a: TimerArgs, given: &Given) -> Result<(), Fatal> {
     };
     let json_to_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
     if !json_to_stdout {
-        print!("{}", commbench::render::text::timer_report(&report));
+        files::to_stdout(&commbench::render::text::timer_report(&report));
     }
     if let Some(p) = a.json {
         files::write_json_value(&p, &report)?;

@@ -406,6 +406,14 @@ fn outputs(o: &OutputArgs, b: &BackendArgs) -> Result<Outputs, Fatal> {
             "add --json FILE or --output DIR, or drop --quiet to see the report",
         ));
     }
+    let json_stdout = o.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    if o.full && (o.quiet || json_stdout) {
+        let why = if o.quiet { "--quiet" } else { "--json -" };
+        return Err(Fatal::usage(
+            format!("--full with {why}: the report it would lengthen is not printed"),
+            "drop one of them; the files of --output DIR always hold the full output",
+        ));
+    }
     Ok(Outputs {
         dir: o.output.clone(),
         json: o.json.clone(),

@@ -271,7 +271,7 @@ fn deliver(out: &Outputs, doc: &ResultDoc, ending: Ending) -> Result<(), Fatal> 
         } else {
             Detail::Table
         };
-        print!("{}", report::render(doc, detail));
+        files::to_stdout(&report::render(doc, detail));
     }
     for f in &written {
         eprintln!("wrote {f}");

@@ -14,14 +14,14 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// A long shm sweep (64 sizes, each quick) whose progress lines come on standard error.
-fn long_sweep(out: &std::path::Path) -> std::process::Command {
+fn long_sweep(out: &std::path::Path, trials: &str) -> std::process::Command {
     let sizes = (1..=64).map(|i| (i * 8).to_string()).collect::<Vec<_>>();
     let mut c = commbench(&[
         "pingpong",
         "--sizes",
         &sizes.join(","),
         "--trials",
-        "400",
+        trials,
         "--warmup",
         "5",
         "--samples",
@@ -94,7 +94,7 @@ fn check_interrupted(out: &std::path::Path, signal: &str) -> usize {
 #[test]
 fn sigterm_mid_sweep_writes_the_sizes_measured_and_exits_143() {
     let out = tmpdir("sigterm").join("out");
-    let mut c = long_sweep(&out).spawn().expect("starts");
+    let mut c = long_sweep(&out, "400").spawn().expect("starts");
     let lines = wait_for_size(&mut c, 3);
     // Only rank 0 is told, as a batch system's walltime or `kill` does: it tells the others.
     kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM).expect("kill");
@@ -109,7 +109,7 @@ fn sigterm_mid_sweep_writes_the_sizes_measured_and_exits_143() {
 #[test]
 fn ctrl_c_stops_every_rank_together_and_exits_130() {
     let out = tmpdir("sigint").join("out");
-    let mut c = long_sweep(&out).spawn().expect("starts");
+    let mut c = long_sweep(&out, "400").spawn().expect("starts");
     let lines = wait_for_size(&mut c, 2);
     // Ctrl-C reaches the whole foreground process group: rank 0 and its child ranks.
     killpg(Pid::from_raw(c.id() as i32), Signal::SIGINT).expect("killpg");
@@ -125,11 +125,13 @@ fn ctrl_c_stops_every_rank_together_and_exits_130() {
 #[test]
 fn a_second_signal_quits_at_once() {
     let out = tmpdir("twice").join("out");
-    let mut c = long_sweep(&out).spawn().expect("starts");
+    let mut c = long_sweep(&out, "200000").spawn().expect("starts");
     let lines = wait_for_size(&mut c, 2);
     let pid = Pid::from_raw(c.id() as i32);
     kill(pid, Signal::SIGTERM).expect("kill");
-    std::thread::sleep(Duration::from_millis(20));
+    // A size of 200000 trials lasts well over this pause: the second signal comes while the
+    // first still waits for the safe point.
+    std::thread::sleep(Duration::from_millis(50));
     kill(pid, Signal::SIGTERM).expect("kill");
     let t = Instant::now();
     let (code, err) = finish(c, lines);
@@ -141,7 +143,7 @@ fn a_second_signal_quits_at_once() {
     assert_eq!(doc["status"], "interrupted");
     for (i, p) in doc["points"].as_array().expect("points").iter().enumerate() {
         assert_eq!(p["size"], (i as u64 + 1) * 8);
-        assert_eq!(p["trials"], 400);
+        assert_eq!(p["trials"], 200000);
     }
 }
 

@@ -121,10 +121,7 @@ impl HockneySegment {
     /// Whether `parameter` (a key: `t0_us`, `n_half_bytes`, `pi0_per_s`, `r_inf_mb_s`) has
     /// a physical value.
     pub fn is_identifiable(&self, parameter: &str) -> bool {
-        !self
-            .identifiability()
-            .iter()
-            .any(|u| u.parameter == parameter)
+        NotIdentifiable::leaves_out(&self.identifiability(), parameter)
     }
 }
 
@@ -139,6 +136,11 @@ pub struct NotIdentifiable {
 }
 
 impl NotIdentifiable {
+    /// Whether `list` says nothing against `parameter`.
+    fn leaves_out(list: &[NotIdentifiable], parameter: &str) -> bool {
+        !list.iter().any(|u| u.parameter == parameter)
+    }
+
     fn new(parameter: &str, reason: String) -> Self {
         NotIdentifiable {
             parameter: parameter.into(),
@@ -338,10 +340,7 @@ impl Linear {
     /// Whether `parameter` (`latency_us`, `bandwidth_mb_s`, `cycles.a_cycles`) has a
     /// physical value.
     pub fn is_identifiable(&self, parameter: &str) -> bool {
-        !self
-            .identifiability()
-            .iter()
-            .any(|u| u.parameter == parameter)
+        NotIdentifiable::leaves_out(&self.identifiability(), parameter)
     }
 }
 

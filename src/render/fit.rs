@@ -32,6 +32,38 @@ pub fn interval_end(x: f64, style: Style) -> String {
     }
 }
 
+/// A fitted value as a report words it: not identifiable (with what was fitted), exact through
+/// two points (no interval), or with its 95% interval, `note` after the interval's low end.
+fn estimate(
+    (v, ci, se): (f64, Interval, f64),
+    ok: bool,
+    style: Style,
+    unit: &str,
+    note: &str,
+) -> Estimate {
+    if !ok {
+        Estimate::NotIdentifiable(format!("{} {unit}", text(v, style)))
+    } else if !se.is_finite() {
+        Estimate::Exact(format!("{} {unit}", text(v, style)))
+    } else {
+        Estimate::WithCi(
+            format!("{} {unit}", text(v, style)),
+            format!(
+                "{}{note}, {}",
+                interval_end(ci.lo, style),
+                interval_end(ci.hi, style)
+            ),
+        )
+    }
+}
+
+/// See [`estimate`].
+enum Estimate {
+    NotIdentifiable(String),
+    Exact(String),
+    WithCi(String, String),
+}
+
 /// One regime's Hockney parameters in a line, four significant digits:
 /// `t0 = 8.000 us, r_inf = 400.0 MB/s, n_half = 3200 bytes`, with [`NOT_IDENTIFIABLE`] for a
 /// parameter that is not physical and `(exact through two points)` after a two-point line.
@@ -69,21 +101,10 @@ pub fn regime_brief(s: &HockneySegment) -> String {
 /// physical is [`NOT_IDENTIFIABLE`] with its fitted value.
 pub fn linear_brief(l: &Linear) -> String {
     let one = |name: &str, unit: &str, v: f64, ci: Interval, se: f64, ok: bool, note: &str| {
-        let st = Style::Significant;
-        if !ok {
-            format!("{name} {NOT_IDENTIFIABLE} (fitted {} {unit})", text(v, st))
-        } else if !se.is_finite() {
-            format!(
-                "{name} {} {unit} (exact through two points, no CI)",
-                text(v, st)
-            )
-        } else {
-            format!(
-                "{name} {} {unit} [{}{note}, {}]",
-                text(v, st),
-                interval_end(ci.lo, st),
-                interval_end(ci.hi, st)
-            )
+        match estimate((v, ci, se), ok, Style::Significant, unit, note) {
+            Estimate::NotIdentifiable(f) => format!("{name} {NOT_IDENTIFIABLE} (fitted {f})"),
+            Estimate::Exact(v) => format!("{name} {v} (exact through two points, no CI)"),
+            Estimate::WithCi(v, ci) => format!("{name} {v} [{ci}]"),
         }
     };
     let clipped = if l.latency_ci_clipped() {
@@ -226,32 +247,18 @@ fn linear(out: &mut String, l: &Linear) {
         "  LATENCY AND BANDWIDTH (the Janus cluster report, eq. 1-2: intercept and 1/slope)"
     );
     // (value, its CI, its standard error) -> text.
-    let est = |name: &str,
-               unit: &str,
-               (v, ci, se): (f64, Interval, f64),
-               n: usize,
-               ok: bool,
-               note: &str| {
-        let style = Style::Decimals(n);
-        if !ok {
-            format!(
-                "    {name} = {NOT_IDENTIFIABLE} (fitted {} {unit}) ",
-                text(v, style)
-            )
-        } else if !se.is_finite() {
-            format!(
-                "    {name} = {} {unit}, exact through two points (no CI) ",
-                text(v, style)
-            )
-        } else {
-            format!(
-                "    {name} = {} {unit}, 95% CI [{}{note}, {}] ",
-                text(v, style),
-                interval_end(ci.lo, style),
-                interval_end(ci.hi, style)
-            )
-        }
-    };
+    let est =
+        |name: &str, unit: &str, vcs: (f64, Interval, f64), n: usize, ok: bool, note: &str| {
+            match estimate(vcs, ok, Style::Decimals(n), unit, note) {
+                Estimate::NotIdentifiable(f) => {
+                    format!("    {name} = {NOT_IDENTIFIABLE} (fitted {f}) ")
+                }
+                Estimate::Exact(v) => {
+                    format!("    {name} = {v}, exact through two points (no CI) ")
+                }
+                Estimate::WithCi(v, ci) => format!("    {name} = {v}, 95% CI [{ci}] "),
+            }
+        };
     let clipped = if l.latency_ci_clipped() {
         " (clipped at 0)"
     } else {

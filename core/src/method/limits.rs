@@ -588,7 +588,7 @@ fn trial_times_too_many(cfg: &MethodConfig, sizes: usize, mem: Option<(u64, u64)
 }
 
 /// A lower bound of a run's duration, stage by stage, from its counts: every message costs at
-/// least [`message_floor_ns`], every trial [`CONTROL_MESSAGES_PER_TRIAL`] control messages more,
+/// least [`message_floor_ns`], every trial three control messages more (barrier and handshake),
 /// and an npp to be calculated is at least 1; once the timer's resolution is known, a timing
 /// loop with a calculated npp lasts at least `res_npp x res_timing` (that is what the npp
 /// formula of Luecke et al. (2009) §3.3 aims at). It also weighs the stages, so that the share

@@ -149,6 +149,46 @@ pub enum SpecError {
     },
 }
 
+impl SpecError {
+    /// The same error with the control characters of the text it quotes escaped (`\n`,
+    /// `\t`), so that its message stays on one line whatever the list held.
+    fn one_line(mut self) -> Self {
+        let escape = |s: &mut String| {
+            if s.contains(char::is_control) {
+                *s = s
+                    .chars()
+                    .map(|c| {
+                        if c.is_control() {
+                            c.escape_default().to_string()
+                        } else {
+                            c.to_string()
+                        }
+                    })
+                    .collect();
+            }
+        };
+        match &mut self {
+            SpecError::Empty { spec, .. }
+            | SpecError::EmptyItem { spec, .. }
+            | SpecError::DuplicateCpu { spec, .. } => escape(spec),
+            SpecError::UnknownSuffix { text, suffix, .. } => {
+                escape(text);
+                escape(suffix);
+            }
+            SpecError::BadNumber { text, .. }
+            | SpecError::BadStep { text, .. }
+            | SpecError::ReversedRange { text, .. }
+            | SpecError::BadFactor { text, .. }
+            | SpecError::ZeroStep { text, .. }
+            | SpecError::ZeroGeometricStart { text, .. }
+            | SpecError::Overflow { text, .. }
+            | SpecError::TooMany { text, .. }
+            | SpecError::Zero { text, .. } => escape(text),
+        }
+        self
+    }
+}
+
 /// Parse a run of ASCII digits (surrounding whitespace ignored) as `u64`.
 fn parse_digits(digits: &str, text: &str, forms: &'static str) -> Result<u64, SpecError> {
     let d = digits.trim();
@@ -372,7 +412,7 @@ fn parse_list(spec: &str, suffixes: bool, forms: &'static str) -> Result<Vec<u64
 /// `A > B`, factor below 2, step 0, a geometric range starting at 0, a value beyond
 /// `u64`, or more than [`MAX_VALUES`] generated values.
 pub fn parse_sizes(spec: &str) -> Result<Vec<u64>, SpecError> {
-    parse_list(spec, true, SIZE_FORMS)
+    parse_list(spec, true, SIZE_FORMS).map_err(SpecError::one_line)
 }
 
 /// Parse a single size (`4096`, `4K`, `4KiB`, ...) with the suffixes of [`parse_sizes`].
@@ -381,9 +421,10 @@ pub fn parse_size(text: &str) -> Result<u64, SpecError> {
         return Err(SpecError::Empty {
             spec: text.to_string(),
             forms: SIZE_FORMS,
-        });
+        }
+        .one_line());
     }
-    parse_number(text, true, SIZE_FORMS)
+    parse_number(text, true, SIZE_FORMS).map_err(SpecError::one_line)
 }
 
 /// Reject zero-byte sizes, for callers whose transport cannot send empty messages.
@@ -401,12 +442,13 @@ pub fn reject_zero(sizes: &[u64]) -> Result<(), SpecError> {
 /// forms of [`parse_sizes`] (`1..64` doubles, `1..64:x4`, `10..100:+10`) but no unit
 /// suffixes. Zero anywhere is an error.
 pub fn parse_counts(spec: &str) -> Result<Vec<u64>, SpecError> {
-    let values = parse_list(spec, false, COUNT_FORMS)?;
+    let values = parse_list(spec, false, COUNT_FORMS).map_err(SpecError::one_line)?;
     if values.contains(&0) {
         return Err(SpecError::Zero {
             text: spec.trim().to_string(),
             forms: COUNT_FORMS,
-        });
+        }
+        .one_line());
     }
     Ok(values)
 }
@@ -417,6 +459,10 @@ pub fn parse_counts(spec: &str) -> Result<Vec<u64>, SpecError> {
 /// Errors on an empty list or item, an unreadable number, a reversed range (`7-4`), a CPU
 /// listed twice, or more than [`MAX_VALUES`] CPUs.
 pub fn parse_cpu_list(spec: &str) -> Result<Vec<usize>, SpecError> {
+    cpu_list(spec).map_err(SpecError::one_line)
+}
+
+fn cpu_list(spec: &str) -> Result<Vec<usize>, SpecError> {
     let forms = CPU_FORMS;
     let number = |t: &str, item: &str| -> Result<usize, SpecError> {
         let v = parse_part(t, item, false, forms)?;

@@ -464,8 +464,56 @@ impl ResultDoc {
                 "result schema version {ver} is not supported (this commbench reads {SCHEMA_VERSION})"
             )));
         }
-        serde_json::from_value(v)
-            .map_err(|e| Error::Config(format!("malformed result document: {e}")))
+        // serde quotes what it did not expect as it is: escape the line breaks a document's
+        // text may hold, so that the reason stays one line.
+        let doc: ResultDoc = serde_json::from_value(v).map_err(|e| {
+            let reason: String = e
+                .to_string()
+                .chars()
+                .map(|c| {
+                    if c.is_control() {
+                        c.escape_default().to_string()
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect();
+            Error::Config(format!("malformed result document: {reason}"))
+        })?;
+        doc.check_counts()?;
+        Ok(doc)
+    }
+
+    /// Counts no run can have written, which the analysis would overflow on: `npp` times the
+    /// trips per iteration (the divisor of every one-way time) or the trials kept plus those
+    /// removed beyond `u64`.
+    fn check_counts(&self) -> Result<()> {
+        for (i, p) in self.points.iter().enumerate() {
+            let bad = |what: String| {
+                Err(Error::Config(format!(
+                    "malformed result document: point {} ({} B): {what}",
+                    i + 1,
+                    p.size
+                )))
+            };
+            if p.npp
+                .max(1)
+                .checked_mul(p.trips_per_iteration.max(1))
+                .is_none()
+            {
+                return bad(format!(
+                    "npp {} times trips_per_iteration {} is beyond 64 bits",
+                    p.npp, p.trips_per_iteration
+                ));
+            }
+            if p.filtered.kept.checked_add(p.filtered.removed).is_none() {
+                return bad(format!(
+                    "{} trials kept and {} removed are beyond 64 bits",
+                    p.filtered.kept, p.filtered.removed
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

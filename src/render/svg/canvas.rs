@@ -110,17 +110,22 @@ impl Axis {
         match self.scale {
             Scale::Linear => {
                 let step = nice_width((self.hi - self.lo) / 6.0);
-                let decimals = (-step.log10().floor()).max(0.0) as usize;
+                let decimals = (-step.log10().floor()).clamp(0.0, 20.0) as usize;
                 let first = (self.lo / step).round() as i64;
                 let last = (self.hi / step).round() as i64;
-                for k in first..=last {
-                    let v = k as f64 * step;
-                    major.push((v, format!("{v:.decimals$}")));
+                // Ends beyond what the step counts (a step of 0 below the smallest float, ends
+                // at infinity) give no ticks rather than billions.
+                if last.saturating_sub(first) <= 100 {
+                    for k in first..=last {
+                        let v = k as f64 * step;
+                        major.push((v, format!("{v:.decimals$}")));
+                    }
                 }
             }
             Scale::Log2Bytes => {
-                let k0 = self.lo.log2().round() as i32;
-                let k1 = self.hi.log2().round() as i32;
+                // Powers of two a float has (an end at 0 or infinity would count to i32::MAX).
+                let k0 = self.lo.log2().round().clamp(-1100.0, 1100.0) as i32;
+                let k1 = self.hi.log2().round().clamp(-1100.0, 1100.0) as i32;
                 let span = (k1 - k0).max(1);
                 let step = [1, 2, 3, 4, 5, 6, 8, 10]
                     .into_iter()
@@ -136,8 +141,9 @@ impl Axis {
                 }
             }
             Scale::Log10 => {
-                let k0 = self.lo.log10().round() as i32;
-                let k1 = self.hi.log10().round() as i32;
+                // Decades a float has (an end at 0 or infinity would count to i32::MAX).
+                let k0 = self.lo.log10().round().clamp(-330.0, 330.0) as i32;
+                let k1 = self.hi.log10().round().clamp(-330.0, 330.0) as i32;
                 let few = k1 - k0 <= 2;
                 for k in k0..=k1 {
                     major.push((10f64.powi(k), decade_label(1, k)));

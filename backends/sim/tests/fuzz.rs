@@ -9,18 +9,24 @@ use commbench_core::method::{MethodConfig, NppChoice, PatternKind};
 use commbench_core::Error;
 use commbench_sim::{run, SimConfig};
 use proptest::prelude::*;
-use proptest::test_runner::RngSeed;
+use proptest::test_runner::{RngAlgorithm, RngSeed};
 
 /// Few cases, no failure files written into the tree, and the same inputs on every run unless
-/// `PROPTEST_RNG_SEED` asks for others.
+/// `PROPTEST_RNG_SEED` asks for others (`PROPTEST_CASES` for more cases).
 fn config(cases: u32) -> ProptestConfig {
     let rng_seed = match std::env::var("PROPTEST_RNG_SEED") {
         Ok(_) => ProptestConfig::default().rng_seed,
         Err(_) => RngSeed::Fixed(0x5eed_f022),
     };
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(cases);
     ProptestConfig {
         cases,
         failure_persistence: None,
+        // Cheaper than the default ChaCha in a debug build; the inputs need no cryptography.
+        rng_algorithm: RngAlgorithm::XorShift,
         rng_seed,
         ..ProptestConfig::default()
     }

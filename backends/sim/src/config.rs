@@ -315,7 +315,8 @@ impl SimConfig {
                 })
             }
             other => Err(Error::Config(format!(
-                "no simulator preset named `{other}` (presets: {})",
+                "no simulator preset named `{}` (presets: {})",
+                one_line(other),
                 PRESETS.join(", ")
             ))),
         }
@@ -329,12 +330,12 @@ impl SimConfig {
     /// Parse a TOML configuration and validate it. A top-level `preset = "NAME"` starts from
     /// that preset and overrides only the keys the file gives (a time is replaced whole).
     pub fn from_toml_str(s: &str) -> Result<Self> {
-        let mut doc: toml::Table =
-            toml::from_str(s).map_err(|e| Error::Config(format!("sim config: {e}")))?;
+        let mut doc: toml::Table = toml::from_str(s)
+            .map_err(|e| Error::Config(format!("sim config: {}", toml_error(s, &e))))?;
         let cfg: SimConfig = match doc.remove("preset") {
             None => toml::Value::Table(doc)
                 .try_into()
-                .map_err(|e| Error::Config(format!("sim config: {e}")))?,
+                .map_err(|e| Error::Config(format!("sim config: {}", toml_error(s, &e))))?,
             Some(toml::Value::String(p)) => {
                 let base = Self::preset(&p)?;
                 let mut merged = toml::Value::try_from(&base)
@@ -347,11 +348,12 @@ impl SimConfig {
                 }
                 merged
                     .try_into()
-                    .map_err(|e| Error::Config(format!("sim config: {e}")))?
+                    .map_err(|e| Error::Config(format!("sim config: {}", toml_error(s, &e))))?
             }
             Some(v) => {
                 return Err(Error::Config(format!(
-                    "sim config: `preset` must be a string, got {v}"
+                    "sim config: `preset` must be a string, got {}",
+                    one_line(&v.to_string())
                 )))
             }
         };
@@ -468,6 +470,38 @@ impl SimConfig {
             .saturating_add(e.max(r))
             .saturating_add(u)
     }
+}
+
+/// `s` on one line, for an error message: its lines joined by `; `, other control characters
+/// escaped (`\t`).
+fn one_line(s: &str) -> String {
+    let joined = s
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    joined
+        .chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// A TOML error on one line: where it is in `text` (line and column) when known, then what
+/// (the toml crate's own text draws the line with a caret under it, over several lines).
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let at = e.span().and_then(|r| text.get(..r.start)).map(|before| {
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+        format!("line {line}, column {column}: ")
+    });
+    format!("{}{}", at.unwrap_or_default(), one_line(e.message()))
 }
 
 /// Merge `over` into `base`: tables recursively, everything else replaced. The six times are

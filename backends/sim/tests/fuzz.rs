@@ -268,6 +268,24 @@ fn tiny_pingpong(cfg: &SimConfig) -> commbench_core::Result<()> {
     run(cfg, &m).map(|_| ())
 }
 
+/// A config error: on one line without control characters (the CLI prints it after
+/// `commbench: error:`), never empty.
+fn check_error(text: &str, e: &Error) -> Result<(), TestCaseError> {
+    prop_assert!(matches!(e.root(), Error::Config(_)), "{text}\n{e}");
+    let msg = e.to_string();
+    prop_assert!(!msg.is_empty());
+    prop_assert!(!msg.contains(char::is_control), "{text:?}: {msg:?}");
+    Ok(())
+}
+
+/// `text` read: a config that survives [`check_accepted`] (without a run) or a clean error.
+fn check_read(text: &str) -> Result<(), TestCaseError> {
+    match SimConfig::from_toml_str(text) {
+        Ok(cfg) => check_accepted(&cfg, false),
+        Err(e) => check_error(text, &e),
+    }
+}
+
 /// Everything a config that `from_toml_str` accepted must survive.
 fn check_accepted(cfg: &SimConfig, run_it: bool) -> Result<(), TestCaseError> {
     prop_assert!(cfg.validate().is_ok(), "accepted but invalid: {cfg:?}");
@@ -356,18 +374,14 @@ proptest! {
 
     #[test]
     fn arbitrary_text_is_a_config_or_an_error(s in "\\PC{0,200}") {
-        if let Ok(cfg) = SimConfig::from_toml_str(&s) {
-            check_accepted(&cfg, false)?;
-        }
+        check_read(&s)?;
     }
 
     #[test]
     fn toml_shaped_text_is_a_config_or_an_error(
         s in prop::collection::vec(prop::sample::select(TOKENS), 0..40).prop_map(|t| t.concat())
     ) {
-        if let Ok(cfg) = SimConfig::from_toml_str(&s) {
-            check_accepted(&cfg, false)?;
-        }
+        check_read(&s)?;
     }
 
     /// Characters of a preset file replaced, dropped or added at random places.
@@ -390,9 +404,7 @@ proptest! {
             }
         }
         let s: String = chars.into_iter().collect();
-        if let Ok(cfg) = SimConfig::from_toml_str(&s) {
-            check_accepted(&cfg, false)?;
-        }
+        check_read(&s)?;
     }
 }
 
@@ -415,10 +427,7 @@ proptest! {
         let Ok(text) = toml::to_string(&doc) else { return Ok(()) };
         match SimConfig::from_toml_str(&text) {
             Ok(cfg) => check_accepted(&cfg, true)?,
-            Err(e) => {
-                prop_assert!(matches!(e.root(), Error::Config(_)), "{text}\n{e}");
-                prop_assert!(!e.to_string().is_empty());
-            }
+            Err(e) => check_error(&text, &e)?,
         }
     }
 }
@@ -526,6 +535,34 @@ fn edges_of_every_bound() {
     for s in ok {
         let cfg = SimConfig::from_toml_str(s).unwrap_or_else(|e| panic!("{s}: {e}"));
         check_accepted(&cfg, true).unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+}
+
+/// The toml crate's message draws the line with a caret under it, and names (a preset, an
+/// unknown key) were quoted as written: either broke the one-line error over several lines.
+#[test]
+fn errors_are_one_line() {
+    let cases = [
+        (
+            "preset = \"generic\"\ndimensions = = 3\n",
+            "line 2, column 14: ",
+        ),
+        ("preset = \"\"\"a\nb\"\"\"\n", "preset named `a; b`"),
+        (
+            "preset = \"generic\"\n\"a\\nb\" = 1\n",
+            "unknown field `a; b`",
+        ),
+        (
+            "preset = \"generic\"\n\"a\\tb\" = 1\n",
+            "unknown field `a\\tb`",
+        ),
+        ("preset = [\n1,\n2]\n", "must be a string, got [1, 2]"),
+        ("dimensions = 3\n", "missing field `tick_ns`"),
+    ];
+    for (text, want) in cases {
+        let e = SimConfig::from_toml_str(text).expect_err(text);
+        check_error(text, &e).unwrap_or_else(|f| panic!("{f}"));
+        assert!(e.to_string().contains(want), "{text:?}: {e}");
     }
 }
 

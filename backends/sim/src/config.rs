@@ -155,6 +155,29 @@ pub struct Times {
 }
 
 impl Times {
+    /// `Ok` when every per-message time of an `n`-byte message is at most [`MAX_COST_NS`], so
+    /// that the virtual clock (a u64 of nanoseconds) holds thousands of such steps; else the
+    /// error names the time and the size.
+    pub fn check_size(&self, n: u64) -> Result<()> {
+        for (key, t) in [
+            ("F", &self.f),
+            ("S", &self.s),
+            ("R", &self.r),
+            ("A", &self.a),
+            ("U", &self.u),
+            ("E", &self.e),
+        ] {
+            let ns = t.ns(n);
+            if ns > MAX_COST_NS {
+                return Err(Error::Config(format!(
+                    "sim config: {key} of a {n}-byte message is {ns} ns, over the {MAX_COST_NS} ns \
+                     (1e12 us) one step may take; lower its per-byte time or the size"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Table 3 of seed 001 (NCUBE/seven, integer background computation), in microseconds:
     /// E = 220 + 1.285n, R = 180 + .04n, S = 150 + .01n, F = 160 + .60n, U = 130 + .61n,
     /// A = 120 + 0.0n.
@@ -244,7 +267,7 @@ pub struct SimConfig {
 
 /// Most nanoseconds one clock read, poll, hop jitter or compute iteration may cost: 1e12 µs,
 /// the bound on a time's coefficients.
-const MAX_COST_NS: u64 = 1_000_000_000_000_000;
+pub const MAX_COST_NS: u64 = 1_000_000_000_000_000;
 
 /// Names of the built-in presets.
 const PRESETS: &[&str] = &["ncube7", "generic"];

@@ -353,7 +353,7 @@ impl<'c> Kernel<'c> {
     fn start_user(&mut self, node: u32, dur: u64, then: Pending) -> Option<Resp> {
         let now = self.now;
         let n = &mut self.nodes[node as usize];
-        let finish = now.max(n.hbusy) + dur;
+        let finish = now.max(n.hbusy).saturating_add(dur);
         n.pending = then;
         if finish == now {
             return self.finish_user(node);
@@ -467,6 +467,7 @@ impl<'c> Kernel<'c> {
     fn alloc_msg(&mut self, src: Rank, dest: Rank, tag: Tag, data: &[u8]) -> Result<u32> {
         let t = &self.cfg.times;
         let n = data.len() as u64;
+        t.check_size(n)?;
         let (e_ns, r_ns, s_ns) = (t.e.ns(n), t.r.ns(n), t.s.ns(n));
         let what =
             || format!("the copy in flight of a {n}-byte message from node {src} to node {dest}");
@@ -671,7 +672,13 @@ impl<'c> Kernel<'c> {
             j => self.random() % (j + 1),
         };
         self.hops += 1;
-        self.push(self.now + e + jitter, EV_HOP, c, true);
+        // Each step is bounded (`Times::check_size`); saturate rather than wrap all the same.
+        self.push(
+            self.now.saturating_add(e).saturating_add(jitter),
+            EV_HOP,
+            c,
+            true,
+        );
     }
 
     fn hop_end(&mut self, c: u32) {

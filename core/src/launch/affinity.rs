@@ -46,6 +46,9 @@ pub fn online() -> Option<Vec<usize>> {
 }
 
 /// A kernel CPU list (`0-3,6`) as CPU numbers; `None` when malformed.
+/// One past the largest CPU number a kernel list is believed to name.
+const MAX_SYSFS_CPU: usize = 1 << 16;
+
 fn parse_sysfs_list(s: &str) -> Option<Vec<usize>> {
     let mut out = Vec::new();
     for item in s.split(',').filter(|i| !i.is_empty()) {
@@ -56,7 +59,9 @@ fn parse_sysfs_list(s: &str) -> Option<Vec<usize>> {
                 (v, v)
             }
         };
-        if a > b {
+        // A list the kernel writes names CPUs below a few thousand; anything past 2^16 is not
+        // one, and would otherwise be expanded into that many entries.
+        if a > b || b >= MAX_SYSFS_CPU {
             return None;
         }
         out.extend(a..=b);
@@ -157,6 +162,9 @@ mod tests {
         assert_eq!(parse_sysfs_list("0"), Some(vec![0]));
         assert_eq!(parse_sysfs_list("3-1"), None);
         assert_eq!(parse_sysfs_list("x"), None);
+        // Not a list a kernel writes: refused instead of expanded into 2^64 entries.
+        assert_eq!(parse_sysfs_list("0-18446744073709551615"), None);
+        assert_eq!(parse_sysfs_list("65535"), Some(vec![65535]));
         let on = online().expect("/sys/devices/system/cpu/online");
         assert!(!on.is_empty());
     }

@@ -155,16 +155,7 @@ impl SpecError {
     fn one_line(mut self) -> Self {
         let escape = |s: &mut String| {
             if s.contains(char::is_control) {
-                *s = s
-                    .chars()
-                    .map(|c| {
-                        if c.is_control() {
-                            c.escape_default().to_string()
-                        } else {
-                            c.to_string()
-                        }
-                    })
-                    .collect();
+                *s = commbench_core::transport::error::escape_controls(s);
             }
         };
         match &mut self {

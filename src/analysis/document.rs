@@ -467,17 +467,7 @@ impl ResultDoc {
         // serde quotes what it did not expect as it is: escape the line breaks a document's
         // text may hold, so that the reason stays one line.
         let doc: ResultDoc = serde_json::from_value(v).map_err(|e| {
-            let reason: String = e
-                .to_string()
-                .chars()
-                .map(|c| {
-                    if c.is_control() {
-                        c.escape_default().to_string()
-                    } else {
-                        c.to_string()
-                    }
-                })
-                .collect();
+            let reason = commbench_core::transport::error::escape_controls(&e.to_string());
             Error::Config(format!("malformed result document: {reason}"))
         })?;
         doc.check_counts()?;

@@ -504,16 +504,7 @@ fn one_line(s: &str) -> String {
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join("; ");
-    joined
-        .chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    commbench_core::transport::error::escape_controls(&joined)
 }
 
 /// A TOML error on one line: where it is in `text` (line and column) when known, then what

@@ -140,6 +140,20 @@ impl Error {
     }
 }
 
+/// `s` with its control characters escaped (a line break as `\n`), so that a message quoting
+/// text from a user or a file stays on one line.
+pub fn escape_controls(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// The usual name of a signal that stops runs ("SIGINT", "SIGTERM"), else "signal N".
 pub fn signal_name(signal: i32) -> String {
     match signal {

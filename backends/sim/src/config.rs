@@ -155,7 +155,7 @@ pub struct Times {
 }
 
 impl Times {
-    /// `Ok` when every per-message time of an `n`-byte message is at most [`MAX_COST_NS`], so
+    /// `Ok` when every per-message time of an `n`-byte message is at most 1e15 ns, so
     /// that the virtual clock (a u64 of nanoseconds) holds thousands of such steps; else the
     /// error names the time and the size.
     pub fn check_size(&self, n: u64) -> Result<()> {
@@ -267,7 +267,7 @@ pub struct SimConfig {
 
 /// Most nanoseconds one clock read, poll, hop jitter or compute iteration may cost: 1e12 µs,
 /// the bound on a time's coefficients.
-pub const MAX_COST_NS: u64 = 1_000_000_000_000_000;
+const MAX_COST_NS: u64 = 1_000_000_000_000_000;
 
 /// Names of the built-in presets.
 const PRESETS: &[&str] = &["ncube7", "generic"];

@@ -417,6 +417,45 @@ pub fn check_memory(
     let Some(results) = results_bytes(cfg, sizes.len()) else {
         return Err(trial_times_too_many(cfg, sizes.len(), None));
     };
+    let Some((size, need)) = largest_need(sizes, buffers, t, place, results) else {
+        return Ok(());
+    };
+    let largest = Largest {
+        cfg,
+        sizes: sizes.len(),
+        size,
+        need,
+        buffers,
+        t,
+        place,
+    };
+    if let Some(avail) = host.available {
+        largest.check_host(avail)?;
+    }
+    if let Some(limit) = host.address_space_limit {
+        largest.check_address_space(limit, host.address_space_used)?;
+    }
+    if largest.need.buffers == u64::MAX {
+        return Err(Invalid {
+            setting: Setting::Sizes,
+            reason: format!(
+                "the buffers for size {} do not fit in 64 bits of memory",
+                size_text(size)
+            ),
+            hint: None,
+        });
+    }
+    Ok(())
+}
+
+/// Finds the size needing the most memory in one process, with its need (None: no sizes).
+fn largest_need(
+    sizes: &[u64],
+    buffers: &dyn Fn(u64) -> Option<u64>,
+    t: &Transport,
+    place: Placement,
+    results: u64,
+) -> Option<(u64, Need)> {
     // The size needing the most (buffers are not always monotonic in the size: windows); a
     // need beyond 64 bits counts as the most there is.
     let saturated = Need {
@@ -432,17 +471,36 @@ pub fn check_memory(
             worst = Some((s, n));
         }
     }
-    let Some((size, n)) = worst else {
-        return Ok(());
-    };
-    let about = |b: u64| {
-        if b == u64::MAX {
-            "more than 16 EiB".to_string()
-        } else {
-            format!("about {}", human_bytes(b))
-        }
-    };
-    let what = |ranks: &str| {
+    worst
+}
+
+/// Writes a byte count as "about 1.5 GiB", or "more than 16 EiB" for one beyond 64 bits.
+fn about(b: u64) -> String {
+    if b == u64::MAX {
+        "more than 16 EiB".to_string()
+    } else {
+        format!("about {}", human_bytes(b))
+    }
+}
+
+/// The run's largest need for memory, with what it takes to explain it and to find the
+/// sizes that fit.
+struct Largest<'a> {
+    cfg: &'a MethodConfig,
+    /// How many sizes the run measures.
+    sizes: usize,
+    /// The size needing the most.
+    size: u64,
+    need: Need,
+    buffers: &'a dyn Fn(u64) -> Option<u64>,
+    t: &'a Transport,
+    place: Placement,
+}
+
+impl Largest<'_> {
+    /// Says what the need is made of; `ranks` tells whose buffers they are.
+    fn what(&self, ranks: &str) -> String {
+        let n = &self.need;
         let times = if n.results >= 1 << 20 {
             format!(", and {} of trial times on rank 0", human_bytes(n.results))
         } else {
@@ -457,85 +515,94 @@ pub fn check_memory(
                 human_bytes(n.buffers)
             }
         )
-    };
-    let on_host = if place.all_here || t.one_process {
-        " in each of 2 ranks"
-    } else {
-        ""
-    };
-    let in_process = if t.one_process {
-        " in each of its 2 ranks"
-    } else {
-        ""
-    };
-    let buffers_dominate = n.buffers.saturating_mul(2) >= n.results;
-    let fits = |ok: &dyn Fn(&Need) -> bool| {
-        largest_fitting(size, &|s| {
-            need(s, buffers, t, place, results).filter(ok).is_some()
+    }
+
+    /// Whether the message buffers, not the trial times, make up most of the need.
+    fn buffers_dominate(&self) -> bool {
+        self.need.buffers.saturating_mul(2) >= self.need.results
+    }
+
+    /// Finds the largest power-of-two size whose need passes `ok`.
+    fn fits(&self, ok: &dyn Fn(&Need) -> bool) -> Option<u64> {
+        largest_fitting(self.size, &|s| {
+            need(s, self.buffers, self.t, self.place, self.need.results)
+                .filter(ok)
+                .is_some()
         })
-    };
-    if let Some(avail) = host.available {
-        if n.host > avail {
-            if !buffers_dominate {
-                return Err(trial_times_too_many(
-                    cfg,
-                    sizes.len(),
-                    Some((results, avail)),
-                ));
-            }
-            return Err(Invalid {
-                setting: Setting::Sizes,
-                reason: format!(
-                    "size {} needs {} of memory ({}); this host has {} available",
-                    size_text(size),
-                    about(n.host),
-                    what(on_host),
-                    human_bytes(avail)
-                ),
-                hint: Some(fit_hint(fits(&|m: &Need| m.host <= avail), "on this host")),
-            });
-        }
     }
-    if let Some(limit) = host.address_space_limit {
-        let used = host.address_space_used.saturating_add(ADDRESS_SPACE_SLACK);
-        if n.process.saturating_add(used) > limit {
-            let room = limit.saturating_sub(used);
-            if !buffers_dominate {
-                return Err(trial_times_too_many(
-                    cfg,
-                    sizes.len(),
-                    Some((results, room)),
-                ));
-            }
-            return Err(Invalid {
-                setting: Setting::Sizes,
-                reason: format!(
-                    "size {} needs {} of address space in one process ({}), and the \
-                     address-space limit (ulimit -v) is {} with {} already in use",
-                    size_text(size),
-                    about(n.process),
-                    what(in_process),
-                    human_bytes(limit),
-                    human_bytes(host.address_space_used)
-                ),
-                hint: Some(fit_hint(
-                    fits(&|m: &Need| m.process <= room),
-                    "under this limit; raise it with `ulimit -v` (or ask the batch system for more memory)",
-                )),
-            });
+
+    /// Checks the need against the memory this host has `avail`able.
+    fn check_host(&self, avail: u64) -> std::result::Result<(), Invalid> {
+        let n = &self.need;
+        if n.host <= avail {
+            return Ok(());
         }
-    }
-    if n.buffers == u64::MAX {
-        return Err(Invalid {
+        if !self.buffers_dominate() {
+            return Err(trial_times_too_many(
+                self.cfg,
+                self.sizes,
+                Some((n.results, avail)),
+            ));
+        }
+        let on_host = if self.place.all_here || self.t.one_process {
+            " in each of 2 ranks"
+        } else {
+            ""
+        };
+        Err(Invalid {
             setting: Setting::Sizes,
             reason: format!(
-                "the buffers for size {} do not fit in 64 bits of memory",
-                size_text(size)
+                "size {} needs {} of memory ({}); this host has {} available",
+                size_text(self.size),
+                about(n.host),
+                self.what(on_host),
+                human_bytes(avail)
             ),
-            hint: None,
-        });
+            hint: Some(fit_hint(
+                self.fits(&|m: &Need| m.host <= avail),
+                "on this host",
+            )),
+        })
     }
-    Ok(())
+
+    /// Checks the need of one process against the address-space `limit`, `used` of it already
+    /// taken.
+    fn check_address_space(&self, limit: u64, used: u64) -> std::result::Result<(), Invalid> {
+        let n = &self.need;
+        let taken = used.saturating_add(ADDRESS_SPACE_SLACK);
+        if n.process.saturating_add(taken) <= limit {
+            return Ok(());
+        }
+        let room = limit.saturating_sub(taken);
+        if !self.buffers_dominate() {
+            return Err(trial_times_too_many(
+                self.cfg,
+                self.sizes,
+                Some((n.results, room)),
+            ));
+        }
+        let in_process = if self.t.one_process {
+            " in each of its 2 ranks"
+        } else {
+            ""
+        };
+        Err(Invalid {
+            setting: Setting::Sizes,
+            reason: format!(
+                "size {} needs {} of address space in one process ({}), and the \
+                 address-space limit (ulimit -v) is {} with {} already in use",
+                size_text(self.size),
+                about(n.process),
+                self.what(in_process),
+                human_bytes(limit),
+                human_bytes(used)
+            ),
+            hint: Some(fit_hint(
+                self.fits(&|m: &Need| m.process <= room),
+                "under this limit; raise it with `ulimit -v` (or ask the batch system for more memory)",
+            )),
+        })
+    }
 }
 
 /// The largest power of two at most `below` for which `ok` holds (None: not even 1 byte).

@@ -211,20 +211,19 @@ impl MethodConfig {
     /// Sizes, trials, clock reads and npp: each needs at least one, and none may ask for more
     /// than [`limits`] allows.
     fn check_counts(&self) -> std::result::Result<(), Invalid> {
-        use limits::{MAX_ITERATIONS, MAX_POINTS, MAX_TRIALS};
+        use limits::{MAX_ITERATIONS, MAX_TRIALS};
         if self.sizes.is_empty() {
             return invalid(Setting::Sizes, "no message sizes");
         }
         if self.trials == 0 {
             return invalid(Setting::Trials, "the number of trials must be at least 1");
         }
-        let every_trial = "every trial keeps an 8-byte time and follows a barrier and a handshake";
         at_most(
             Setting::Trials,
             self.trials,
             MAX_TRIALS,
             "trials per size",
-            every_trial,
+            EVERY_TRIAL,
         )?;
         at_most(
             Setting::Warmup,
@@ -234,58 +233,32 @@ impl MethodConfig {
             "10^9 iterations take minutes even at the fastest",
         )?;
         check_timer_samples(self.timer_samples)?;
-        let values = match &self.npp {
+        let values = self.check_npp()?;
+        self.check_points(values)
+    }
+
+    /// Checks the npp setting and gives how many npp values each size is measured with.
+    fn check_npp(&self) -> std::result::Result<usize, Invalid> {
+        match &self.npp {
             NppChoice::Auto {
                 res_npp,
                 npp_init,
                 npptrial,
             } => {
-                if *res_npp == 0 || *npp_init == 0 || *npptrial == 0 {
-                    return invalid(
-                        Setting::NppCalculation,
-                        "res_npp, npp_init and npptrial must be at least 1",
-                    );
-                }
-                let why = "the calculated npp itself stops at 10^9";
-                at_most(
-                    Setting::NppCalculation,
-                    *res_npp,
-                    MAX_ITERATIONS,
-                    "res_npp",
-                    why,
-                )?;
-                at_most(
-                    Setting::NppCalculation,
-                    *npp_init,
-                    MAX_ITERATIONS,
-                    "npp_init",
-                    why,
-                )?;
-                at_most(
-                    Setting::NppCalculation,
-                    *npptrial,
-                    MAX_TRIALS,
-                    "npptrial",
-                    every_trial,
-                )?;
-                1
+                check_npp_calculation(*res_npp, *npp_init, *npptrial)?;
+                Ok(1)
             }
             other => {
                 let v = other.fixed_values();
-                if v.is_empty() || v.contains(&0) {
-                    return invalid(Setting::Npp, "npp must be at least 1");
-                }
-                let big = v.iter().copied().max().unwrap_or(1);
-                at_most(
-                    Setting::Npp,
-                    big,
-                    MAX_ITERATIONS,
-                    "iterations per timing loop",
-                    "the npp formula stops at the same value; more only lengthens every trial",
-                )?;
-                v.len()
+                check_fixed_npp(&v)?;
+                Ok(v.len())
             }
-        };
+        }
+    }
+
+    /// Checks that the sizes times the npp `values` stay within [`limits::MAX_POINTS`].
+    fn check_points(&self, values: usize) -> std::result::Result<(), Invalid> {
+        use limits::MAX_POINTS;
         let points = self.sizes.len().saturating_mul(values);
         if points > MAX_POINTS {
             let which = if values > 1 {
@@ -307,6 +280,61 @@ impl MethodConfig {
         }
         Ok(())
     }
+}
+
+/// Why trials are bounded: the reason given for both the trials and npptrial.
+const EVERY_TRIAL: &str = "every trial keeps an 8-byte time and follows a barrier and a handshake";
+
+/// Checks the counts of a calculated npp: each at least 1 and within its bound.
+fn check_npp_calculation(
+    res_npp: u64,
+    npp_init: u64,
+    npptrial: u64,
+) -> std::result::Result<(), Invalid> {
+    use limits::{MAX_ITERATIONS, MAX_TRIALS};
+    if res_npp == 0 || npp_init == 0 || npptrial == 0 {
+        return invalid(
+            Setting::NppCalculation,
+            "res_npp, npp_init and npptrial must be at least 1",
+        );
+    }
+    let why = "the calculated npp itself stops at 10^9";
+    at_most(
+        Setting::NppCalculation,
+        res_npp,
+        MAX_ITERATIONS,
+        "res_npp",
+        why,
+    )?;
+    at_most(
+        Setting::NppCalculation,
+        npp_init,
+        MAX_ITERATIONS,
+        "npp_init",
+        why,
+    )?;
+    at_most(
+        Setting::NppCalculation,
+        npptrial,
+        MAX_TRIALS,
+        "npptrial",
+        EVERY_TRIAL,
+    )
+}
+
+/// Checks fixed npp values: at least one, none 0, the largest within its bound.
+fn check_fixed_npp(values: &[u64]) -> std::result::Result<(), Invalid> {
+    if values.is_empty() || values.contains(&0) {
+        return invalid(Setting::Npp, "npp must be at least 1");
+    }
+    let big = values.iter().copied().max().unwrap_or(1);
+    at_most(
+        Setting::Npp,
+        big,
+        limits::MAX_ITERATIONS,
+        "iterations per timing loop",
+        "the npp formula stops at the same value; more only lengthens every trial",
+    )
 }
 
 /// Seed 000 §3.3: `npp = nint(max(1, res_npp * res_timing / median_ppt))`, where

@@ -369,106 +369,39 @@ impl<'a> Density<'a> {
 /// Cost: one pass over the times and a fixed grid of 1024 points, whatever the trial count.
 /// `None` with fewer than [`MODALITY_MIN_TRIALS`] positive times.
 pub fn modality(sorted: &[f64]) -> Option<Modality> {
-    let logs: Vec<f64> = sorted
-        .iter()
-        .filter(|&&x| x > 0.0 && x.is_finite())
-        .map(|x| x.ln())
-        .collect();
+    let logs = positive_logs(sorted);
     let n = logs.len();
     if n < MODALITY_MIN_TRIALS {
         return None;
     }
     let med = stats::median(&logs)?;
-    let one = |at: f64, h: f64| Modality {
-        multimodal: false,
-        modes: vec![Mode {
-            at_us: at.exp(),
-            weight: 1.0,
-        }],
-        bandwidth_ln: h,
-    };
     let (lo, hi) = (logs[0], logs[n - 1]);
     if hi <= lo {
-        return Some(one(med, 0.0));
+        return Some(single_mode(med, 0.0));
     }
-    let (_, var) = stats::mean_variance(&logs)?;
-    let iqr = stats::quantile(&logs, 0.75)? - stats::quantile(&logs, 0.25)?;
-    let spread = if iqr > 0.0 {
-        var.sqrt().min(iqr / 1.34)
-    } else {
-        var.sqrt()
-    };
-    let quantum = sorted
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .filter(|&d| d > 0.0)
-        .fold(f64::INFINITY, f64::min)
-        / med.exp();
-    let h = (0.9 * spread * (n as f64).powf(-0.2))
-        .max(MODE_MIN_BANDWIDTH)
-        .max(if quantum.is_finite() {
-            quantum.min(MODE_MAX_QUANTUM_BANDWIDTH)
-        } else {
-            0.0
-        });
+    let h = bandwidth(sorted, &logs, med)?;
     let d = Density::estimate(&logs, lo, hi, h);
     let mut peaks = d.peaks();
     loop {
         let [first, ..] = peaks[..] else {
-            return Some(one(med, h));
+            return Some(single_mode(med, h));
         };
         if peaks.len() == 1 {
-            return Some(one(d.at(first), h));
+            return Some(single_mode(d.at(first), h));
         }
         let valleys: Vec<usize> = peaks.windows(2).map(|w| d.valley(w[0], w[1])).collect();
-        // Worst valley first.
-        let merge = valleys
-            .iter()
-            .enumerate()
-            .filter_map(|(k, &v)| Some((k, d.not_separating(peaks[k], v, peaks[k + 1])?)))
-            .max_by(|a, b| a.1.total_cmp(&b.1));
-        if let Some((k, _)) = merge {
-            let lower = if d.dens[peaks[k]] < d.dens[peaks[k + 1]] {
-                k
-            } else {
-                k + 1
-            };
-            peaks.remove(lower);
+        if let Some(k) = unseparated_peak(&d, &peaks, &valleys) {
+            peaks.remove(k);
             continue;
         }
-        let edges: Vec<usize> = std::iter::once(0)
-            .chain(valleys.iter().map(|&v| d.below(d.at(v))))
-            .chain(std::iter::once(n))
-            .collect();
-        let weights: Vec<f64> = edges
-            .windows(2)
-            .map(|e| (e[1] - e[0]) as f64 / n as f64)
-            .collect();
-        let widest = (0..peaks.len())
-            .map(|k| {
-                let basin = (
-                    if k == 0 { 0 } else { valleys[k - 1] },
-                    valleys.get(k).copied().unwrap_or(MODE_GRID - 1),
-                );
-                (k, d.width(peaks[k], basin, weights[k] * n as f64))
-            })
-            .max_by(|a, b| a.1.total_cmp(&b.1));
-        if let Some((k, w)) = widest {
-            if w > MODE_MAX_WIDTH {
-                peaks.remove(k);
-                continue;
-            }
+        let weights = basin_weights(&d, &valleys, n);
+        if let Some(k) = too_wide_peak(&d, &peaks, &valleys, &weights, n) {
+            peaks.remove(k);
+            continue;
         }
-        let lightest = weights
-            .iter()
-            .enumerate()
-            .min_by(|a, b| a.1.total_cmp(b.1))
-            .map(|(k, &w)| (k, w));
-        if let Some((k, w)) = lightest {
-            if w < MODE_MIN_WEIGHT || w * (n as f64) < MODE_MIN_COUNT as f64 {
-                peaks.remove(k);
-                continue;
-            }
+        if let Some(k) = too_light_peak(&weights, n) {
+            peaks.remove(k);
+            continue;
         }
         let modes: Vec<Mode> = peaks
             .iter()
@@ -484,6 +417,112 @@ pub fn modality(sorted: &[f64]) -> Option<Modality> {
             bandwidth_ln: h,
         });
     }
+}
+
+/// The logarithms of the positive, finite times, in their (sorted) order.
+fn positive_logs(sorted: &[f64]) -> Vec<f64> {
+    sorted
+        .iter()
+        .filter(|&&x| x > 0.0 && x.is_finite())
+        .map(|x| x.ln())
+        .collect()
+}
+
+/// A single mode at log time `at` with all the weight, from bandwidth `h`.
+fn single_mode(at: f64, h: f64) -> Modality {
+    Modality {
+        multimodal: false,
+        modes: vec![Mode {
+            at_us: at.exp(),
+            weight: 1.0,
+        }],
+        bandwidth_ln: h,
+    }
+}
+
+/// The kernel bandwidth for `logs` (median `med`): Silverman's rule, floored by
+/// [`MODE_MIN_BANDWIDTH`] and by the timer's step relative to the median.
+fn bandwidth(sorted: &[f64], logs: &[f64], med: f64) -> Option<f64> {
+    let n = logs.len();
+    let (_, var) = stats::mean_variance(logs)?;
+    let iqr = stats::quantile(logs, 0.75)? - stats::quantile(logs, 0.25)?;
+    let spread = if iqr > 0.0 {
+        var.sqrt().min(iqr / 1.34)
+    } else {
+        var.sqrt()
+    };
+    let quantum = sorted
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|&d| d > 0.0)
+        .fold(f64::INFINITY, f64::min)
+        / med.exp();
+    Some(
+        (0.9 * spread * (n as f64).powf(-0.2))
+            .max(MODE_MIN_BANDWIDTH)
+            .max(if quantum.is_finite() {
+                quantum.min(MODE_MAX_QUANTUM_BANDWIDTH)
+            } else {
+                0.0
+            }),
+    )
+}
+
+/// The index of the lower peak of the pair whose valley separates them worst, if any does not.
+fn unseparated_peak(d: &Density, peaks: &[usize], valleys: &[usize]) -> Option<usize> {
+    // Worst valley first.
+    let (k, _) = valleys
+        .iter()
+        .enumerate()
+        .filter_map(|(k, &v)| Some((k, d.not_separating(peaks[k], v, peaks[k + 1])?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    Some(if d.dens[peaks[k]] < d.dens[peaks[k + 1]] {
+        k
+    } else {
+        k + 1
+    })
+}
+
+/// The share of the `n` trials in each peak's basin, between the valleys either side of it.
+fn basin_weights(d: &Density, valleys: &[usize], n: usize) -> Vec<f64> {
+    let edges: Vec<usize> = std::iter::once(0)
+        .chain(valleys.iter().map(|&v| d.below(d.at(v))))
+        .chain(std::iter::once(n))
+        .collect();
+    edges
+        .windows(2)
+        .map(|e| (e[1] - e[0]) as f64 / n as f64)
+        .collect()
+}
+
+/// The index of the widest peak when it is wider than [`MODE_MAX_WIDTH`].
+fn too_wide_peak(
+    d: &Density,
+    peaks: &[usize],
+    valleys: &[usize],
+    weights: &[f64],
+    n: usize,
+) -> Option<usize> {
+    let (k, w) = (0..peaks.len())
+        .map(|k| {
+            let basin = (
+                if k == 0 { 0 } else { valleys[k - 1] },
+                valleys.get(k).copied().unwrap_or(MODE_GRID - 1),
+            );
+            (k, d.width(peaks[k], basin, weights[k] * n as f64))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    (w > MODE_MAX_WIDTH).then_some(k)
+}
+
+/// The index of the lightest peak when it holds less than [`MODE_MIN_WEIGHT`] of the `n`
+/// trials or fewer than [`MODE_MIN_COUNT`].
+fn too_light_peak(weights: &[f64], n: usize) -> Option<usize> {
+    let (k, &w) = weights
+        .iter()
+        .enumerate()
+        .min_by(|a, b| a.1.total_cmp(b.1))?;
+    (w < MODE_MIN_WEIGHT || w * (n as f64) < MODE_MIN_COUNT as f64).then_some(k)
 }
 
 /// A binned distribution: bin k covers `[origin + k w, origin + (k+1) w)`.

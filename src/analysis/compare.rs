@@ -338,6 +338,34 @@ pub fn compare_runs(
     } else {
         iters.min(MAX_RESAMPLES)
     };
+    let (first_a, first_b) = first_runs(a, b)?;
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut seen: Vec<Key> = Vec::new();
+    for pa in &first_a.points {
+        let key = (pa.pattern.clone(), pa.size);
+        if seen.contains(&key) || find(first_b, &pa.pattern, pa.size).is_none() {
+            continue;
+        }
+        seen.push(key);
+        let (Some(sa), Some(sb)) = (
+            SideAt::gather(a, &pa.pattern, pa.size),
+            SideAt::gather(b, &pa.pattern, pa.size),
+        ) else {
+            continue;
+        };
+        pending.push(compare_point(&pa.pattern, pa.size, &sa, &sb, iters, seed)?);
+    }
+    if pending.is_empty() {
+        return Err(nothing_in_common(first_a, first_b));
+    }
+    Ok(finish_rows(pending))
+}
+
+/// Each side's first run, after checking that the runs of a side measured the same points.
+fn first_runs<'a>(
+    a: &[&'a ResultDoc],
+    b: &[&'a ResultDoc],
+) -> Result<(&'a ResultDoc, &'a ResultDoc)> {
     for (name, side) in [("A", a), ("B", b)] {
         if let Some(m) = run_mismatch(side) {
             return Err(Error::Invalid(format!(
@@ -356,144 +384,184 @@ pub fn compare_runs(
             if a.is_empty() { "A" } else { "B" }
         )));
     };
-    let mut pending: Vec<Pending> = Vec::new();
-    let mut seen: Vec<Key> = Vec::new();
-    for pa in &first_a.points {
-        let key = (pa.pattern.clone(), pa.size);
-        if seen.contains(&key) || find(first_b, &pa.pattern, pa.size).is_none() {
-            continue;
+    Ok((first_a, first_b))
+}
+
+/// The error for two sides with no `(pattern, size)` in common, listing each side's points.
+fn nothing_in_common(first_a: &ResultDoc, first_b: &ResultDoc) -> Error {
+    let sizes = |d: &ResultDoc| {
+        d.points
+            .iter()
+            .map(|p| format!("{} {}", p.pattern, p.size))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Error::Invalid(format!(
+        "the two documents have no (pattern, size) in common (A: {}; B: {})",
+        sizes(first_a),
+        sizes(first_b)
+    ))
+}
+
+/// The median of each run of a side at one point; errors when a run has no trials.
+fn run_medians(s: &SideAt, pattern: &str, size: u64, side: &str) -> Result<Vec<f64>> {
+    s.runs
+        .iter()
+        .map(|r| {
+            median_of(r).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "{pattern} of {size} B in {side} has no trial times to compare"
+                ))
+            })
+        })
+        .collect::<Result<Vec<f64>>>()
+}
+
+/// Geometric mean of run medians.
+fn geo_mean(m: &[f64]) -> f64 {
+    (m.iter().map(|x| x.ln()).sum::<f64>() / m.len() as f64).exp()
+}
+
+/// Standard error and (Welch–Satterthwaite) degrees of freedom of the log ratio of B to A.
+fn log_ratio_se_df(
+    ea: Option<RunsEstimate>,
+    eb: Option<RunsEstimate>,
+    scope: Scope,
+    na: usize,
+    nb: usize,
+) -> (f64, f64) {
+    match (ea, eb) {
+        (Some(ea), Some(eb)) => {
+            let (va, vb) = (ea.variance, eb.variance);
+            let df = match scope {
+                Scope::WithinRun => f64::INFINITY,
+                Scope::Runs if va + vb == 0.0 => f64::INFINITY,
+                Scope::Runs => {
+                    (va + vb).powi(2) / (va * va / (na as f64 - 1.0) + vb * vb / (nb as f64 - 1.0))
+                }
+            };
+            ((va + vb).sqrt(), df)
         }
-        seen.push(key);
-        let (Some(sa), Some(sb)) = (
-            SideAt::gather(a, &pa.pattern, pa.size),
-            SideAt::gather(b, &pa.pattern, pa.size),
-        ) else {
-            continue;
-        };
-        let what = |side: &str| {
-            Error::Invalid(format!(
-                "{} of {} B in {side} has no trial times to compare",
-                pa.pattern, pa.size
-            ))
-        };
-        let medians = |s: &SideAt, side: &str| {
-            s.runs
-                .iter()
-                .map(|r| median_of(r).ok_or_else(|| what(side)))
-                .collect::<Result<Vec<f64>>>()
-        };
-        let ma_runs = medians(&sa, "A")?;
-        let mb_runs = medians(&sb, "B")?;
-        let geo = |m: &[f64]| (m.iter().map(|x| x.ln()).sum::<f64>() / m.len() as f64).exp();
-        let (ma, mb) = (geo(&ma_runs), geo(&mb_runs));
-        let (suba, subb) = (sa.subsampled(), sb.subsampled());
-        let point_seed = seed ^ pa.size.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let est = |runs: &[Vec<f64>], side: u64| {
-            inference::hierarchical_log_median(runs, iters, point_seed.wrapping_add(side))
-        };
-        let (ea, eb): (Option<RunsEstimate>, Option<RunsEstimate>) = (est(&suba, 1), est(&subb, 2));
-        let (na, nb) = (sa.runs.len(), sb.runs.len());
-        let scope = if na >= 2 && nb >= 2 {
-            Scope::Runs
-        } else {
-            Scope::WithinRun
-        };
-        let log_ratio = mb.ln() - ma.ln();
-        let (se, df) = match (ea, eb) {
-            (Some(ea), Some(eb)) => {
-                let (va, vb) = (ea.variance, eb.variance);
-                let df = match scope {
-                    Scope::WithinRun => f64::INFINITY,
-                    Scope::Runs if va + vb == 0.0 => f64::INFINITY,
-                    Scope::Runs => {
-                        (va + vb).powi(2)
-                            / (va * va / (na as f64 - 1.0) + vb * vb / (nb as f64 - 1.0))
-                    }
-                };
-                ((va + vb).sqrt(), df)
-            }
-            _ => (f64::NAN, f64::NAN),
-        };
-        let p_runs = match scope {
-            Scope::WithinRun => None,
-            Scope::Runs if se == 0.0 => Some(if log_ratio == 0.0 { 1.0 } else { 0.0 }),
-            Scope::Runs => Some((2.0 * inference::student_t_sf(log_ratio.abs() / se, df)).min(1.0)),
-        };
-        let pool = |s: &[Vec<f64>]| s.concat();
-        let p_value = inference::mann_whitney_p(&pool(&suba), &pool(&subb)).unwrap_or(f64::NAN);
-        let (run_spread_a, run_cv_a) = run_spread(&ma_runs);
-        let (run_spread_b, run_cv_b) = run_spread(&mb_runs);
-        let nan = Interval {
-            lo: f64::NAN,
-            hi: f64::NAN,
-        };
-        pending.push(Pending {
-            row: SizeComparison {
-                pattern: pa.pattern.clone(),
-                size: pa.size,
-                median_a_us: ma,
-                median_b_us: mb,
-                ratio: mb / ma,
-                ci95: nan,
-                p_value,
-                verdict: Verdict::Unknown,
-                trials_a: sa.trials(),
-                trials_b: sb.trials(),
-                runs_a: na,
-                runs_b: nb,
-                scope,
-                ci95_simultaneous: nan,
-                sizes_compared: 0,
-                df: (scope == Scope::Runs && df.is_finite()).then_some(df),
-                p_runs,
-                run_medians_a_us: ma_runs,
-                run_medians_b_us: mb_runs,
-                run_spread_a,
-                run_spread_b,
-                run_cv_a,
-                run_cv_b,
-            },
-            log_ratio,
-            se,
-            df,
-        });
+        _ => (f64::NAN, f64::NAN),
     }
-    if pending.is_empty() {
-        let sizes = |d: &ResultDoc| {
-            d.points
-                .iter()
-                .map(|p| format!("{} {}", p.pattern, p.size))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        return Err(Error::Invalid(format!(
-            "the two documents have no (pattern, size) in common (A: {}; B: {})",
-            sizes(first_a),
-            sizes(first_b)
-        )));
+}
+
+/// Two-sided p-value of the Student test of the log ratio; `None` within a run.
+fn runs_p_value(scope: Scope, log_ratio: f64, se: f64, df: f64) -> Option<f64> {
+    match scope {
+        Scope::WithinRun => None,
+        Scope::Runs if se == 0.0 => Some(if log_ratio == 0.0 { 1.0 } else { 0.0 }),
+        Scope::Runs => Some((2.0 * inference::student_t_sf(log_ratio.abs() / se, df)).min(1.0)),
     }
+}
+
+/// Hierarchical bootstrap estimates of each side's log statistic, seeded per size and side.
+fn bootstrap(
+    suba: &[Vec<f64>],
+    subb: &[Vec<f64>],
+    iters: usize,
+    seed: u64,
+    size: u64,
+) -> (Option<RunsEstimate>, Option<RunsEstimate>) {
+    let point_seed = seed ^ size.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let est = |runs: &[Vec<f64>], side: u64| {
+        inference::hierarchical_log_median(runs, iters, point_seed.wrapping_add(side))
+    };
+    (est(suba, 1), est(subb, 2))
+}
+
+/// Compares one matched point, leaving the intervals, verdict and row count to [`finish_rows`].
+fn compare_point(
+    pattern: &str,
+    size: u64,
+    sa: &SideAt,
+    sb: &SideAt,
+    iters: usize,
+    seed: u64,
+) -> Result<Pending> {
+    let ma_runs = run_medians(sa, pattern, size, "A")?;
+    let mb_runs = run_medians(sb, pattern, size, "B")?;
+    let (ma, mb) = (geo_mean(&ma_runs), geo_mean(&mb_runs));
+    let (suba, subb) = (sa.subsampled(), sb.subsampled());
+    let (ea, eb) = bootstrap(&suba, &subb, iters, seed, size);
+    let (na, nb) = (sa.runs.len(), sb.runs.len());
+    let scope = if na >= 2 && nb >= 2 {
+        Scope::Runs
+    } else {
+        Scope::WithinRun
+    };
+    let log_ratio = mb.ln() - ma.ln();
+    let (se, df) = log_ratio_se_df(ea, eb, scope, na, nb);
+    let p_runs = runs_p_value(scope, log_ratio, se, df);
+    let pool = |s: &[Vec<f64>]| s.concat();
+    let p_value = inference::mann_whitney_p(&pool(&suba), &pool(&subb)).unwrap_or(f64::NAN);
+    let (run_spread_a, run_cv_a) = run_spread(&ma_runs);
+    let (run_spread_b, run_cv_b) = run_spread(&mb_runs);
+    let nan = Interval {
+        lo: f64::NAN,
+        hi: f64::NAN,
+    };
+    Ok(Pending {
+        row: SizeComparison {
+            pattern: pattern.to_string(),
+            size,
+            median_a_us: ma,
+            median_b_us: mb,
+            ratio: mb / ma,
+            ci95: nan,
+            p_value,
+            verdict: Verdict::Unknown,
+            trials_a: sa.trials(),
+            trials_b: sb.trials(),
+            runs_a: na,
+            runs_b: nb,
+            scope,
+            ci95_simultaneous: nan,
+            sizes_compared: 0,
+            df: (scope == Scope::Runs && df.is_finite()).then_some(df),
+            p_runs,
+            run_medians_a_us: ma_runs,
+            run_medians_b_us: mb_runs,
+            run_spread_a,
+            run_spread_b,
+            run_cv_a,
+            run_cv_b,
+        },
+        log_ratio,
+        se,
+        df,
+    })
+}
+
+/// Fills in each row's intervals (alone and simultaneous), the row count and the verdict.
+fn finish_rows(pending: Vec<Pending>) -> Vec<SizeComparison> {
     let k = pending.len();
     let simultaneous = 1.0 - (1.0 - CONFIDENCE) / k as f64;
-    Ok(pending
+    pending
         .into_iter()
         .map(|p| {
             let mut row = p.row;
             row.ci95 = interval(p.log_ratio, p.se, p.df, CONFIDENCE);
             row.ci95_simultaneous = interval(p.log_ratio, p.se, p.df, simultaneous);
             row.sizes_compared = k;
-            let ci = row.ci95_simultaneous;
-            row.verdict = if row.runs_a < MIN_RUNS || row.runs_b < MIN_RUNS || ci.lo.is_nan() {
-                Verdict::Unknown
-            } else if ci.lo > 1.0 {
-                Verdict::Slower
-            } else if ci.hi < 1.0 {
-                Verdict::Faster
-            } else {
-                Verdict::NoDifference
-            };
+            row.verdict = verdict(&row);
             row
         })
-        .collect())
+        .collect()
+}
+
+/// The verdict of a row from its run counts and simultaneous interval.
+fn verdict(row: &SizeComparison) -> Verdict {
+    let ci = row.ci95_simultaneous;
+    if row.runs_a < MIN_RUNS || row.runs_b < MIN_RUNS || ci.lo.is_nan() {
+        Verdict::Unknown
+    } else if ci.lo > 1.0 {
+        Verdict::Slower
+    } else if ci.hi < 1.0 {
+        Verdict::Faster
+    } else {
+        Verdict::NoDifference
+    }
 }
 
 #[cfg(test)]

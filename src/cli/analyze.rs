@@ -347,6 +347,30 @@ fn sides(a: &CompareArgs) -> Result<(Vec<PathBuf>, Vec<PathBuf>), Fatal> {
 
 /// `commbench compare`.
 pub fn compare(a: CompareArgs) -> Result<(), Fatal> {
+    check_compare_options(&a)?;
+    let (fa, fb) = sides(&a)?;
+    check_runs_for_fail_if_slower(a.fail_if_slower, &fa, &fb)?;
+    let load_all = |files: &[PathBuf]| files.iter().map(|f| load(f)).collect::<Result<Vec<_>, _>>();
+    let (da, db) = (load_all(&fa)?, load_all(&fb)?);
+    let (ra, rb): (Vec<&ResultDoc>, Vec<&ResultDoc>) = (da.iter().collect(), db.iter().collect());
+    for (label, runs, files) in [("A", &ra, &fa), ("B", &rb, &fb)] {
+        check_same_points(label, runs, files)?;
+    }
+    let rows = compare::compare_runs(&ra, &rb, a.resamples, COMPARE_SEED).map_err(|e| {
+        Fatal::usage(
+            e.reason(),
+            "compare documents that measured the same pattern at some of the same sizes",
+        )
+    })?;
+    show_comparison(&a, (&fa, &ra), (&fb, &rb), &rows)?;
+    if let Some(pct) = a.fail_if_slower {
+        check_no_regression(&rows, pct, fa.len(), fb.len())?;
+    }
+    Ok(())
+}
+
+/// Rejects a negative or non-finite `--fail-if-slower` and a `--resamples` out of range.
+fn check_compare_options(a: &CompareArgs) -> Result<(), Fatal> {
     if let Some(p) = a.fail_if_slower {
         if !(p.is_finite() && p >= 0.0) {
             return Err(Fatal::usage(
@@ -365,9 +389,16 @@ pub fn compare(a: CompareArgs) -> Result<(), Fatal> {
             "leave it out for 2000",
         ));
     }
-    let (fa, fb) = sides(&a)?;
-    if a.fail_if_slower.is_some() && (fa.len() < compare::MIN_RUNS || fb.len() < compare::MIN_RUNS)
-    {
+    Ok(())
+}
+
+/// Rejects `--fail-if-slower` when a side has fewer than [`compare::MIN_RUNS`] runs.
+fn check_runs_for_fail_if_slower(
+    fail_if_slower: Option<f64>,
+    fa: &[PathBuf],
+    fb: &[PathBuf],
+) -> Result<(), Fatal> {
+    if fail_if_slower.is_some() && (fa.len() < compare::MIN_RUNS || fb.len() < compare::MIN_RUNS) {
         return Err(Fatal::usage(
             format!(
                 "--fail-if-slower needs {} or more runs a side to tell a slowdown from the variation between runs (A has {}, B has {})",
@@ -378,83 +409,95 @@ pub fn compare(a: CompareArgs) -> Result<(), Fatal> {
             "record each side 3 or more times and give all the runs: commbench compare A1.json A2.json A3.json --against B1.json B2.json B3.json (or 'base/*.json' --against 'new/*.json')",
         ));
     }
-    let load_all = |files: &[PathBuf]| files.iter().map(|f| load(f)).collect::<Result<Vec<_>, _>>();
-    let (da, db) = (load_all(&fa)?, load_all(&fb)?);
-    let (ra, rb): (Vec<&ResultDoc>, Vec<&ResultDoc>) = (da.iter().collect(), db.iter().collect());
-    for (label, runs, files) in [("A", &ra, &fa), ("B", &rb, &fb)] {
-        if let Some(m) = compare::run_mismatch(runs) {
-            let name = |i: usize| files.get(i).map_or("?".into(), |f| f.display().to_string());
-            let (lacking, having) = if m.missing {
-                (name(m.run), name(0))
-            } else {
-                (name(0), name(m.run))
-            };
-            return Err(Fatal::usage(
-                format!(
-                    "the runs of {label} measured different points: {having} has {} {} B, {lacking} does not",
-                    m.key.0, m.key.1
-                ),
-                "each side's runs must be the same command (same sizes and patterns); compare runs of different sizes in separate comparisons",
-            ));
-        }
+    Ok(())
+}
+
+/// Rejects a side whose runs measured different points, naming the two files that differ.
+fn check_same_points(label: &str, runs: &[&ResultDoc], files: &[PathBuf]) -> Result<(), Fatal> {
+    if let Some(m) = compare::run_mismatch(runs) {
+        let name = |i: usize| files.get(i).map_or("?".into(), |f| f.display().to_string());
+        let (lacking, having) = if m.missing {
+            (name(m.run), name(0))
+        } else {
+            (name(0), name(m.run))
+        };
+        return Err(Fatal::usage(
+            format!(
+                "the runs of {label} measured different points: {having} has {} {} B, {lacking} does not",
+                m.key.0, m.key.1
+            ),
+            "each side's runs must be the same command (same sizes and patterns); compare runs of different sizes in separate comparisons",
+        ));
     }
-    let rows = compare::compare_runs(&ra, &rb, a.resamples, COMPARE_SEED).map_err(|e| {
-        Fatal::usage(
-            e.reason(),
-            "compare documents that measured the same pattern at some of the same sizes",
-        )
-    })?;
+    Ok(())
+}
+
+/// Prints the table (or, with `--json -`, only its notes on stderr) and writes the JSON.
+fn show_comparison(
+    a: &CompareArgs,
+    (fa, ra): (&[PathBuf], &[&ResultDoc]),
+    (fb, rb): (&[PathBuf], &[&ResultDoc]),
+    rows: &[SizeComparison],
+) -> Result<(), Fatal> {
     let json_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
     let names = |files: &[PathBuf]| -> Vec<String> {
         files.iter().map(|f| f.display().to_string()).collect()
     };
-    let (na, nb) = (names(&fa), names(&fb));
+    let (na, nb) = (names(fa), names(fb));
     if json_stdout {
-        eprint!("{}", render::compare::notes(&rows));
+        eprint!("{}", render::compare::notes(rows));
     } else {
         let side = |names, runs| render::compare::Side { names, runs };
         crate::cli::files::to_stdout(&render::compare::report_runs(
-            side(&na, &ra),
-            side(&nb, &rb),
-            &rows,
+            side(&na, ra),
+            side(&nb, rb),
+            rows,
         ));
     }
     if let Some(p) = &a.json {
         crate::cli::files::write_json_value(p, &rows)?;
     }
-    if let Some(pct) = a.fail_if_slower {
-        let bad = regressions(&rows, pct);
-        if !bad.is_empty() {
-            let list: Vec<String> = bad
-                .iter()
-                .map(|r| {
-                    format!(
-                        "{} {} B ({:+.1} %, CI of B/A [{:.3}, {:.3}])",
-                        r.pattern,
-                        r.size,
-                        (r.ratio - 1.0) * 100.0,
-                        r.ci95_simultaneous.lo,
-                        r.ci95_simultaneous.hi
-                    )
-                })
-                .collect();
-            return Err(Fatal::run(
-                format!(
-                    "B is slower than A by more than {pct} % at {} size(s): {}",
-                    bad.len(),
-                    list.join("; ")
-                ),
-                Some(format!(
-                    "each listed size has the whole 95% CI of B/A (over {} runs of A and {} of B, simultaneous for all {} sizes) above {:.3}",
-                    fa.len(),
-                    fb.len(),
-                    rows.len(),
-                    1.0 + pct / 100.0
-                )),
-            ));
-        }
-    }
     Ok(())
+}
+
+/// Fails the run (exit 1) listing the sizes where B is slower than A by more than `pct` %.
+fn check_no_regression(
+    rows: &[SizeComparison],
+    pct: f64,
+    runs_a: usize,
+    runs_b: usize,
+) -> Result<(), Fatal> {
+    let bad = regressions(rows, pct);
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = bad
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} B ({:+.1} %, CI of B/A [{:.3}, {:.3}])",
+                r.pattern,
+                r.size,
+                (r.ratio - 1.0) * 100.0,
+                r.ci95_simultaneous.lo,
+                r.ci95_simultaneous.hi
+            )
+        })
+        .collect();
+    Err(Fatal::run(
+        format!(
+            "B is slower than A by more than {pct} % at {} size(s): {}",
+            bad.len(),
+            list.join("; ")
+        ),
+        Some(format!(
+            "each listed size has the whole 95% CI of B/A (over {} runs of A and {} of B, simultaneous for all {} sizes) above {:.3}",
+            runs_a,
+            runs_b,
+            rows.len(),
+            1.0 + pct / 100.0
+        )),
+    ))
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@
 use commbench::analysis::compare;
 use commbench::analysis::document::ResultDoc;
 use commbench::analysis::fit::{self, Breakpoint};
-use commbench::analysis::model::FitSection;
 use commbench::core::launch::affinity;
 use commbench::render;
 use commbench::render::svg::PlotKind;
@@ -732,24 +731,11 @@ fn check_doc_error(e: &commbench::core::Error) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// The fits `commbench report` shows: fresh ones for every pattern, the stored one for its
-/// own.
-fn fits_of(doc: &ResultDoc) -> Vec<FitSection> {
-    let mut fits = fit::fit_points(&doc.points, Breakpoint::Auto, None);
-    if let Some(s) = &doc.fit {
-        match fits.iter_mut().find(|f| f.pattern == s.pattern) {
-            Some(f) => *f = s.clone(),
-            None => fits.insert(0, s.clone()),
-        }
-    }
-    fits
-}
-
 /// Everything `report`, `plot` and `compare` do with a document that reads, against `other`
 /// (a document that reads too): every text detail, Markdown, CSV, each plot, fits at every
 /// breakpoint, point warnings, a comparison both ways, and writing it back.
 fn exercise(doc: &ResultDoc, other: &ResultDoc) -> Result<(), TestCaseError> {
-    let fits = fits_of(doc);
+    let fits = fit::fits_of(doc);
     for detail in [Detail::Table, Detail::Summary, Detail::Full] {
         let _ = render::text::render(doc, detail);
         let _ = render::text::render_with_fits(doc, detail, &fits);
@@ -980,7 +966,7 @@ fn plots_with_axis_ends_at_zero_denormal_or_huge() {
     ];
     for (which, at, x) in cases {
         let doc = ResultDoc::read_json(&doc_with(which, &[(at, x.clone())])).unwrap();
-        let fits = fits_of(&doc);
+        let fits = fit::fits_of(&doc);
         for kind in [
             PlotKind::Latency,
             PlotKind::Bandwidth,

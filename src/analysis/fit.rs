@@ -26,7 +26,7 @@
 //! the scale estimated from the residuals, and the derived parameters' uncertainties come
 //! from first-order error propagation including the intercept-slope covariance.
 
-use crate::analysis::document::Point;
+use crate::analysis::document::{Point, ResultDoc};
 use crate::analysis::inference::{fit_line_weighted, Line};
 use crate::analysis::model::{Cycles, FitPoint, FitSection, Hockney, HockneySegment, Linear};
 use commbench_core::stats::{self, Interval};
@@ -466,6 +466,19 @@ pub fn fit_points(points: &[Point], breakpoint: Breakpoint, ips: Option<f64>) ->
             Some(f)
         })
         .collect()
+}
+
+/// The fits a report of `doc` shows: the stored one for its pattern, fresh ones (automatic
+/// breakpoint) for the other patterns or when none is stored.
+pub fn fits_of(doc: &ResultDoc) -> Vec<FitSection> {
+    let mut fits = fit_points(&doc.points, Breakpoint::Auto, None);
+    if let Some(s) = &doc.fit {
+        match fits.iter_mut().find(|f| f.pattern == s.pattern) {
+            Some(f) => *f = s.clone(),
+            None => fits.insert(0, s.clone()),
+        }
+    }
+    fits
 }
 
 #[cfg(test)]

@@ -6,8 +6,7 @@ use crate::cli::fatal::Fatal;
 use clap::{Args, ValueEnum};
 use commbench::analysis::compare::{self, SizeComparison};
 use commbench::analysis::document::ResultDoc;
-use commbench::analysis::fit::{self, Breakpoint};
-use commbench::analysis::model::FitSection;
+use commbench::analysis::fit;
 use commbench::render;
 use commbench::render::svg::{self as plot, PlotKind};
 use commbench::render::text::{self as report, Detail};
@@ -138,19 +137,6 @@ pub fn load(path: &Path) -> Result<ResultDoc, Fatal> {
         .map_err(|e| Fatal::usage(format!("{}: {}", path.display(), e.reason()), hint))
 }
 
-/// The fits to show: the stored one for its pattern, fresh ones (automatic breakpoint) for
-/// the other patterns or when none is stored.
-pub fn fits_of(doc: &ResultDoc) -> Vec<FitSection> {
-    let mut fits = fit::fit_points(&doc.points, Breakpoint::Auto, None);
-    if let Some(s) = &doc.fit {
-        match fits.iter_mut().find(|f| f.pattern == s.pattern) {
-            Some(f) => *f = s.clone(),
-            None => fits.insert(0, s.clone()),
-        }
-    }
-    fits
-}
-
 /// `commbench report`.
 pub fn report(a: ReportArgs) -> Result<(), Fatal> {
     if a.full && a.format != Format::Text {
@@ -160,7 +146,7 @@ pub fn report(a: ReportArgs) -> Result<(), Fatal> {
         ));
     }
     let doc = load(&a.file)?;
-    let fits = fits_of(&doc);
+    let fits = fit::fits_of(&doc);
     let out = match a.format {
         Format::Markdown => render::markdown::render(&doc, &fits),
         Format::Csv => render::csv::render(&doc),
@@ -192,7 +178,7 @@ pub fn plot(a: PlotArgs) -> Result<(), Fatal> {
         ));
     }
     let doc = load(&a.file)?;
-    let svg = plot::plot_with(&doc, kind, size, &fits_of(&doc)).map_err(|e| {
+    let svg = plot::plot_with(&doc, kind, size, &fit::fits_of(&doc)).map_err(|e| {
         Fatal::usage(
             format!("{}: {}", a.file.display(), e.reason()),
             "`commbench report FILE.json` lists the sizes measured",

@@ -852,17 +852,7 @@ impl Listener {
             if now >= deadline {
                 return Err(self.missing_ranks(me, &ranks, &streams, timeout));
             }
-            pending.retain(|p| {
-                let late = now.duration_since(p.since) >= limit;
-                if late {
-                    log.line(format!(
-                        "dropped {}: no complete handshake within {:.1} s (silent or slow)",
-                        p.who(),
-                        limit.as_secs_f64()
-                    ));
-                }
-                !late
-            });
+            drop_late(&mut pending, now, limit, &mut log);
             let listening = now >= accept_from;
             let mut wake = deadline;
             for p in &pending {
@@ -875,32 +865,7 @@ impl Listener {
                 self.poll_ready(&pending, listening, wake.saturating_duration_since(now))?;
             // Handshakes first, so that a joiner whose bytes are in is never the one dropped
             // to make room for a newcomer.
-            for i in (0..pending.len()).rev() {
-                if !ready[i] {
-                    continue;
-                }
-                match pending[i].advance(&x, &mut taken) {
-                    Step::Wait => {}
-                    Step::Drop(msg) => {
-                        log.line(msg);
-                        pending.swap_remove(i);
-                    }
-                    Step::Accepted(r) => {
-                        let p = pending.swap_remove(i);
-                        let from = addr_str(&p.peer);
-                        match settle(p.s) {
-                            Ok(s) => {
-                                streams[x.slot(r)] = Some(s);
-                                missing -= 1;
-                            }
-                            Err(e) => {
-                                taken[x.slot(r)] = false;
-                                log.line(format!("dropped rank {r} from {from}: {e}"));
-                            }
-                        }
-                    }
-                }
-            }
+            missing -= advance_ready(&mut pending, &ready, &x, &mut taken, &mut streams, &mut log);
             if incoming && !self.accept_some(&mut pending, cap, &mut log) {
                 accept_from = Instant::now() + ACCEPT_PAUSE;
             }
@@ -1401,6 +1366,62 @@ pub fn host_ip() -> IpAddr {
         }
     }
     IpAddr::from([127, 0, 0, 1])
+}
+
+/// Drop the handshakes that have taken `limit` or longer by `now`, each with a log line.
+fn drop_late(pending: &mut Vec<Pending>, now: Instant, limit: Duration, log: &mut Log) {
+    pending.retain(|p| {
+        let late = now.duration_since(p.since) >= limit;
+        if late {
+            log.line(format!(
+                "dropped {}: no complete handshake within {:.1} s (silent or slow)",
+                p.who(),
+                limit.as_secs_f64()
+            ));
+        }
+        !late
+    });
+}
+
+/// Advance every handshake whose socket is `ready`: a rank that proved itself takes its slot
+/// in `streams`, a refused or broken one is dropped with a log line. The number of ranks
+/// accepted.
+fn advance_ready(
+    pending: &mut Vec<Pending>,
+    ready: &[bool],
+    x: &Expect<'_>,
+    taken: &mut [bool],
+    streams: &mut [Option<TcpStream>],
+    log: &mut Log,
+) -> usize {
+    let mut accepted = 0;
+    for i in (0..pending.len()).rev() {
+        if !ready[i] {
+            continue;
+        }
+        match pending[i].advance(x, taken) {
+            Step::Wait => {}
+            Step::Drop(msg) => {
+                log.line(msg);
+                pending.swap_remove(i);
+            }
+            Step::Accepted(r) => {
+                let p = pending.swap_remove(i);
+                let from = addr_str(&p.peer);
+                match settle(p.s) {
+                    Ok(s) => {
+                        streams[x.slot(r)] = Some(s);
+                        accepted += 1;
+                    }
+                    Err(e) => {
+                        taken[x.slot(r)] = false;
+                        log.line(format!("dropped rank {r} from {from}: {e}"));
+                    }
+                }
+            }
+        }
+    }
+    accepted
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! and 4 ranks; a violated expectation is an error naming the check, the rank and what differed.
 
 use crate::transport::error::{Error, Result};
-use crate::transport::{Endpoint, OpKind, Program, Rank, Src, TagSel};
+use crate::transport::{Endpoint, OpKind, Program, Rank, Role, Src, TagSel};
 
 /// Starts `n` ranks of a backend and runs a program on each.
 pub trait Harness {
@@ -22,6 +22,7 @@ pub const CHECKS: &[&str] = &[
     "truncation",
     "control_plane",
     "invalid_arguments",
+    "pingpong_loop",
 ];
 
 /// Run every check on 2, 3 and 4 ranks (and the sizes check up to `max_size` bytes).
@@ -45,6 +46,7 @@ pub fn run_check<H: Harness>(h: &H, name: &str, n: u32, max_size: usize) -> Resu
         "truncation" => h.run(n, &Truncation).map(drop),
         "control_plane" => h.run(n, &ControlPlane).map(drop),
         "invalid_arguments" => h.run(n, &InvalidArguments).map(drop),
+        "pingpong_loop" => h.run(n, &PingPongLoop).map(drop),
         other => Err(Error::Invalid(format!(
             "no conformance check named `{other}`"
         ))),
@@ -364,6 +366,93 @@ impl Program for InvalidArguments {
                 "receive from a rank out of range was accepted".into(),
             ));
         }
+        ep.barrier()
+    }
+}
+
+/// [`Endpoint::pingpong`], the loop the ping-pong kernel times (native on some backends): the
+/// echo receives exactly what the initiator sent and the initiator gets it back, for several
+/// sizes, loop lengths and both directions; a message longer than the echo's buffer is
+/// [`Error::Truncated`] there, and the endpoint stays usable.
+#[derive(Debug)]
+pub struct PingPongLoop;
+
+impl PingPongLoop {
+    /// One loop of `n` round trips of `len` bytes between `initiator` and `echo`.
+    fn one<E: Endpoint>(ep: &mut E, initiator: Rank, echo: Rank, len: usize, n: u64) -> Result<()> {
+        let me = ep.rank();
+        let sent = pattern(len, initiator * 31 + echo + len as u32);
+        if me == initiator {
+            let mut buf = sent.clone();
+            ep.pingpong(echo, 21, &mut buf, n, Role::Initiator)?;
+            if buf != sent {
+                return Err(fail(
+                    "pingpong",
+                    me,
+                    format!("{n} round trips of {len} bytes with {echo}: the reply differs"),
+                ));
+            }
+        } else if me == echo {
+            let mut buf = vec![0xA5; len];
+            ep.pingpong(initiator, 21, &mut buf, n, Role::Echo)?;
+            if buf != sent {
+                return Err(fail(
+                    "pingpong",
+                    me,
+                    format!("{n} round trips of {len} bytes from {initiator}: the message differs"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Program for PingPongLoop {
+    type Output = ();
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        let me = ep.rank();
+        let last = ep.size() - 1;
+        for (initiator, echo) in [(0, 1), (1, 0), (last, 0)] {
+            if initiator == echo {
+                continue;
+            }
+            for len in [0usize, 1, 8, 4097, 1 << 16] {
+                for n in [1u64, 7] {
+                    Self::one(ep, initiator, echo, len, n)?;
+                }
+            }
+            ep.barrier()?;
+        }
+        // A message longer than the echo's buffer: an error on the echo, which then answers
+        // by hand so that the initiator's loop ends.
+        if me == 0 {
+            let mut buf = vec![3u8; 16];
+            ep.pingpong(1, 22, &mut buf, 1, Role::Initiator)?;
+        } else if me == 1 {
+            let mut buf = vec![0u8; 8];
+            match ep.pingpong(0, 22, &mut buf, 1, Role::Echo) {
+                Err(e)
+                    if matches!(
+                        e.root(),
+                        Error::Truncated {
+                            len: 16,
+                            cap: 8,
+                            ..
+                        }
+                    ) => {}
+                Err(e) => return Err(fail("pingpong", me, format!("wrong error {e}"))),
+                Ok(()) => {
+                    return Err(fail(
+                        "pingpong",
+                        me,
+                        "a 16-byte message fitted an 8-byte buffer".into(),
+                    ))
+                }
+            }
+            ep.send(0, 22, vec![3u8; 16])?;
+        }
+        ep.barrier()?;
+        Self::one(ep, 0, 1, 8, 3)?;
         ep.barrier()
     }
 }

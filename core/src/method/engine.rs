@@ -206,12 +206,12 @@ pub fn characterise_timer<E: Endpoint>(
 /// is still inside the timed region.
 /// Returns the trial times (ns, `min_ov` subtracted) on `source` and an empty vector
 /// elsewhere; ranks other than `source` and `dest` only join the barriers. `tick` is called
-/// after every trial, outside the timed region. Generic over the iteration so the timed loop
-/// has no dynamic dispatch.
+/// after every trial, outside the timed region. `iterations(ep, n)` runs `n` iterations of the
+/// kernel ([`Kernel::iterations`]); generic, so the timed loop has no dynamic dispatch.
 #[allow(clippy::too_many_arguments)]
-pub fn trials<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
+pub fn trials<E: Endpoint, I: FnMut(&mut E, u64) -> Result<()>>(
     ep: &mut E,
-    iteration: &mut I,
+    iterations: &mut I,
     cfg: &MethodConfig,
     hs: &mut Vec<u8>,
     npp: u64,
@@ -235,9 +235,7 @@ pub fn trials<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
                 .phase_with(|| format!("handshake of trial {k}"))?
                 .buf;
             let t1 = ep.now_ns();
-            for _ in 0..npp {
-                iteration(ep).phase_with(|| format!("trial {k}"))?;
-            }
+            timed_loop(ep, iterations, npp, k)?;
             let t2 = ep.now_ns();
             times.push(t2 as i64 - t1 as i64 - min_ov);
         } else if me == dst {
@@ -245,13 +243,33 @@ pub fn trials<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
             *hs = ep
                 .send(src, TAG_HANDSHAKE, b)
                 .phase_with(|| format!("handshake of trial {k}"))?;
-            for _ in 0..npp {
-                iteration(ep).phase_with(|| format!("trial {k}"))?;
-            }
+            timed_loop(ep, iterations, npp, k)?;
         }
         tick(k + 1);
     }
     Ok(times)
+}
+
+/// The `npp` iterations of trial `k`: the only code between the two clock reads (the error,
+/// cold, is named out of line).
+#[inline(always)]
+fn timed_loop<E: Endpoint, I: FnMut(&mut E, u64) -> Result<()>>(
+    ep: &mut E,
+    iterations: &mut I,
+    npp: u64,
+    k: u64,
+) -> Result<()> {
+    match iterations(ep, npp) {
+        Ok(()) => Ok(()),
+        Err(e) => Err(in_trial(e, k)),
+    }
+}
+
+/// The error of an iteration of trial `k`, named by its trial.
+#[cold]
+#[inline(never)]
+fn in_trial(e: Error, k: u64) -> Error {
+    e.in_phase(format!("trial {k}"))
 }
 
 /// One measured size: what [`measure_size`] needs besides the endpoint and the kernel.
@@ -292,9 +310,9 @@ type NppRun = (u64, Option<u64>, Option<f64>);
 /// npp for one size (seed 000 §3.3): with [`NppChoice::Auto`], `npptrial` trials of `npp_init`
 /// iterations on `source` give the median iteration time, the formula gives npp, and
 /// `source` broadcasts both; otherwise the values given, one run each.
-fn npp_runs<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
+fn npp_runs<E: Endpoint, I: FnMut(&mut E, u64) -> Result<()>>(
     ep: &mut E,
-    iteration: &mut I,
+    iterations: &mut I,
     hs: &mut Vec<u8>,
     run: &SizeRun<'_>,
 ) -> Result<Vec<NppRun>> {
@@ -316,7 +334,7 @@ fn npp_runs<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
     (run.progress)(Stage::Npp, 0, npptrial);
     let t = trials(
         ep,
-        iteration,
+        iterations,
         cfg,
         hs,
         npp_init,
@@ -348,18 +366,18 @@ fn npp_runs<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
 
 /// npp for one size (§3.3: calculated or given), then the timed trials (§3.2) for each npp; rank 0
 /// collects one [`RawPoint`] per npp, trial times gathered from `source` when it is not rank 0.
-pub fn measure_size<E: Endpoint, I: FnMut(&mut E) -> Result<()>>(
+pub fn measure_size<E: Endpoint, I: FnMut(&mut E, u64) -> Result<()>>(
     ep: &mut E,
-    iteration: &mut I,
+    iterations: &mut I,
     hs: &mut Vec<u8>,
     run: SizeRun<'_>,
 ) -> Result<()> {
     let (cfg, label) = (run.cfg, run.label);
     let (me, src) = (ep.rank(), cfg.source);
-    for (npp, npp_calculated, median_ppt_ns) in npp_runs(ep, iteration, hs, &run)? {
+    for (npp, npp_calculated, median_ppt_ns) in npp_runs(ep, iterations, hs, &run)? {
         (run.progress)(Stage::Trials, 0, cfg.trials);
         let every = (cfg.trials / 200).max(1);
-        let times = trials(ep, iteration, cfg, hs, npp, cfg.trials, run.min_ov, |k| {
+        let times = trials(ep, iterations, cfg, hs, npp, cfg.trials, run.min_ov, |k| {
             if k % every == 0 || k == cfg.trials {
                 (run.progress)(Stage::Trials, k, cfg.trials)
             }
@@ -420,6 +438,18 @@ pub trait Kernel<E: Endpoint> {
 
     /// One iteration on this rank; called on `source` and `dest` only.
     fn iteration(&mut self, ep: &mut E) -> Result<()>;
+
+    /// `n` iterations in a row, as the timed loop and the warm-up run them: [`Kernel::iteration`]
+    /// `n` times, unless the kernel hands the whole loop to a native path of the endpoint (the
+    /// ping-pong runs [`Endpoint::pingpong`]). Only the result's discriminant is read per
+    /// iteration, so no result is copied around the loop (docs/overhead.md).
+    #[inline]
+    fn iterations(&mut self, ep: &mut E, n: u64) -> Result<()> {
+        for _ in 0..n {
+            self.iteration(ep)?;
+        }
+        Ok(())
+    }
 
     /// Whether each size ends with a verified iteration ([`Kernel::scramble`], one more
     /// iteration, [`Kernel::check`]).
@@ -625,11 +655,9 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
         ep.barrier().phase_with(|| format!("{label}: barrier"))?;
         progress(Stage::Warmup, 0, cfg.warmup);
         if participant {
-            for _ in 0..cfg.warmup {
-                kernel
-                    .iteration(ep)
-                    .phase_with(|| format!("{label}: warm-up"))?;
-            }
+            kernel
+                .iterations(ep, cfg.warmup)
+                .phase_with(|| format!("{label}: warm-up"))?;
         }
         let run = SizeRun {
             cfg,
@@ -642,7 +670,7 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
             collected: &self.collected,
             progress,
         };
-        measure_size(ep, &mut |ep: &mut E| kernel.iteration(ep), hs, run)?;
+        measure_size(ep, &mut |ep: &mut E, n| kernel.iterations(ep, n), hs, run)?;
         if kernel.verifies() {
             verify(ep, kernel, cfg, &label)?;
         }
@@ -799,12 +827,14 @@ mod tests {
                 done: Default::default(),
             };
             let mut buf = vec![0u8; 8];
-            let mut kernel = |ep: &mut Scripted| -> Result<()> {
-                let b = std::mem::take(&mut buf);
-                let b = ep
-                    .recv(Src::Rank(source), TagSel::Tag(TAG_PINGPONG), b)?
-                    .buf;
-                buf = ep.send(source, TAG_PINGPONG, b)?;
+            let mut kernel = |ep: &mut Scripted, n: u64| -> Result<()> {
+                for _ in 0..n {
+                    let b = std::mem::take(&mut buf);
+                    let b = ep
+                        .recv(Src::Rank(source), TagSel::Tag(TAG_PINGPONG), b)?
+                        .buf;
+                    buf = ep.send(source, TAG_PINGPONG, b)?;
+                }
                 Ok(())
             };
             let mut hs = vec![0u8; 8];

@@ -10,7 +10,7 @@ use crate::method::limits::{
 };
 use crate::method::{Invalid, MethodConfig, Setting};
 use crate::transport::error::{Error, Result};
-use crate::transport::{Completion, Endpoint, Rank, ReqId, Src, Tag, TagSel};
+use crate::transport::{Endpoint, Rank, ReqId, Role, Src, Tag, TagSel};
 use serde::{Deserialize, Serialize};
 
 /// Tag of the measured messages.
@@ -130,7 +130,6 @@ pub struct Pattern {
     window: Vec<Vec<u8>>,
     rwindow: Vec<Vec<u8>>,
     reqs: Vec<ReqId>,
-    done: Vec<Completion>,
 }
 
 impl Pattern {
@@ -198,7 +197,6 @@ impl Pattern {
             window: buffers(nwin)?,
             rwindow: buffers(nrwin)?,
             reqs: try_with_capacity(slots, || format!("{slots} request slots"))?,
-            done: try_with_capacity(slots, || format!("{slots} completion slots"))?,
         })
     }
 
@@ -220,14 +218,12 @@ impl Pattern {
         let peer = self.peer();
         match self.kind {
             PatternKind::PingPong => {
-                let b = std::mem::take(&mut self.buf);
-                self.buf = if me == src {
-                    let b = ep.send(dst, TAG_PINGPONG, b)?;
-                    ep.recv(Src::Rank(dst), TagSel::Tag(TAG_PINGPONG), b)?.buf
+                let role = if me == src {
+                    Role::Initiator
                 } else {
-                    let b = ep.recv(Src::Rank(src), TagSel::Tag(TAG_PINGPONG), b)?.buf;
-                    ep.send(src, TAG_PINGPONG, b)?
+                    Role::Echo
                 };
+                ep.pingpong(peer, TAG_PINGPONG, &mut self.buf, 1, role)?;
             }
             PatternKind::Exchange => {
                 // Both send at once, then each returns what it received.
@@ -249,8 +245,9 @@ impl Pattern {
                     for b in self.window.drain(..) {
                         self.reqs.push(ep.isend(dst, TAG_PINGPONG, b)?);
                     }
-                    ep.wait_all(&self.reqs, &mut self.done)?;
-                    self.window.extend(self.done.drain(..).map(|c| c.buf));
+                    for &r in &self.reqs {
+                        self.window.push(ep.wait(r)?.buf);
+                    }
                     let hs = std::mem::take(&mut self.hs);
                     self.hs = ep.recv(Src::Rank(dst), TagSel::Tag(TAG_ACK), hs)?.buf;
                 } else {
@@ -258,8 +255,9 @@ impl Pattern {
                         self.reqs
                             .push(ep.irecv(Src::Rank(src), TagSel::Tag(TAG_PINGPONG), b)?);
                     }
-                    ep.wait_all(&self.reqs, &mut self.done)?;
-                    self.rwindow.extend(self.done.drain(..).map(|c| c.buf));
+                    for &r in &self.reqs {
+                        self.rwindow.push(ep.wait(r)?.buf);
+                    }
                     let hs = std::mem::take(&mut self.hs);
                     self.hs = ep.send(src, TAG_ACK, hs)?;
                 }
@@ -274,13 +272,13 @@ impl Pattern {
                 for b in self.window.drain(..) {
                     self.reqs.push(ep.isend(peer, TAG_PINGPONG, b)?);
                 }
-                ep.wait_all(&self.reqs, &mut self.done)?;
-                for (i, c) in self.done.drain(..).enumerate() {
-                    if i < nr {
-                        self.rwindow.push(c.buf);
-                    } else {
-                        self.window.push(c.buf);
-                    }
+                // The receives were posted first: their buffers go back to the receive window.
+                let (recvs, sends) = self.reqs.split_at(nr);
+                for &r in recvs {
+                    self.rwindow.push(ep.wait(r)?.buf);
+                }
+                for &r in sends {
+                    self.window.push(ep.wait(r)?.buf);
                 }
             }
         }
@@ -308,6 +306,27 @@ impl<E: Endpoint> Kernel<E> for Pattern {
     #[inline]
     fn iteration(&mut self, ep: &mut E) -> Result<()> {
         self.step(ep)
+    }
+
+    /// A ping-pong hands its whole loop to the endpoint ([`Endpoint::pingpong`], native on
+    /// MPI); the other patterns run their iteration `n` times.
+    fn iterations(&mut self, ep: &mut E, n: u64) -> Result<()> {
+        let (me, src, dst) = (self.me, self.src, self.dst);
+        if me != src && me != dst {
+            return Ok(());
+        }
+        if self.kind == PatternKind::PingPong {
+            let (peer, role) = if me == src {
+                (dst, Role::Initiator)
+            } else {
+                (src, Role::Echo)
+            };
+            return ep.pingpong(peer, TAG_PINGPONG, &mut self.buf, n, role);
+        }
+        for _ in 0..n {
+            self.step(ep)?;
+        }
+        Ok(())
     }
 }
 

@@ -100,6 +100,7 @@ impl Error {
     }
 
     /// Wrap this error with the phase in which it happened.
+    #[cold]
     pub fn in_phase(self, phase: impl Into<String>) -> Self {
         Error::InPhase {
             phase: phase.into(),
@@ -166,13 +167,19 @@ pub fn signal_name(signal: i32) -> String {
 
 /// `Ok` when `rank` is one of the `size` ranks of a run, else [`Error::Invalid`] naming it as
 /// `what` ("destination", "source", "root", ...).
+#[inline]
 pub fn check_rank(what: &str, rank: Rank, size: u32) -> Result<()> {
     if rank >= size {
-        return Err(Error::Invalid(format!(
-            "{what} rank {rank} out of range for {size} ranks"
-        )));
+        return Err(rank_out_of_range(what, rank, size));
     }
     Ok(())
+}
+
+/// The error of [`check_rank`], kept out of line so the check itself stays small.
+#[cold]
+#[inline(never)]
+fn rank_out_of_range(what: &str, rank: Rank, size: u32) -> Error {
+    Error::Invalid(format!("{what} rank {rank} out of range for {size} ranks"))
 }
 
 /// Attach a phase to the error of a result (`ep.wait(r).phase("handshake")?`).
@@ -184,10 +191,18 @@ pub trait ResultExt<T> {
 }
 
 impl<T> ResultExt<T> for Result<T> {
+    #[inline]
     fn phase(self, phase: &str) -> Result<T> {
-        self.map_err(|e| e.in_phase(phase))
+        match self {
+            Ok(v) => Ok(v),
+            Err(e) => Err(e.in_phase(phase)),
+        }
     }
+    #[inline]
     fn phase_with(self, f: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|e| e.in_phase(f()))
+        match self {
+            Ok(v) => Ok(v),
+            Err(e) => Err(e.in_phase(f())),
+        }
     }
 }

@@ -17,6 +17,7 @@ pub mod clock;
 pub mod error;
 pub mod ids;
 pub mod matching;
+pub mod noop;
 
 pub use ids::*;
 
@@ -30,6 +31,15 @@ pub enum OpKind {
     Send,
     /// A receive: `len` bytes of `buf` hold the message.
     Recv,
+}
+
+/// Which end of a round trip a rank is ([`Endpoint::pingpong`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Sends first, then receives the reply (the source, which times).
+    Initiator,
+    /// Receives first, then sends the message back (the destination).
+    Echo,
 }
 
 /// A finished operation. The buffer comes back to the caller.
@@ -99,6 +109,7 @@ pub trait Endpoint {
 
     /// Wait for `req` to finish, at most [`Endpoint::timeout`]. The clock is first read after
     /// 1024 unsuccessful tests, so a short wait reads none inside a timed region.
+    #[inline(always)]
     fn wait(&mut self, req: ReqId) -> Result<Completion> {
         let mut start: Option<Instant> = None;
         let mut spins: u32 = 0;
@@ -134,15 +145,47 @@ pub trait Endpoint {
     }
 
     /// Blocking send; returns the buffer. Backends may override with a faster direct path.
+    #[inline(always)]
     fn send(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<Vec<u8>> {
         let r = self.isend(dest, tag, buf)?;
         Ok(self.wait(r)?.buf)
     }
 
     /// Blocking receive; returns the completion (with the buffer, sender, tag and length).
+    #[inline(always)]
     fn recv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<Completion> {
         let r = self.irecv(src, tag, buf)?;
         self.wait(r)
+    }
+
+    /// `n` round trips of all of `buf` with `peer` under `tag`, the loop the ping-pong kernel
+    /// times: the [`Role::Initiator`] sends and then receives the reply into the same buffer,
+    /// the [`Role::Echo`] receives and sends it back. The default runs [`Endpoint::send`] and
+    /// [`Endpoint::recv`] `n` times; a backend may run the loop natively with its arguments
+    /// checked once (MPI does), as long as every wait keeps [`Endpoint::timeout`].
+    #[inline]
+    fn pingpong(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        buf: &mut Vec<u8>,
+        n: u64,
+        role: Role,
+    ) -> Result<()> {
+        for _ in 0..n {
+            let b = std::mem::take(buf);
+            *buf = match role {
+                Role::Initiator => {
+                    let b = self.send(peer, tag, b)?;
+                    self.recv(Src::Rank(peer), TagSel::Tag(tag), b)?.buf
+                }
+                Role::Echo => {
+                    let b = self.recv(Src::Rank(peer), TagSel::Tag(tag), b)?.buf;
+                    self.send(peer, tag, b)?
+                }
+            };
+        }
+        Ok(())
     }
 
     /// Read this rank's clock in nanoseconds. Real backends: `CLOCK_MONOTONIC`.

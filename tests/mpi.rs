@@ -57,6 +57,31 @@ fn pingpong_on_mpi_records_library_clock_and_wtick() {
     assert!(info["wtick_s"].is_number(), "{info}");
     assert_eq!(info["clock"], "MPI_Wtime");
     assert_eq!(doc["timer"]["clock"], "MPI_Wtime");
+    // MPI_Init's thread level unless asked otherwise, as the plain loops get.
+    assert_eq!(info["threading"], "single", "{info}");
+    assert!(doc["config"].get("mpi_threads").is_none());
+}
+
+/// `--mpi-threads` asks MPI for a thread level; the document records the level asked for and
+/// the level provided, and the run measures as any other.
+#[test]
+fn thread_level_is_asked_for_and_recorded() {
+    for level in ["funneled", "multiple"] {
+        let doc = mpi_doc(
+            2,
+            &format!("threads-{level}"),
+            &["pingpong", "--backend", "mpi", "--mpi-threads", level],
+        );
+        let info = &doc["environment"]["backend_info"];
+        assert_eq!(info["threading"], level, "{info}");
+        let provided = info["threading_provided"].as_str().expect("provided");
+        assert!(
+            ["single", "funneled", "serialized", "multiple"].contains(&provided),
+            "{info}"
+        );
+        assert_eq!(doc["config"]["mpi_threads"], level);
+        assert_eq!(doc["points"].as_array().unwrap().len(), 1);
+    }
 }
 
 #[test]

@@ -51,6 +51,9 @@ pub struct RunConfig {
     /// `--clock` (mpi), when given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
+    /// `--mpi-threads` (mpi), when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpi_threads: Option<String>,
     /// `--sizes` as written on the command line.
     pub sizes_spec: String,
     /// The kernel timed.
@@ -72,6 +75,7 @@ impl Default for RunConfig {
             cpus: None,
             sim_config: None,
             clock: None,
+            mpi_threads: None,
             sizes_spec: String::new(),
             pattern: PatternKind::PingPong,
             transpose_n: None,

@@ -214,6 +214,13 @@ pub struct BackendArgs {
     #[arg(long, value_name = "CLOCK", help_heading = "mpi", ignore_case = true)]
     pub clock: Option<ClockArg>,
 
+    /// mpi: the thread support to ask MPI_Init_thread for: single (default, what MPI_Init and
+    /// the plain loops ask for), funneled, serialized or multiple. A higher level can cost
+    /// every message (Open MPI locks above single); measure it to see what a threaded
+    /// application pays. The result records the level asked for and the level provided.
+    #[arg(long, value_name = "LEVEL", help_heading = "mpi", ignore_case = true)]
+    pub mpi_threads: Option<ThreadsArg>,
+
     /// Ranks in the run (default: enough for --source and --dest): started here, or with
     /// --rank the size of a run started by hand. Not with sim (it runs every node of its
     /// machine) nor under MPI (mpirun -np decides).
@@ -350,6 +357,23 @@ pub enum ClockArg {
     /// CLOCK_MONOTONIC, as the other backends read.
     #[value(alias = "clock_monotonic")]
     Monotonic,
+}
+
+/// `--mpi-threads` (mpi): the thread support asked of `MPI_Init_thread`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ThreadsArg {
+    /// MPI_THREAD_SINGLE (what MPI_Init asks for).
+    #[value(alias = "mpi_thread_single")]
+    Single,
+    /// MPI_THREAD_FUNNELED.
+    #[value(alias = "mpi_thread_funneled")]
+    Funneled,
+    /// MPI_THREAD_SERIALIZED.
+    #[value(alias = "mpi_thread_serialized")]
+    Serialized,
+    /// MPI_THREAD_MULTIPLE.
+    #[value(alias = "mpi_thread_multiple")]
+    Multiple,
 }
 
 /// The name of a closed choice as the command line and the result document spell it.

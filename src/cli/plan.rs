@@ -383,6 +383,7 @@ fn record(
         cpus: b.cpus.clone(),
         sim_config: b.sim_config.clone(),
         clock: b.clock.as_ref().map(choice_name),
+        mpi_threads: b.mpi_threads.as_ref().map(choice_name),
         sizes_spec,
         pattern,
         transpose_n,

@@ -16,9 +16,9 @@ use commbench_core::method::transpose::Transpose;
 use commbench_core::method::PatternKind;
 use commbench_core::method::{MethodConfig, NppChoice};
 use commbench_core::testkit::{run_check, Harness, CHECKS};
-use commbench_core::{Program, Result};
+use commbench_core::{Endpoint, Error, Program, Result, Role};
 use commbench_mpi::{Mpi, MpiClock, MpiConfig};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 struct World<'a> {
     mpi: &'a Mpi,
@@ -49,6 +49,36 @@ fn quick(source: u32, dest: u32, sizes: Vec<u64>) -> MethodConfig {
     }
 }
 
+/// A silent peer inside the ping-pong loop (native on MPI): rank 0's loop must end with a
+/// timeout naming rank 1 after about the endpoint's timeout, not hang, while rank 1 sleeps.
+struct SilentPeer(Duration);
+
+impl Program for SilentPeer {
+    type Output = ();
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        if ep.rank() == 0 {
+            let t0 = Instant::now();
+            let mut buf = vec![0u8; 8];
+            let r = ep.pingpong(1, 21, &mut buf, 5, Role::Initiator);
+            let waited = t0.elapsed();
+            let ok = match &r {
+                Err(e) => {
+                    matches!(e.root(), Error::Timeout { .. }) && e.to_string().contains("rank 1")
+                }
+                Ok(()) => false,
+            };
+            if !ok || waited < self.0 || waited > 4 * self.0 {
+                return Err(Error::Protocol(format!(
+                    "silent peer: after {waited:?} the loop gave {r:?}, not a timeout naming rank 1"
+                )));
+            }
+        } else if ep.rank() == 1 {
+            std::thread::sleep(self.0 + Duration::from_millis(500));
+        }
+        ep.barrier()
+    }
+}
+
 fn all(mpi: &Mpi) -> Result<usize> {
     // The control-plane check compares clock readings across ranks, so it needs one clock
     // shared by all: CLOCK_MONOTONIC on one host. MPI_Wtime is per process in Open MPI
@@ -69,6 +99,13 @@ fn all(mpi: &Mpi) -> Result<usize> {
             passed += 1;
         }
     }
+    let quick_timeout = MpiConfig {
+        timeout: Duration::from_secs(1),
+        ..cfg.clone()
+    };
+    mpi.run_subset(2, &quick_timeout, &SilentPeer(quick_timeout.timeout))
+        .map_err(|e| e.in_phase("a silent peer in the ping-pong loop"))?;
+    passed += 1;
     // Every pattern between any two ranks (the last two, in reverse order), on both clocks.
     let (s, d) = (mpi.size() - 1, mpi.size() - 2);
     for (kind, clock) in [

@@ -6,7 +6,8 @@ use crate::MpiConfig;
 use commbench_core::transport::error::check_rank;
 use commbench_core::transport::{BackendInfo, TAG_UB};
 use commbench_core::{
-    transport::clock, Completion, Endpoint, Error, OpKind, Rank, ReqId, Result, Src, Tag, TagSel,
+    transport::clock, Completion, Endpoint, Error, OpKind, Rank, ReqId, Result, Role, Src, Tag,
+    TagSel,
 };
 use mpi::ffi;
 use std::os::raw::{c_int, c_void};
@@ -67,6 +68,44 @@ struct Active {
     orphan: bool,
 }
 
+/// One message's worth of arguments to `MPI_Isend`/`MPI_Irecv`, checked once for a loop of
+/// them ([`MpiEndpoint::pingpong`]).
+#[derive(Debug, Clone, Copy)]
+struct Wire {
+    p: *mut c_void,
+    count: c_int,
+    byte: ffi::MPI_Datatype,
+    peer: c_int,
+    t: c_int,
+    comm: ffi::MPI_Comm,
+}
+
+impl Wire {
+    /// Start a send or a receive of the buffer: MPI's return code and the request.
+    #[inline(always)]
+    fn start(&self, kind: OpKind) -> (c_int, ffi::MPI_Request) {
+        let mut req = sys::request_null();
+        let w = *self;
+        // SAFETY: `w.p` is the heap buffer of `w.count` bytes of the loop's caller, who keeps
+        // it until the request completes or parks it with the request; `w.comm` is valid.
+        let rc = unsafe {
+            match kind {
+                OpKind::Send => ffi::MPI_Isend(w.p, w.count, w.byte, w.peer, w.t, w.comm, &mut req),
+                OpKind::Recv => ffi::MPI_Irecv(w.p, w.count, w.byte, w.peer, w.t, w.comm, &mut req),
+            }
+        };
+        (rc, req)
+    }
+}
+
+/// The MPI call that starts an operation of `kind`.
+fn kind_call(kind: OpKind) -> &'static str {
+    match kind {
+        OpKind::Send => "MPI_Isend",
+        OpKind::Recv => "MPI_Irecv",
+    }
+}
+
 /// The error for a request this endpoint does not hold (never issued, or already collected).
 fn unknown_request(req: ReqId) -> Error {
     Error::Invalid(format!("unknown or finished request {}", req.0))
@@ -89,8 +128,10 @@ struct Slot {
 /// * Buffers of posted operations are parked in a slab until `MPI_Test` reports them complete,
 ///   so their memory stays valid while MPI uses it.
 /// * Blocking `send`/`recv` take a lean path: `MPI_Isend`/`MPI_Irecv` and an `MPI_Test` spin
-///   on a request on the stack (no slab), the clock read every 1024 tests for the timeout.
-///   `MPI_Send`/`MPI_Recv` are never used: they could block forever on a silent peer.
+///   on a request on the stack (no slab; a send tests with `MPI_STATUS_IGNORE`), the clock
+///   first read after 1024 tests, for the timeout. `MPI_Send`/`MPI_Recv` are never used: they
+///   could block forever on a silent peer, and measured side by side with them (Open MPI 4.1,
+///   shared memory) the non-blocking pair spun on costs nothing more (docs/overhead.md).
 /// * Every MPI call's return code is checked (`MPI_ERRORS_RETURN` is set on both
 ///   communicators); a failure is [`Error::Backend`] with MPI's error string.
 #[derive(Debug)]
@@ -151,6 +192,92 @@ impl MpiEndpoint {
         self.data
     }
 
+    /// The communicator, MPI tag and whether it is the control lane for a commbench tag;
+    /// `None` above `MPI_TAG_UB` ([`MpiEndpoint::route`] says why).
+    #[inline(always)]
+    fn lane(&self, tag: Tag) -> Option<(ffi::MPI_Comm, c_int, bool)> {
+        let (comm, t, ctrl) = if tag < TAG_UB {
+            (self.data, tag, false)
+        } else {
+            (self.ctrl, tag - TAG_UB, true)
+        };
+        (t <= self.tag_ub).then_some((comm, t as c_int, ctrl))
+    }
+
+    /// A message of the native ping-pong loop that did not complete cleanly: the error MPI
+    /// reported (a truncated receive as [`Error::Truncated`], from its status), or, when the
+    /// spin failed or timed out, the request parked with the loop's buffer (MPI may still use
+    /// it; the caller's buffer is left empty) and the error naming what was awaited.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn pingpong_failed(
+        &mut self,
+        req: ffi::MPI_Request,
+        spin: Spin,
+        st: &ffi::MPI_Status,
+        kind: OpKind,
+        peer: Rank,
+        tag: Tag,
+        ctrl: bool,
+        buf: &mut Vec<u8>,
+    ) -> Error {
+        let op = Op {
+            kind,
+            peer: Some(peer),
+            tag: Some(tag),
+            ctrl,
+        };
+        match spin {
+            Spin::Done(rc) => match kind {
+                OpKind::Send => sys::mpi_error("MPI_Isend", rc),
+                OpKind::Recv => match self.finished(rc, st, op, buf.len()) {
+                    Err(e) => e,
+                    Ok(_) => sys::mpi_error("MPI_Irecv", rc),
+                },
+            },
+            spin => self.abandon(req, spin, op, std::mem::take(buf)),
+        }
+    }
+
+    /// Why a blocking send could not start: the error `isend` gives for the same arguments.
+    #[cold]
+    #[inline(never)]
+    fn send_error(&self, dest: Rank, tag: Tag, buf: &[u8]) -> Error {
+        match self.post_send_checks(dest, tag, buf) {
+            Err(e) => e,
+            Ok(()) => Error::Invalid(format!("a send to rank {dest} (tag {tag}) cannot start")),
+        }
+    }
+
+    /// Why a blocking receive could not start: the error `irecv` gives for the same arguments.
+    #[cold]
+    #[inline(never)]
+    fn recv_error(&self, src: Src, tag: TagSel, buf: &[u8]) -> Error {
+        if let Src::Rank(r) = src {
+            if let Err(e) = check_rank("source", r, self.size) {
+                return e;
+            }
+        }
+        if let TagSel::Tag(t) = tag {
+            if let Err(e) = self.route(t) {
+                return e;
+            }
+        }
+        match sys::count(buf.len(), "a receive buffer") {
+            Err(e) => e,
+            Ok(_) => Error::Invalid("a receive cannot start".into()),
+        }
+    }
+
+    /// The checks of a send's arguments, in the order `isend` makes them.
+    fn post_send_checks(&self, dest: Rank, tag: Tag, buf: &[u8]) -> Result<()> {
+        check_rank("destination", dest, self.size)?;
+        self.route(tag)?;
+        sys::count(buf.len(), "a message")?;
+        Ok(())
+    }
+
     /// The communicator and MPI tag for a commbench tag.
     #[inline]
     fn route(&self, tag: Tag) -> Result<(ffi::MPI_Comm, c_int, bool)> {
@@ -208,7 +335,28 @@ impl MpiEndpoint {
     }
 
     /// Turn a finished request into a completion or error (the request is released by MPI).
+    #[inline]
     fn finish(&self, rc: c_int, st: &ffi::MPI_Status, op: Op, buf: Vec<u8>) -> Result<Completion> {
+        let (peer, tag, len) = self.finished(rc, st, op, buf.len())?;
+        Ok(Completion {
+            kind: op.kind,
+            buf,
+            peer,
+            tag,
+            len,
+        })
+    }
+
+    /// What a finished request says: (peer, tag, bytes) of its completion for a buffer of `cap`
+    /// bytes, or its error (a receive of a longer message is [`Error::Truncated`]).
+    #[inline]
+    fn finished(
+        &self,
+        rc: c_int,
+        st: &ffi::MPI_Status,
+        op: Op,
+        cap: usize,
+    ) -> Result<(Rank, Tag, usize)> {
         let err = if rc == sys::ERR_IN_STATUS {
             st.MPI_ERROR
         } else {
@@ -216,14 +364,7 @@ impl MpiEndpoint {
         };
         if op.kind == OpKind::Send {
             sys::check(err, "MPI_Isend")?;
-            let len = buf.len();
-            return Ok(Completion {
-                kind: op.kind,
-                buf,
-                peer: op.peer.unwrap_or(0),
-                tag: op.tag.unwrap_or(0),
-                len,
-            });
+            return Ok((op.peer.unwrap_or(0), op.tag.unwrap_or(0), cap));
         }
         let source = st.MPI_SOURCE.max(0) as Rank;
         let t = st.MPI_TAG.max(0) as Tag + if op.ctrl { TAG_UB } else { 0 };
@@ -235,7 +376,6 @@ impl MpiEndpoint {
         // SAFETY: `st` was filled by MPI_Test for a receive of bytes.
         let rc = unsafe { ffi::MPI_Get_count(st, self.byte, &mut n) };
         sys::check(rc, "MPI_Get_count")?;
-        let cap = buf.len();
         if truncated {
             // Open MPI reports the length sent; a library that reports only what fitted
             // still tells that the message was longer.
@@ -247,13 +387,7 @@ impl MpiEndpoint {
                 tag: t,
             });
         }
-        Ok(Completion {
-            kind: op.kind,
-            buf,
-            peer: source,
-            tag: t,
-            len: (n.max(0) as usize).min(cap),
-        })
+        Ok((source, t, (n.max(0) as usize).min(cap)))
     }
 
     fn timeout_error(&self, op: Op) -> Error {
@@ -274,18 +408,20 @@ impl MpiEndpoint {
         }
     }
 
-    /// A blocking operation on a request on the stack: spin, and on failure or timeout park the
-    /// request (its buffer stays valid) as an orphan that the endpoint cleans up when dropped.
-    #[inline]
-    fn block(&mut self, mut req: ffi::MPI_Request, op: Op, buf: Vec<u8>) -> Result<Completion> {
-        let mut st = sys::empty_status();
-        let err = match sys::spin(&mut req, &mut st, self.timeout) {
-            Spin::Done(rc) => return self.finish(rc, &st, op, buf),
+    /// A blocking operation whose spin did not end in a completion: park the request (its
+    /// buffer stays valid while MPI may use it) as an orphan that the endpoint cleans up when
+    /// dropped, and name what went wrong. Out of line: the fast path never comes here.
+    #[cold]
+    #[inline(never)]
+    fn abandon(&mut self, req: ffi::MPI_Request, spin: Spin, op: Op, buf: Vec<u8>) -> Error {
+        let err = match spin {
             Spin::Failed(rc) => sys::mpi_error("MPI_Test", rc),
             Spin::TimedOut => self.timeout_error(op),
+            // A finished request is never parked; a caller only comes here without one.
+            Spin::Done(rc) => return sys::mpi_error("MPI_Test", rc),
         };
         self.park(req, op, buf, true);
-        Err(err)
+        err
     }
 
     /// Start a send of `buf` to `dest`; the caller keeps `buf` until the request completes.
@@ -504,14 +640,19 @@ impl Endpoint for MpiEndpoint {
     }
 
     fn wait(&mut self, req: ReqId) -> Result<Completion> {
-        let start = Instant::now();
+        // The clock is first read after 1024 tests: a request that is already done costs one.
+        let mut start: Option<Instant> = None;
         let mut spins: u32 = 0;
         loop {
             if let Some(c) = self.test(req)? {
                 return Ok(c);
             }
             spins = spins.wrapping_add(1);
-            if spins % 1024 == 0 && start.elapsed() > self.timeout {
+            if spins % 1024 != 0 {
+                continue;
+            }
+            let t0 = *start.get_or_insert_with(Instant::now);
+            if t0.elapsed() > self.timeout {
                 let i = self.slot_index(req)?;
                 let op = self.slots[i]
                     .op
@@ -523,16 +664,149 @@ impl Endpoint for MpiEndpoint {
         }
     }
 
+    /// The fast path of a blocking send: `MPI_Isend` on a request on the stack, then
+    /// `MPI_Test` with `MPI_STATUS_IGNORE` until it completes (the clock first read after 1024
+    /// tests, for the timeout). Only the request is built on the way; a bad argument or a
+    /// failure is described out of line.
     #[inline]
     fn send(&mut self, dest: Rank, tag: Tag, mut buf: Vec<u8>) -> Result<Vec<u8>> {
-        let (req, op) = self.post_send(dest, tag, &mut buf)?;
-        Ok(self.block(req, op, buf)?.buf)
+        let (Some((comm, t, ctrl)), Ok(n), true) =
+            (self.lane(tag), c_int::try_from(buf.len()), dest < self.size)
+        else {
+            return Err(self.send_error(dest, tag, &buf));
+        };
+        let mut req = sys::request_null();
+        // SAFETY: `buf` is a live heap buffer of `n` bytes that stays in this frame until the
+        // request completes, or is parked with it (`abandon`); `comm` is valid.
+        let rc = unsafe {
+            ffi::MPI_Isend(
+                buf.as_mut_ptr() as *mut c_void,
+                n,
+                self.byte,
+                dest as c_int,
+                t,
+                comm,
+                &mut req,
+            )
+        };
+        if rc != sys::SUCCESS {
+            return Err(sys::mpi_error("MPI_Isend", rc));
+        }
+        match sys::spin(&mut req, sys::status_ignore(), self.timeout) {
+            Spin::Done(rc) if rc == sys::SUCCESS => Ok(buf),
+            Spin::Done(rc) => Err(sys::mpi_error("MPI_Isend", rc)),
+            spin => {
+                let op = Op {
+                    kind: OpKind::Send,
+                    peer: Some(dest),
+                    tag: Some(tag),
+                    ctrl,
+                };
+                Err(self.abandon(req, spin, op, buf))
+            }
+        }
     }
 
+    /// The fast path of a blocking receive: `MPI_Irecv` on a request on the stack, then
+    /// `MPI_Test` until it completes (the clock first read after 1024 tests).
     #[inline]
     fn recv(&mut self, src: Src, tag: TagSel, mut buf: Vec<u8>) -> Result<Completion> {
-        let (req, op) = self.post_recv(src, tag, &mut buf)?;
-        self.block(req, op, buf)
+        let from = match src {
+            Src::Any => Some(sys::any_source()),
+            Src::Rank(r) => (r < self.size).then_some(r as c_int),
+        };
+        let lane = match tag {
+            TagSel::Any => Some((self.data, sys::any_tag(), false)),
+            TagSel::Tag(t) => self.lane(t),
+        };
+        let (Some(from), Some((comm, t, ctrl)), Ok(n)) = (from, lane, c_int::try_from(buf.len()))
+        else {
+            return Err(self.recv_error(src, tag, &buf));
+        };
+        let mut req = sys::request_null();
+        // SAFETY: as in `send`: `buf` outlives the request or is parked with it.
+        let rc = unsafe {
+            ffi::MPI_Irecv(
+                buf.as_mut_ptr() as *mut c_void,
+                n,
+                self.byte,
+                from,
+                t,
+                comm,
+                &mut req,
+            )
+        };
+        if rc != sys::SUCCESS {
+            return Err(sys::mpi_error("MPI_Irecv", rc));
+        }
+        let op = Op {
+            kind: OpKind::Recv,
+            peer: match src {
+                Src::Any => None,
+                Src::Rank(r) => Some(r),
+            },
+            tag: match tag {
+                TagSel::Any => None,
+                TagSel::Tag(t) => Some(t),
+            },
+            ctrl,
+        };
+        let mut st = sys::empty_status();
+        match sys::spin(&mut req, &mut st, self.timeout) {
+            Spin::Done(rc) => self.finish(rc, &st, op, buf),
+            spin => Err(self.abandon(req, spin, op, buf)),
+        }
+    }
+
+    /// The ping-pong loop natively: destination, tag and count checked once, then per message
+    /// `MPI_Isend` or `MPI_Irecv` on a request on the stack and an `MPI_Test` spin (the clock
+    /// first read after 1024 tests, so every wait keeps the timeout), with nothing built per
+    /// message; a receive's status is read only when MPI reports an error.
+    fn pingpong(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        buf: &mut Vec<u8>,
+        n: u64,
+        role: Role,
+    ) -> Result<()> {
+        let (Some((comm, t, ctrl)), Ok(count), true) =
+            (self.lane(tag), c_int::try_from(buf.len()), peer < self.size)
+        else {
+            return Err(self.send_error(peer, tag, buf));
+        };
+        let wire = Wire {
+            p: buf.as_mut_ptr() as *mut c_void,
+            count,
+            byte: self.byte,
+            peer: peer as c_int,
+            t,
+            comm,
+        };
+        let mut st = sys::empty_status();
+        for _ in 0..n {
+            let (first, second) = match role {
+                Role::Initiator => (OpKind::Send, OpKind::Recv),
+                Role::Echo => (OpKind::Recv, OpKind::Send),
+            };
+            for kind in [first, second] {
+                let (rc, mut req) = wire.start(kind);
+                if rc != sys::SUCCESS {
+                    return Err(sys::mpi_error(kind_call(kind), rc));
+                }
+                let status = match kind {
+                    OpKind::Send => sys::status_ignore(),
+                    OpKind::Recv => &mut st as *mut ffi::MPI_Status,
+                };
+                match sys::spin(&mut req, status, self.timeout) {
+                    Spin::Done(rc) if rc == sys::SUCCESS => {}
+                    spin => {
+                        return Err(self.pingpong_failed(req, spin, &st, kind, peer, tag, ctrl, buf))
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     #[inline]

@@ -139,6 +139,74 @@ pub(crate) fn tag_ub(comm: ffi::MPI_Comm) -> Result<u32> {
     Ok(v.map(|v| v.max(32767) as u32).unwrap_or(32767))
 }
 
+/// The thread support asked of MPI at initialisation (`MPI_Init_thread`).
+///
+/// commbench's own timed code runs on one thread, and its only other thread (the one that
+/// waits for SIGINT and SIGTERM to save the results) never calls MPI. [`ThreadLevel::Single`]
+/// is the default because that is what the plain loops commbench is compared with get from
+/// `MPI_Init` (osu_latency, IMB, NetPIPE), and because a higher level is not free: Open MPI
+/// 4.1 turns on its internal locking for any level above single, which added 25-30% to an
+/// 8-byte ping-pong over shared memory (docs/overhead.md). The other levels measure what a
+/// threaded application pays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ThreadLevel {
+    /// `MPI_THREAD_SINGLE` (what `MPI_Init` asks for).
+    #[default]
+    Single,
+    /// `MPI_THREAD_FUNNELED`: only the thread that initialised MPI calls it.
+    Funneled,
+    /// `MPI_THREAD_SERIALIZED`: any thread, one at a time.
+    Serialized,
+    /// `MPI_THREAD_MULTIPLE`: any thread, at any time.
+    Multiple,
+}
+
+impl ThreadLevel {
+    /// Name on the command line and in the result document (`single`, `funneled`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadLevel::Single => "single",
+            ThreadLevel::Funneled => "funneled",
+            ThreadLevel::Serialized => "serialized",
+            ThreadLevel::Multiple => "multiple",
+        }
+    }
+
+    fn threading(self) -> mpi::Threading {
+        match self {
+            ThreadLevel::Single => mpi::Threading::Single,
+            ThreadLevel::Funneled => mpi::Threading::Funneled,
+            ThreadLevel::Serialized => mpi::Threading::Serialized,
+            ThreadLevel::Multiple => mpi::Threading::Multiple,
+        }
+    }
+
+    fn of(t: mpi::Threading) -> ThreadLevel {
+        match t {
+            mpi::Threading::Single => ThreadLevel::Single,
+            mpi::Threading::Funneled => ThreadLevel::Funneled,
+            mpi::Threading::Serialized => ThreadLevel::Serialized,
+            mpi::Threading::Multiple => ThreadLevel::Multiple,
+        }
+    }
+}
+
+impl std::str::FromStr for ThreadLevel {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let l = s.to_ascii_lowercase();
+        match l.strip_prefix("mpi_thread_").unwrap_or(&l) {
+            "single" => Ok(ThreadLevel::Single),
+            "funneled" => Ok(ThreadLevel::Funneled),
+            "serialized" => Ok(ThreadLevel::Serialized),
+            "multiple" => Ok(ThreadLevel::Multiple),
+            _ => Err(Error::Config(format!(
+                "unknown MPI thread level {s:?}: expected single, funneled, serialized or multiple"
+            ))),
+        }
+    }
+}
+
 /// An initialised MPI library: one per process, finalised when dropped.
 pub struct Mpi {
     _universe: mpi::environment::Universe,
@@ -157,15 +225,21 @@ impl std::fmt::Debug for Mpi {
 }
 
 impl Mpi {
-    /// Initialise MPI (`MPI_THREAD_FUNNELED`: only the thread that calls this uses MPI) and
-    /// set `MPI_ERRORS_RETURN` on `MPI_COMM_WORLD`. An error, saying how to start it, when no
-    /// MPI launcher started this process; an error when MPI was already initialised.
+    /// Initialise MPI with [`ThreadLevel::Single`] ([`Mpi::init_with`]).
     pub fn init() -> Result<Mpi> {
+        Mpi::init_with(ThreadLevel::Single)
+    }
+
+    /// Initialise MPI asking for thread support `level` and set `MPI_ERRORS_RETURN` on
+    /// `MPI_COMM_WORLD`; the result document records the level asked for and the one
+    /// provided. An error, saying how to start it, when no MPI launcher started this process;
+    /// an error when MPI was already initialised.
+    pub fn init_with(level: ThreadLevel) -> Result<Mpi> {
         if !launched_by_mpi_launcher() {
             return Err(Error::Config(HOW_TO_START.into()));
         }
-        let (universe, _) =
-            mpi::initialize_with_threading(mpi::Threading::Funneled).ok_or(Error::Backend {
+        let (universe, provided) =
+            mpi::initialize_with_threading(level.threading()).ok_or(Error::Backend {
                 backend: "mpi",
                 message: "MPI is already initialised in this process".into(),
             })?;
@@ -187,7 +261,11 @@ impl Mpi {
         if let Ok(p) = mpi::environment::processor_name() {
             info.insert("processor".into(), p.into());
         }
-        info.insert("threading".into(), "funneled".into());
+        info.insert("threading".into(), level.name().into());
+        info.insert(
+            "threading_provided".into(),
+            ThreadLevel::of(provided).name().into(),
+        );
         info.insert("world_size".into(), size.into());
         Ok(Mpi {
             _universe: universe,
@@ -437,6 +515,25 @@ mod tests {
         );
         assert!("tsc".parse::<MpiClock>().is_err());
         assert_eq!(MpiClock::Wtime.name(), "MPI_Wtime");
+    }
+
+    #[test]
+    fn thread_levels_parse() {
+        for l in [
+            ThreadLevel::Single,
+            ThreadLevel::Funneled,
+            ThreadLevel::Serialized,
+            ThreadLevel::Multiple,
+        ] {
+            assert_eq!(l.name().parse::<ThreadLevel>().unwrap(), l);
+            assert_eq!(ThreadLevel::of(l.threading()), l);
+        }
+        assert_eq!(
+            "MPI_THREAD_FUNNELED".parse::<ThreadLevel>().unwrap(),
+            ThreadLevel::Funneled
+        );
+        assert!("threaded".parse::<ThreadLevel>().is_err());
+        assert_eq!(ThreadLevel::default(), ThreadLevel::Single);
     }
 
     #[test]

@@ -86,6 +86,8 @@ predefined! {
     any_source: c_int = RSMPI_ANY_SOURCE;
     /// `MPI_ANY_TAG`.
     any_tag: c_int = RSMPI_ANY_TAG;
+    /// `MPI_STATUS_IGNORE`: for a test whose status nobody reads (a send's).
+    status_ignore: *mut ffi::MPI_Status = RSMPI_STATUS_IGNORE;
 }
 
 /// Start a non-blocking MPI operation: `call` fills in the request and returns MPI's code, an
@@ -130,10 +132,11 @@ pub(crate) enum Spin {
 
 /// Spin on `MPI_Test` until `req` completes or `timeout` passes without completion. The clock
 /// is read only every 1024 tests, so that a message that is already there costs one test.
+/// `status` may be `MPI_STATUS_IGNORE` ([`status_ignore`]) where the caller needs none.
 #[inline]
 pub(crate) fn spin(
     req: &mut ffi::MPI_Request,
-    status: &mut ffi::MPI_Status,
+    status: *mut ffi::MPI_Status,
     timeout: Duration,
 ) -> Spin {
     let mut flag: c_int = 0;
@@ -141,7 +144,8 @@ pub(crate) fn spin(
     let mut start: Option<Instant> = None;
     loop {
         // SAFETY: `req` is a request this crate started (or MPI_REQUEST_NULL) and the
-        // buffers it refers to are kept alive by the caller until it completes.
+        // buffers it refers to are kept alive by the caller until it completes; `status` is
+        // a live status or MPI_STATUS_IGNORE.
         let rc = unsafe { ffi::MPI_Test(req, &mut flag, status) };
         if flag != 0 {
             return Spin::Done(rc);
@@ -233,13 +237,21 @@ pub(crate) fn counts_displs(lens: &[u8], what: &str) -> Result<(Vec<c_int>, Vec<
 }
 
 /// A usize as an MPI count, or an error naming what was too large.
+#[inline]
 pub(crate) fn count(n: usize, what: &str) -> Result<c_int> {
-    c_int::try_from(n).map_err(|_| {
-        Error::Invalid(format!(
-            "{what} of {n} elements: MPI counts stop at {}",
-            c_int::MAX
-        ))
-    })
+    match c_int::try_from(n) {
+        Ok(c) => Ok(c),
+        Err(_) => Err(count_too_large(n, what)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn count_too_large(n: usize, what: &str) -> Error {
+    Error::Invalid(format!(
+        "{what} of {n} elements: MPI counts stop at {}",
+        c_int::MAX
+    ))
 }
 
 /// A copy of `data` in a heap allocation of at least one byte. An empty `Vec<u8>` points at

@@ -110,7 +110,7 @@ pub const BACKENDS: &[BackendName] = &[
         compiled: cfg!(feature = "mpi"),
         implemented: true,
         about: "MPI through rsmpi, under mpirun/srun",
-        options: &["--clock"],
+        options: &["--clock", "--mpi-threads"],
         run_options: &["--timeout"],
     },
     BackendName {

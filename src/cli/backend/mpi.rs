@@ -4,7 +4,7 @@
 //! straight from the matrix with a derived vector datatype.
 
 use super::{launcher_name, Backend, BackendRun, Chosen, Job, Outcome, Ran};
-use crate::cli::args::{invalid_method, BackendArgs, ClockArg};
+use crate::cli::args::{invalid_method, BackendArgs, ClockArg, ThreadsArg};
 use crate::cli::fatal::Fatal;
 use crate::cli::signals;
 use commbench::core::launch::RankEnv;
@@ -12,12 +12,12 @@ use commbench::core::method::engine::{KernelSpec, Measurement, ProgressFn};
 use commbench::core::method::transpose::Transpose;
 use commbench::core::method::MethodConfig;
 use commbench::core::{Error, Program};
-use commbench_mpi::{Mpi, MpiClock, MpiConfig};
+use commbench_mpi::{Mpi, MpiClock, MpiConfig, ThreadLevel};
 use std::time::Duration;
 
-/// The mpi backend with its options.
+/// The mpi backend with its options: the endpoint's, and the thread support asked of MPI.
 #[derive(Debug)]
-pub struct MpiBackend(MpiConfig);
+pub struct MpiBackend(MpiConfig, ThreadLevel);
 
 /// This rank of an MPI job, as the backends measured beside MPI meet it.
 #[derive(Debug)]
@@ -34,8 +34,8 @@ pub struct MpiJob<'a> {
 
 const HOW: &str = "for example: mpirun -np 2 commbench pingpong --backend mpi,tcp,shm";
 
-fn init() -> Result<Mpi, Fatal> {
-    Mpi::init().map_err(|e| Fatal::usage(e.reason(), HOW))
+fn init(threads: ThreadLevel) -> Result<Mpi, Fatal> {
+    Mpi::init_with(threads).map_err(|e| Fatal::usage(e.reason(), HOW))
 }
 
 impl Backend for MpiBackend {
@@ -46,10 +46,19 @@ impl Backend for MpiBackend {
             None | Some(ClockArg::Wtime) => MpiClock::Wtime,
             Some(ClockArg::Monotonic) => MpiClock::Monotonic,
         };
-        Ok(MpiBackend(MpiConfig {
-            timeout: job.timeout,
-            clock,
-        }))
+        let threads = match a.mpi_threads {
+            None | Some(ThreadsArg::Single) => ThreadLevel::Single,
+            Some(ThreadsArg::Funneled) => ThreadLevel::Funneled,
+            Some(ThreadsArg::Serialized) => ThreadLevel::Serialized,
+            Some(ThreadsArg::Multiple) => ThreadLevel::Multiple,
+        };
+        Ok(MpiBackend(
+            MpiConfig {
+                timeout: job.timeout,
+                clock,
+            },
+            threads,
+        ))
     }
 
     fn transport(&self, _ranks: u32) -> commbench::core::method::limits::Transport {
@@ -57,7 +66,7 @@ impl Backend for MpiBackend {
     }
 
     fn run<P: Program<Output = ()>>(&self, _job: &Job, prog: &P) -> Result<Ran, Fatal> {
-        let mpi = init()?;
+        let mpi = init(self.1)?;
         let result = mpi.run(&self.0, prog);
         Ok(Ran {
             ranks: mpi.size(),
@@ -81,7 +90,17 @@ pub fn run_all<S: KernelSpec + Copy>(
     spec: S,
     progress: &ProgressFn<'_>,
 ) -> Result<Outcome, Fatal> {
-    let mpi = init()?;
+    // MPI starts once for every backend of the list, with the thread support the mpi entry
+    // asks for (single when the list has none).
+    let threads = chosen
+        .iter()
+        .find_map(|b| match b {
+            Chosen::Mpi(x) => Some(x.1),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        })
+        .unwrap_or_default();
+    let mpi = init(threads)?;
     let (rank, size) = (mpi.rank(), mpi.size());
     method
         .check(size)

@@ -1,6 +1,7 @@
 //! A plain blocking MPI ping-pong, the loop of OSU's `osu_latency` written with rsmpi's
-//! `MPI_Send`/`MPI_Recv`: the reference that commbench's mpi backend is compared with
-//! (`benches/mpi_overhead.sh`).
+//! `MPI_Send`/`MPI_Recv`. It matches the C loop of `benches/mpi_pingpong.c`, against which
+//! `benches/overhead.sh` measures commbench's mpi backend: a gap between commbench and that
+//! loop is commbench's, not rsmpi's (docs/overhead.md).
 //!
 //! ```text
 //! mpirun -np 2 --bind-to core target/release/examples/osu_latency [BYTES] [ITERS] [BATCHES]

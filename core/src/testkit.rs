@@ -60,6 +60,17 @@ fn fail(check: &str, rank: Rank, what: String) -> Error {
     }
 }
 
+/// `Ok` when `e` says a 16-byte message met an 8-byte receive buffer, else the failure of
+/// `check` on rank `me`.
+fn expect_truncated(check: &str, me: Rank, e: &Error) -> Result<()> {
+    match e.root() {
+        Error::Truncated {
+            len: 16, cap: 8, ..
+        } => Ok(()),
+        _ => Err(fail(check, me, format!("wrong error {e}"))),
+    }
+}
+
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) as u8 ^ (i >> 8) as u8)
@@ -256,16 +267,7 @@ impl Program for Truncation {
             ep.send(0, 9, vec![2; 4])?;
         } else if me == 0 {
             match ep.recv(Src::Rank(1), TagSel::Tag(9), vec![0; 8]) {
-                Err(e)
-                    if matches!(
-                        e.root(),
-                        Error::Truncated {
-                            len: 16,
-                            cap: 8,
-                            ..
-                        }
-                    ) => {}
-                Err(e) => return Err(fail("truncation", me, format!("wrong error {e}"))),
+                Err(e) => expect_truncated("truncation", me, &e)?,
                 Ok(c) => return Err(fail("truncation", me, format!("no error, len {}", c.len))),
             }
             let c = ep.recv(Src::Rank(1), TagSel::Tag(9), vec![0; 8])?;
@@ -431,16 +433,7 @@ impl Program for PingPongLoop {
         } else if me == 1 {
             let mut buf = vec![0u8; 8];
             match ep.pingpong(0, 22, &mut buf, 1, Role::Echo) {
-                Err(e)
-                    if matches!(
-                        e.root(),
-                        Error::Truncated {
-                            len: 16,
-                            cap: 8,
-                            ..
-                        }
-                    ) => {}
-                Err(e) => return Err(fail("pingpong", me, format!("wrong error {e}"))),
+                Err(e) => expect_truncated("pingpong", me, &e)?,
                 Ok(()) => {
                     return Err(fail(
                         "pingpong",

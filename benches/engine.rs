@@ -1,9 +1,10 @@
 //! The engine's own cost per message: the trial loop of seed 000 §3.2 ([`engine::trials`])
 //! running each pattern's kernel over [`NoopEndpoint`], a transport that does nothing (every
-//! operation finishes when posted). What it measures is what commbench adds to every message
-//! on any backend: the loop, the kernel, the buffer moves, and the endpoint's request
-//! bookkeeping through the `Endpoint` trait's default `send`/`recv`/`wait`. Target: at most
-//! 10 ns per message (docs/overhead.md).
+//! operation finishes when posted). What it measures is what commbench adds to every message:
+//! the loop, the kernel and the buffer moves, with blocking sends and receives on a direct path
+//! (as the mpi and shm backends have) and posted ones (exchange, bandwidth) through a slab of
+//! requests and the `Endpoint` trait's default `wait`. Target: at most 10 ns per message
+//! (docs/overhead.md).
 //!
 //! One criterion iteration is one message sent or received by the timing rank (a ping-pong
 //! iteration holds 2, an exchange 4, a bandwidth window `window` sends and the acknowledgement,

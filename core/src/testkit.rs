@@ -368,6 +368,20 @@ impl Program for InvalidArguments {
                 "receive from a rank out of range was accepted".into(),
             ));
         }
+        // The ping-pong loop, native or not, checks its peer for either role, and names it.
+        let mut b = vec![0; 4];
+        for role in [Role::Initiator, Role::Echo] {
+            match ep.pingpong(n + 2, 1, &mut b, 3, role) {
+                Err(e) if e.to_string().contains(&format!("rank {}", n + 2)) => {}
+                other => {
+                    return Err(fail(
+                        "invalid",
+                        me,
+                        format!("a {role:?} ping-pong with rank {} gave {other:?}", n + 2),
+                    ))
+                }
+            }
+        }
         ep.barrier()
     }
 }

@@ -773,7 +773,11 @@ impl Endpoint for MpiEndpoint {
         let (Some((comm, t, ctrl)), Ok(count), true) =
             (self.lane(tag), c_int::try_from(buf.len()), peer < self.size)
         else {
-            return Err(self.send_error(peer, tag, buf));
+            // The error of the loop's first operation.
+            return Err(match role {
+                Role::Initiator => self.send_error(peer, tag, buf),
+                Role::Echo => self.recv_error(Src::Rank(peer), TagSel::Tag(tag), buf),
+            });
         };
         let wire = Wire {
             p: buf.as_mut_ptr() as *mut c_void,

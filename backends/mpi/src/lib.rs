@@ -146,8 +146,10 @@ pub(crate) fn tag_ub(comm: ffi::MPI_Comm) -> Result<u32> {
 /// is the default because that is what the plain loops commbench is compared with get from
 /// `MPI_Init` (osu_latency, IMB, NetPIPE), and because a higher level is not free: Open MPI
 /// 4.1 turns on its internal locking for any level above single, which added 25-30% to an
-/// 8-byte ping-pong over shared memory (docs/overhead.md). The other levels measure what a
-/// threaded application pays.
+/// 8-byte ping-pong over shared memory (docs/overhead.md). Strictly, `MPI_THREAD_SINGLE`
+/// promises that one thread executes in the process, which the waiting thread bends;
+/// [`ThreadLevel::Funneled`] keeps to the letter for a library that holds a program to it.
+/// The other levels measure what a threaded application pays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ThreadLevel {
     /// `MPI_THREAD_SINGLE` (what `MPI_Init` asks for).

@@ -68,8 +68,9 @@ struct Active {
     orphan: bool,
 }
 
-/// One message's worth of arguments to `MPI_Isend`/`MPI_Irecv`, checked once for a loop of
-/// them ([`MpiEndpoint::pingpong`]).
+/// One message's worth of arguments to `MPI_Isend`/`MPI_Irecv` ([`MpiEndpoint::wire`]): the one
+/// place that starts a point-to-point operation, for posted, blocking and looped ones alike
+/// (the ping-pong loop checks them once and starts every message of the loop from them).
 #[derive(Debug, Clone, Copy)]
 struct Wire {
     p: *mut c_void,
@@ -86,8 +87,10 @@ impl Wire {
     fn start(&self, kind: OpKind) -> (c_int, ffi::MPI_Request) {
         let mut req = sys::request_null();
         let w = *self;
-        // SAFETY: `w.p` is the heap buffer of `w.count` bytes of the loop's caller, who keeps
-        // it until the request completes or parks it with the request; `w.comm` is valid.
+        // SAFETY: `w.p` points to a heap buffer of at least `w.count` bytes, taken from a live
+        // `&mut [u8]` by `MpiEndpoint::wire`; every caller keeps that buffer (on its frame or
+        // in the slab) until the request completes, or parks it with the request; `w.comm` is
+        // one of the endpoint's valid communicators.
         let rc = unsafe {
             match kind {
                 OpKind::Send => ffi::MPI_Isend(w.p, w.count, w.byte, w.peer, w.t, w.comm, &mut req),
@@ -477,22 +480,35 @@ impl MpiEndpoint {
         t: c_int,
         comm: ffi::MPI_Comm,
     ) -> Result<ffi::MPI_Request> {
-        let (what, call) = match kind {
-            OpKind::Send => ("a message", "MPI_Isend"),
-            OpKind::Recv => ("a receive buffer", "MPI_Irecv"),
+        let what = match kind {
+            OpKind::Send => "a message",
+            OpKind::Recv => "a receive buffer",
         };
-        let n = sys::count(buf.len(), what)?;
-        let (p, byte) = (buf.as_mut_ptr() as *mut c_void, self.byte);
-        sys::start(call, |req| {
-            // SAFETY: `buf` is a live heap buffer of `n` bytes that the caller keeps (in the
-            // slab or on its stack frame) until the request completes; `comm` is valid.
-            unsafe {
-                match kind {
-                    OpKind::Send => ffi::MPI_Isend(p, n, byte, peer, t, comm, req),
-                    OpKind::Recv => ffi::MPI_Irecv(p, n, byte, peer, t, comm, req),
-                }
-            }
-        })
+        let count = sys::count(buf.len(), what)?;
+        // The caller keeps `buf` (in the slab or on its stack frame) until the request completes.
+        let (rc, req) = self.wire(buf, count, peer, t, comm).start(kind);
+        sys::check(rc, kind_call(kind))?;
+        Ok(req)
+    }
+
+    /// The arguments of `MPI_Isend`/`MPI_Irecv` of all `count` bytes of `buf` with `peer`.
+    #[inline(always)]
+    fn wire(
+        &self,
+        buf: &mut [u8],
+        count: c_int,
+        peer: c_int,
+        t: c_int,
+        comm: ffi::MPI_Comm,
+    ) -> Wire {
+        Wire {
+            p: buf.as_mut_ptr() as *mut c_void,
+            count,
+            byte: self.byte,
+            peer,
+            t,
+            comm,
+        }
     }
 
     /// Start `MPI_Ibcast` of the `n` bytes of `buf` from `root` on the control communicator; the
@@ -675,20 +691,10 @@ impl Endpoint for MpiEndpoint {
         else {
             return Err(self.send_error(dest, tag, &buf));
         };
-        let mut req = sys::request_null();
-        // SAFETY: `buf` is a live heap buffer of `n` bytes that stays in this frame until the
-        // request completes, or is parked with it (`abandon`); `comm` is valid.
-        let rc = unsafe {
-            ffi::MPI_Isend(
-                buf.as_mut_ptr() as *mut c_void,
-                n,
-                self.byte,
-                dest as c_int,
-                t,
-                comm,
-                &mut req,
-            )
-        };
+        // `buf` stays in this frame until the request completes, or is parked with it (`abandon`).
+        let (rc, mut req) = self
+            .wire(&mut buf, n, dest as c_int, t, comm)
+            .start(OpKind::Send);
         if rc != sys::SUCCESS {
             return Err(sys::mpi_error("MPI_Isend", rc));
         }
@@ -723,19 +729,8 @@ impl Endpoint for MpiEndpoint {
         else {
             return Err(self.recv_error(src, tag, &buf));
         };
-        let mut req = sys::request_null();
-        // SAFETY: as in `send`: `buf` outlives the request or is parked with it.
-        let rc = unsafe {
-            ffi::MPI_Irecv(
-                buf.as_mut_ptr() as *mut c_void,
-                n,
-                self.byte,
-                from,
-                t,
-                comm,
-                &mut req,
-            )
-        };
+        // As in `send`: `buf` outlives the request or is parked with it.
+        let (rc, mut req) = self.wire(&mut buf, n, from, t, comm).start(OpKind::Recv);
         if rc != sys::SUCCESS {
             return Err(sys::mpi_error("MPI_Irecv", rc));
         }
@@ -779,21 +774,14 @@ impl Endpoint for MpiEndpoint {
                 Role::Echo => self.recv_error(Src::Rank(peer), TagSel::Tag(tag), buf),
             });
         };
-        let wire = Wire {
-            p: buf.as_mut_ptr() as *mut c_void,
-            count,
-            byte: self.byte,
-            peer: peer as c_int,
-            t,
-            comm,
+        let wire = self.wire(buf, count, peer as c_int, t, comm);
+        let legs = match role {
+            Role::Initiator => [OpKind::Send, OpKind::Recv],
+            Role::Echo => [OpKind::Recv, OpKind::Send],
         };
         let mut st = sys::empty_status();
         for _ in 0..n {
-            let (first, second) = match role {
-                Role::Initiator => (OpKind::Send, OpKind::Recv),
-                Role::Echo => (OpKind::Recv, OpKind::Send),
-            };
-            for kind in [first, second] {
+            for kind in legs {
                 let (rc, mut req) = wire.start(kind);
                 if rc != sys::SUCCESS {
                     return Err(sys::mpi_error(kind_call(kind), rc));

@@ -301,7 +301,7 @@ impl Program for ControlPlane {
         ep.barrier()?;
         let mut entered = Vec::new();
         if me == 0 {
-            ep.compute(2_000_000);
+            ep.compute(crate::transport::work::Work::int(2_000_000));
             entered = ep.now_ns().to_le_bytes().to_vec();
         }
         ep.barrier()?;

@@ -241,9 +241,15 @@ pub struct SimConfig {
     /// User CPU time one `test()` costs (at least 1, so polling loops advance virtual time).
     #[serde(default = "default_poll")]
     pub poll_ns: u64,
-    /// Virtual CPU time of one iteration of `compute(iters)`.
+    /// Virtual CPU time of one iteration of the integer background computation Q
+    /// (`compute(Work::int(iters))`, seed 001 §3.1).
     #[serde(default = "default_compute")]
     pub compute_ns_per_iter: f64,
+    /// Virtual CPU time of one iteration of the floating-point Q (`compute(Work::float(..))`).
+    /// `None`: the same as `compute_ns_per_iter` (seed 001 found no significant difference,
+    /// Tables 1 and 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_float_ns_per_iter: Option<f64>,
     /// The six per-message times of seed 001 §2.
     pub times: Times,
     /// Bytes of system buffer per node for messages delivered and not yet received by the
@@ -290,6 +296,7 @@ impl SimConfig {
                 clock_read_ns: 20_000,
                 poll_ns: 20_000,
                 compute_ns_per_iter: 1000.0,
+                compute_float_ns_per_iter: None,
                 times: Times::ncube7_table3(),
                 recv_buffer_bytes: None,
                 seed: 0,
@@ -321,6 +328,7 @@ impl SimConfig {
                     clock_read_ns: 20,
                     poll_ns: 50,
                     compute_ns_per_iter: 1.0,
+                    compute_float_ns_per_iter: None,
                     times: Times {
                         // Eager copies below 16 KiB, zero-copy rendezvous above.
                         f: two(0.3, 0.0001, 0.8, 0.0)?,
@@ -398,6 +406,18 @@ impl SimConfig {
         Self::from_toml_str(&text).map_err(|e| e.in_phase(format!("sim config {name_or_path}")))
     }
 
+    /// Virtual CPU time of `work` (rounded to whole nanoseconds).
+    pub fn compute_ns(&self, work: commbench_core::transport::work::Work) -> u64 {
+        use commbench_core::transport::work::QKind;
+        let per = match work.q {
+            QKind::Int => self.compute_ns_per_iter,
+            QKind::Float => self
+                .compute_float_ns_per_iter
+                .unwrap_or(self.compute_ns_per_iter),
+        };
+        (work.iters as f64 * per).round() as u64
+    }
+
     /// Number of nodes, 2^dimensions.
     pub fn nodes(&self) -> u32 {
         1u32 << self.dimensions.min(31)
@@ -443,13 +463,17 @@ impl SimConfig {
                 return bad(format!("{key} = {v}: at most {MAX_COST_NS} (1e12 µs)"));
             }
         }
-        if !self.compute_ns_per_iter.is_finite()
-            || !(0.0..=MAX_COST_NS as f64).contains(&self.compute_ns_per_iter)
-        {
-            return bad(format!(
-                "compute_ns_per_iter = {}: must be finite, >= 0 and at most {MAX_COST_NS}",
-                self.compute_ns_per_iter
-            ));
+        let computes = [
+            ("compute_ns_per_iter", Some(self.compute_ns_per_iter)),
+            ("compute_float_ns_per_iter", self.compute_float_ns_per_iter),
+        ];
+        for (key, v) in computes {
+            let Some(v) = v else { continue };
+            if !v.is_finite() || !(0.0..=MAX_COST_NS as f64).contains(&v) {
+                return bad(format!(
+                    "{key} = {v}: must be finite, >= 0 and at most {MAX_COST_NS}"
+                ));
+            }
         }
         if self.recv_buffer_bytes == Some(0) {
             return bad("recv_buffer_bytes must be at least 1 (or absent: unbounded)".into());

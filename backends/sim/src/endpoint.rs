@@ -3,6 +3,7 @@
 //! the answer once the operation's virtual time has passed.
 
 use commbench_core::transport::error::check_rank;
+use commbench_core::transport::work::Work;
 use commbench_core::transport::BackendInfo;
 use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Src, Tag, TagSel};
 use corosensei::Yielder;
@@ -47,7 +48,7 @@ pub(crate) enum Req {
     Test(ReqId),
     Wait(ReqId),
     Now,
-    Compute(u64),
+    Compute(Work),
     Collective(Coll),
 }
 
@@ -90,6 +91,7 @@ fn protocol(want: &str, got: &Resp) -> Error {
 #[derive(Debug, Clone)]
 pub(crate) struct EpInfo {
     pub size: u32,
+    pub dimensions: u32,
     pub tick_ns: u64,
     pub recv_cap: Option<u64>,
     pub info: BackendInfo,
@@ -103,7 +105,8 @@ pub(crate) struct EpInfo {
 /// * `wait`, `wait_all`, `send` and `recv` block the node's coroutine until completion: no
 ///   polling events. `test` costs `poll_ns` of CPU time so polling loops advance time.
 /// * `now_ns` returns the virtual time at the end of the read, floored to the clock tick; each
-///   read costs `clock_read_ns`. `compute(iters)` is `iters * compute_ns_per_iter` of CPU
+///   read costs `clock_read_ns`. `compute(work)` is `work.iters * compute_ns_per_iter` of CPU
+///   (`compute_float_ns_per_iter` for the floating-point Q)
 ///   time, lengthened by every R and S handler that runs meanwhile.
 /// * The control plane (barrier, barrier_first, broadcast, gather) is out of band and free in
 ///   virtual time: every node leaves at the time the last one entered.
@@ -219,9 +222,13 @@ impl Endpoint for SimEndpoint<'_> {
         )
     }
 
-    fn compute(&mut self, iters: u64) {
+    fn compute(&mut self, work: Work) {
         // The answer carries nothing; compute cannot fail.
-        let _ = self.ask(Req::Compute(iters));
+        let _ = self.ask(Req::Compute(work));
+    }
+
+    fn hypercube(&self) -> Option<u32> {
+        Some(self.info.dimensions)
     }
 
     fn info(&self) -> BackendInfo {

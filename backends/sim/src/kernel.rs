@@ -536,8 +536,8 @@ impl<'c> Kernel<'c> {
             Req::Test(req) => self.start_user(node, self.cfg.poll_ns, Pending::Poll { req }),
             Req::Wait(req) => self.wait(node, req),
             Req::Now => self.start_user(node, self.cfg.clock_read_ns, Pending::Clock),
-            Req::Compute(iters) => {
-                let w = (iters as f64 * self.cfg.compute_ns_per_iter).round() as u64;
+            Req::Compute(work) => {
+                let w = self.cfg.compute_ns(work);
                 self.start_user(node, w, Pending::Compute)
             }
             Req::Collective(c) => self.collective(node, c),
@@ -990,6 +990,7 @@ fn run_here<P: Program>(cfg: &SimConfig, p: &P) -> Result<(Vec<P::Output>, SimSt
     }
     let ep_info = EpInfo {
         size: ranks,
+        dimensions: cfg.dimensions,
         tick_ns: cfg.tick_ns,
         recv_cap: cfg.recv_buffer_bytes,
         info,

@@ -485,6 +485,7 @@ proptest! {
             clock_read_ns,
             poll_ns,
             compute_ns_per_iter,
+            compute_float_ns_per_iter: None,
             times: commbench_sim::Times {
                 f: next(),
                 s: next(),

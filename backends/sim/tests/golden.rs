@@ -1,5 +1,6 @@
 //! Golden virtual times: exact values from the model of seed 001 §2 (see docs/simulator.md).
 
+use commbench_core::transport::work::Work;
 use commbench_core::{Endpoint, Error, Program, Rank, Result, Src, TagSel};
 use commbench_sim::{distance, run, run_with_stats, SimConfig, NCUBE_TICK_NS};
 
@@ -28,7 +29,7 @@ fn timed<E: Endpoint, T>(ep: &mut E, f: impl FnOnce(&mut E) -> Result<T>) -> Res
 /// The virtual time of `work` iterations of computation on this node, between two clock reads.
 fn compute_time<E: Endpoint>(ep: &mut E, work: u64) -> u64 {
     let t1 = ep.now_ns();
-    ep.compute(work);
+    ep.compute(Work::int(work));
     ep.now_ns() - t1
 }
 
@@ -244,7 +245,7 @@ impl Program for Experiments {
         if me == 0 {
             let (t, r) = timed(ep, |ep| {
                 let r = ep.isend(1, 1, buf)?;
-                ep.compute(self.work);
+                ep.compute(Work::int(self.work));
                 Ok(r)
             })?;
             buf = ep.wait(r)?.buf;
@@ -330,7 +331,7 @@ impl Program for Mix {
                 reqs.push(ep.irecv(Src::Any, TagSel::Any, vec![0; 64])?);
             }
             reqs.push(ep.isend(dest, round, vec![me as u8; (round as usize * 5) % 64])?);
-            ep.compute(((me + round) % 5) as u64 * 1000);
+            ep.compute(Work::int(((me + round) % 5) as u64 * 1000));
             let mut cs = Vec::new();
             ep.wait_all(&reqs, &mut cs)?;
             seen.extend(cs.iter().map(|c| c.peer as u8));
@@ -419,7 +420,7 @@ impl Program for Bounded {
                 ep.send(1, 1, vec![1; 600])?;
             }
         } else {
-            ep.compute(100_000);
+            ep.compute(Work::int(100_000));
             let mut buf = vec![0; 600];
             for _ in 0..3 {
                 buf = ep.recv(Src::Rank(0), TagSel::Tag(1), buf)?.buf;

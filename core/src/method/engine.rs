@@ -205,13 +205,15 @@ pub fn characterise_timer<E: Endpoint>(
 /// dest waits rather than reports, so no message of dest's reaches the source while the source
 /// is still inside the timed region.
 /// Returns the trial times (ns, `min_ov` subtracted) on `source` and an empty vector
-/// elsewhere; ranks other than `source` and `dest` only join the barriers. `tick` is called
-/// after every trial, outside the timed region. `iterations(ep, n)` runs `n` iterations of the
-/// kernel ([`Kernel::iterations`]); generic, so the timed loop has no dynamic dispatch.
+/// elsewhere; ranks other than `source` and `dest` join the barriers and the kernel's hooks
+/// ([`Kernel::before_handshake`] after the barrier, [`Kernel::after_timing`] after the timed
+/// loop, both on every rank and outside the timed region). `tick` is called after every
+/// trial, outside the timed region. The timed loop runs [`Kernel::iterations`]; generic, so
+/// it has no dynamic dispatch.
 #[allow(clippy::too_many_arguments)]
-pub fn trials<E: Endpoint, I: FnMut(&mut E, u64) -> Result<()>>(
+pub fn trials<E: Endpoint, K: Kernel<E>>(
     ep: &mut E,
-    iterations: &mut I,
+    kernel: &mut K,
     cfg: &MethodConfig,
     hs: &mut Vec<u8>,
     npp: u64,
@@ -228,6 +230,9 @@ pub fn trials<E: Endpoint, I: FnMut(&mut E, u64) -> Result<()>>(
     for k in 0..ntrial {
         ep.barrier_first(dst)
             .phase_with(|| format!("barrier before trial {k}"))?;
+        kernel
+            .before_handshake(ep, npp)
+            .phase_with(|| format!("before the handshake of trial {k}"))?;
         if me == src {
             let b = std::mem::take(hs);
             *hs = ep
@@ -235,7 +240,7 @@ pub fn trials<E: Endpoint, I: FnMut(&mut E, u64) -> Result<()>>(
                 .phase_with(|| format!("handshake of trial {k}"))?
                 .buf;
             let t1 = ep.now_ns();
-            timed_loop(ep, iterations, npp, k)?;
+            timed_loop(ep, kernel, npp, k)?;
             let t2 = ep.now_ns();
             times.push(t2 as i64 - t1 as i64 - min_ov);
         } else if me == dst {
@@ -243,8 +248,11 @@ pub fn trials<E: Endpoint, I: FnMut(&mut E, u64) -> Result<()>>(
             *hs = ep
                 .send(src, TAG_HANDSHAKE, b)
                 .phase_with(|| format!("handshake of trial {k}"))?;
-            timed_loop(ep, iterations, npp, k)?;
+            timed_loop(ep, kernel, npp, k)?;
         }
+        kernel
+            .after_timing(ep, npp)
+            .phase_with(|| format!("after trial {k}"))?;
         tick(k + 1);
     }
     Ok(times)
@@ -253,13 +261,13 @@ pub fn trials<E: Endpoint, I: FnMut(&mut E, u64) -> Result<()>>(
 /// The `npp` iterations of trial `k`: the only code between the two clock reads (the error,
 /// cold, is named out of line).
 #[inline(always)]
-fn timed_loop<E: Endpoint, I: FnMut(&mut E, u64) -> Result<()>>(
+fn timed_loop<E: Endpoint, K: Kernel<E>>(
     ep: &mut E,
-    iterations: &mut I,
+    kernel: &mut K,
     npp: u64,
     k: u64,
 ) -> Result<()> {
-    match iterations(ep, npp) {
+    match kernel.iterations(ep, npp) {
         Ok(()) => Ok(()),
         Err(e) => Err(in_trial(e, k)),
     }
@@ -310,9 +318,9 @@ type NppRun = (u64, Option<u64>, Option<f64>);
 /// npp for one size (seed 000 §3.3): with [`NppChoice::Auto`], `npptrial` trials of `npp_init`
 /// iterations on `source` give the median iteration time, the formula gives npp, and
 /// `source` broadcasts both; otherwise the values given, one run each.
-fn npp_runs<E: Endpoint, I: FnMut(&mut E, u64) -> Result<()>>(
+fn npp_runs<E: Endpoint, K: Kernel<E>>(
     ep: &mut E,
-    iterations: &mut I,
+    kernel: &mut K,
     hs: &mut Vec<u8>,
     run: &SizeRun<'_>,
 ) -> Result<Vec<NppRun>> {
@@ -332,20 +340,11 @@ fn npp_runs<E: Endpoint, I: FnMut(&mut E, u64) -> Result<()>>(
     };
     let src = cfg.source;
     (run.progress)(Stage::Npp, 0, npptrial);
-    let t = trials(
-        ep,
-        iterations,
-        cfg,
-        hs,
-        npp_init,
-        npptrial,
-        run.min_ov,
-        |k| {
-            if k % 64 == 0 {
-                (run.progress)(Stage::Npp, k, npptrial)
-            }
-        },
-    )
+    let t = trials(ep, kernel, cfg, hs, npp_init, npptrial, run.min_ov, |k| {
+        if k % 64 == 0 {
+            (run.progress)(Stage::Npp, k, npptrial)
+        }
+    })
     .phase_with(|| format!("{label}: estimating npp"))?;
     let mut b = Vec::new();
     if ep.rank() == src {
@@ -366,18 +365,18 @@ fn npp_runs<E: Endpoint, I: FnMut(&mut E, u64) -> Result<()>>(
 
 /// npp for one size (§3.3: calculated or given), then the timed trials (§3.2) for each npp; rank 0
 /// collects one [`RawPoint`] per npp, trial times gathered from `source` when it is not rank 0.
-pub fn measure_size<E: Endpoint, I: FnMut(&mut E, u64) -> Result<()>>(
+pub fn measure_size<E: Endpoint, K: Kernel<E>>(
     ep: &mut E,
-    iterations: &mut I,
+    kernel: &mut K,
     hs: &mut Vec<u8>,
     run: SizeRun<'_>,
 ) -> Result<()> {
     let (cfg, label) = (run.cfg, run.label);
     let (me, src) = (ep.rank(), cfg.source);
-    for (npp, npp_calculated, median_ppt_ns) in npp_runs(ep, iterations, hs, &run)? {
+    for (npp, npp_calculated, median_ppt_ns) in npp_runs(ep, kernel, hs, &run)? {
         (run.progress)(Stage::Trials, 0, cfg.trials);
         let every = (cfg.trials / 200).max(1);
-        let times = trials(ep, iterations, cfg, hs, npp, cfg.trials, run.min_ov, |k| {
+        let times = trials(ep, kernel, cfg, hs, npp, cfg.trials, run.min_ov, |k| {
             if k % every == 0 || k == cfg.trials {
                 (run.progress)(Stage::Trials, k, cfg.trials)
             }
@@ -451,6 +450,23 @@ pub trait Kernel<E: Endpoint> {
         Ok(())
     }
 
+    /// Untimed work of every rank before each trial's handshake (after its barrier), given
+    /// the trial's `npp`: seed 001's read experiment has its dest send the messages the
+    /// source will read here, so that they have arrived before the source's clock starts.
+    fn before_handshake(&mut self, ep: &mut E, npp: u64) -> Result<()> {
+        let _ = (ep, npp);
+        Ok(())
+    }
+
+    /// Untimed work of every rank after its part of each trial's timed loop (on `source`
+    /// after the second clock read; on ranks other than `source` and `dest` right after the
+    /// barrier and [`Kernel::before_handshake`], so that they may take part while the others
+    /// are timed: forward messages along a path, receive a stream, collect what arrived).
+    fn after_timing(&mut self, ep: &mut E, npp: u64) -> Result<()> {
+        let _ = (ep, npp);
+        Ok(())
+    }
+
     /// Whether each size ends with a verified iteration ([`Kernel::scramble`], one more
     /// iteration, [`Kernel::check`]).
     fn verifies(&self) -> bool {
@@ -478,6 +494,18 @@ pub trait KernelSpec: Sync {
     /// transpose measures its matrix).
     fn sizes(&self, cfg: &MethodConfig) -> Vec<u64> {
         cfg.sizes.clone()
+    }
+
+    /// What every rank runs: this rank's kernel over every size
+    /// ([`Measurement::run_kernel`]). A benchmark made of several kernels in a row (seed 001's
+    /// experiments) runs them itself with [`Measurement::start`] and
+    /// [`Measurement::measure_kernel`].
+    fn run<E: Endpoint>(&self, m: &Measurement<'_, Self>, ep: &mut E) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let mut kernel = self.kernel::<E>(ep.rank(), &m.cfg)?;
+        m.run_kernel(ep, &mut kernel)
     }
 }
 
@@ -593,50 +621,89 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
             ..self.cfg.clone()
         };
         cfg.validate(ep.size())?;
+        let timer = self.start(ep, &cfg)?;
+        let steps = Steps {
+            first: 0,
+            total: cfg.sizes.len(),
+        };
+        self.measure_kernel(ep, kernel, &cfg, timer, steps)?;
+        ep.barrier().phase("final barrier")
+    }
+
+    /// The start of every run, on every rank: the clock of `cfg.source` characterised (seed
+    /// 000 §3.1, [`characterise_timer`]); returns `(min_ov, res_timing)`.
+    pub fn start<E: Endpoint>(&self, ep: &mut E, cfg: &MethodConfig) -> Result<(i64, f64)> {
+        if let (0, Some(cb)) = (ep.rank(), self.progress) {
+            cb(Progress {
+                size_index: 0,
+                sizes: cfg.sizes.len().max(1),
+                size: cfg.sizes.first().copied().unwrap_or(0),
+                stage: Stage::Timer,
+                done: 0,
+                total: 1,
+                run_done: 0.0,
+                run_floor: std::time::Duration::ZERO,
+            });
+        }
+        characterise_timer(ep, cfg, &self.collected)
+    }
+
+    /// Every size of `cfg` measured with `kernel` (warm-up, npp, trials, verification), a stop
+    /// honoured before each size, rank 0 collecting the points: the body of
+    /// [`Measurement::run_kernel`], open to a program that runs several kernels in a row after
+    /// one [`Measurement::start`] (seed 001's experiments), each a share `steps` of its
+    /// progress. It ends without a final barrier.
+    pub fn measure_kernel<E: Endpoint, K: Kernel<E>>(
+        &self,
+        ep: &mut E,
+        kernel: &mut K,
+        cfg: &MethodConfig,
+        timer: (i64, f64),
+        steps: Steps,
+    ) -> Result<()> {
         let me = ep.rank();
         let nsizes = cfg.sizes.len();
-        let cost = std::cell::RefCell::new(limits::RunCost::new(
-            &cfg,
-            &cfg.sizes,
-            &|s| kernel.trips(s),
-            0.0,
-        ));
-        let report = |size_index: usize, stage: Stage, done: u64, total: u64| {
+        let total = steps.total.max(steps.first + nsizes);
+        let cost = limits::RunCost::new(cfg, &cfg.sizes, &|s| kernel.trips(s), timer.1);
+        let report = |i: usize, stage: Stage, done: u64, of: u64| {
             if let (0, Some(cb)) = (me, self.progress) {
+                let here = cost.fraction(i, stage, done, of) * nsizes as f64;
                 cb(Progress {
-                    size_index,
-                    sizes: nsizes,
-                    size: cfg.sizes[size_index],
+                    size_index: steps.first + i,
+                    sizes: total,
+                    size: cfg.sizes[i],
                     stage,
                     done,
-                    total,
-                    run_done: cost.borrow().fraction(size_index, stage, done, total),
-                    run_floor: cost.borrow().floor(),
+                    total: of,
+                    run_done: (steps.first as f64 + here) / total as f64,
+                    run_floor: cost.floor(),
                 });
             }
         };
-        report(0, Stage::Timer, 0, 1);
-        let timer = characterise_timer(ep, &cfg, &self.collected)?;
-        // The resolution sets how long a timing loop with a calculated npp lasts.
-        *cost.borrow_mut() = limits::RunCost::new(&cfg, &cfg.sizes, &|s| kernel.trips(s), timer.1);
         let mut hs = vec![0u8; 8];
         for (i, &size) in cfg.sizes.iter().enumerate() {
             if let Some(signal) = self.stop_here(ep)? {
                 ep.barrier().phase("final barrier")?;
                 return Err(Error::Interrupted {
                     signal,
-                    done: i,
-                    sizes: nsizes,
+                    done: steps.first + i,
+                    sizes: total,
                 });
             }
-            let progress = |stage: Stage, done: u64, total: u64| report(i, stage, done, total);
-            self.one_size(ep, kernel, &cfg, size, timer, &mut hs, &progress)?;
+            let progress = |stage: Stage, done: u64, of: u64| report(i, stage, done, of);
+            self.one_size(ep, kernel, cfg, size, timer, &mut hs, &progress)?;
         }
-        ep.barrier().phase("final barrier")
+        Ok(())
+    }
+
+    /// Where the collected points go, shared with a program that adds points of its own.
+    pub fn collected(&self) -> &Mutex<Collected> {
+        &self.collected
     }
 
     /// One size: barrier, warm-up, npp and trials ([`measure_size`]), then the verification
-    /// when the kernel has one.
+    /// when the kernel has one. The warm-up runs the kernel's hooks on every rank around the
+    /// iterations of `source` and `dest`, as a trial does.
     #[allow(clippy::too_many_arguments)]
     fn one_size<E: Endpoint, K: Kernel<E>>(
         &self,
@@ -654,10 +721,13 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
         let label = kernel.label(size);
         ep.barrier().phase_with(|| format!("{label}: barrier"))?;
         progress(Stage::Warmup, 0, cfg.warmup);
-        if participant {
-            kernel
-                .iterations(ep, cfg.warmup)
-                .phase_with(|| format!("{label}: warm-up"))?;
+        if cfg.warmup > 0 {
+            let warm = |e: Error| e.in_phase(format!("{label}: warm-up"));
+            kernel.before_handshake(ep, cfg.warmup).map_err(warm)?;
+            if participant {
+                kernel.iterations(ep, cfg.warmup).map_err(warm)?;
+            }
+            kernel.after_timing(ep, cfg.warmup).map_err(warm)?;
         }
         let run = SizeRun {
             cfg,
@@ -670,12 +740,22 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
             collected: &self.collected,
             progress,
         };
-        measure_size(ep, &mut |ep: &mut E, n| kernel.iterations(ep, n), hs, run)?;
+        measure_size(ep, kernel, hs, run)?;
         if kernel.verifies() {
             verify(ep, kernel, cfg, &label)?;
         }
         Ok(())
     }
+}
+
+/// Which share of a run's progress one kernel's sizes are ([`Measurement::measure_kernel`]):
+/// its first size is step `first` of `total`.
+#[derive(Debug, Clone, Copy)]
+pub struct Steps {
+    /// Steps before this kernel's first size.
+    pub first: usize,
+    /// Steps in the whole run.
+    pub total: usize,
 }
 
 /// The verification after a size's trials: `dest` forgets what arrived, one more iteration
@@ -719,8 +799,7 @@ impl<S: KernelSpec> Program for Measurement<'_, S> {
     type Output = ();
 
     fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
-        let mut kernel = self.spec.kernel::<E>(ep.rank(), &self.cfg)?;
-        self.run_kernel(ep, &mut kernel)
+        self.spec.run(self, ep)
     }
 }
 
@@ -811,6 +890,29 @@ mod tests {
         }
     }
 
+    /// Dest's side of a ping-pong with `source`.
+    struct EchoKernel {
+        source: Rank,
+        buf: Vec<u8>,
+    }
+
+    impl Kernel<Scripted> for EchoKernel {
+        fn name(&self) -> &'static str {
+            "echo"
+        }
+        fn trips(&self, _: u64) -> u64 {
+            2
+        }
+        fn iteration(&mut self, ep: &mut Scripted) -> Result<()> {
+            let b = std::mem::take(&mut self.buf);
+            let b = ep
+                .recv(Src::Rank(self.source), TagSel::Tag(TAG_PINGPONG), b)?
+                .buf;
+            self.buf = ep.send(self.source, TAG_PINGPONG, b)?;
+            Ok(())
+        }
+    }
+
     /// After dest's last message of a trial, its next operation is a receive: nothing dest
     /// sends can reach the source while the source still times its last receive.
     #[test]
@@ -826,16 +928,9 @@ mod tests {
                 log: Vec::new(),
                 done: Default::default(),
             };
-            let mut buf = vec![0u8; 8];
-            let mut kernel = |ep: &mut Scripted, n: u64| -> Result<()> {
-                for _ in 0..n {
-                    let b = std::mem::take(&mut buf);
-                    let b = ep
-                        .recv(Src::Rank(source), TagSel::Tag(TAG_PINGPONG), b)?
-                        .buf;
-                    buf = ep.send(source, TAG_PINGPONG, b)?;
-                }
-                Ok(())
+            let mut kernel = EchoKernel {
+                source,
+                buf: vec![0u8; 8],
             };
             let mut hs = vec![0u8; 8];
             trials(&mut ep, &mut kernel, &cfg, &mut hs, 2, 3, 0, |_| {}).unwrap();

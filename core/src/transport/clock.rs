@@ -36,13 +36,3 @@ pub fn kernel_clocksource() -> Option<String> {
         .ok()
         .map(|s| s.trim().to_string())
 }
-
-/// A busy loop of `iters` iterations that the optimiser cannot remove.
-#[inline(never)]
-pub fn spin(iters: u64) {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    for i in 0..iters {
-        x = std::hint::black_box(x.rotate_left(5) ^ i);
-    }
-    std::hint::black_box(x);
-}

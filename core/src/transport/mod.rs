@@ -18,6 +18,7 @@ pub mod error;
 pub mod ids;
 pub mod matching;
 pub mod noop;
+pub mod work;
 
 pub use ids::*;
 
@@ -205,10 +206,20 @@ pub trait Endpoint {
         clock::monotonic_claimed_resolution_ns().map(|x| x as f64)
     }
 
-    /// Busy computation of `iters` iterations of [`clock::spin`] (seed 001's Q). The simulator
-    /// turns it into virtual CPU time that its message handlers preempt.
-    fn compute(&mut self, iters: u64) {
-        clock::spin(iters);
+    /// Busy computation: seed 001's background computation Q ([`work`]), `work.iters`
+    /// iterations of its integer or floating-point loop. The simulator turns it into virtual
+    /// CPU time that its message handlers preempt.
+    fn compute(&mut self, work: work::Work) {
+        work::run(work);
+    }
+
+    /// The dimension `d` when the transport itself routes messages over a `d`-dimensional
+    /// hypercube, forwarding them through intermediate nodes without those nodes' programs
+    /// (the simulated NCUBE); `None` when every rank reaches every other directly. Seed 001's
+    /// experiments place their ranks by it: at distance `d` on a hypercube, along a path of
+    /// ranks that forward in user space otherwise.
+    fn hypercube(&self) -> Option<u32> {
+        None
     }
 
     /// What the backend records about itself (mode, versions, wait policy, ...).

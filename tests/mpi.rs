@@ -312,3 +312,65 @@ fn a_rank_killed_by_a_signal_leaves_the_sizes_measured_saved() {
     let _ = rest.join();
     check_saved(&out, 2);
 }
+
+/// Seed 001's overhead experiments over MPI: the echo through a forwarding rank gives E, the
+/// rest R and the measured sums; S, F, U and A are named as not separable. And the
+/// interference streams through rank 0's program.
+#[test]
+fn seed001_overhead_and_interference_on_mpi() {
+    let j = tmpdir("seed001-mpi").join("r.json");
+    let args = [
+        "overhead",
+        "--backend",
+        "mpi",
+        "--hops",
+        "1..2",
+        "--sizes",
+        "16,1000",
+        "--repetitions",
+        "3",
+        "--messages",
+        "20",
+        "--samples",
+        "10000",
+    ];
+    let doc = ok_json(
+        mpirun(3, &with_json(&args, &j)),
+        &j,
+        Duration::from_secs(120),
+    );
+    assert_eq!(doc["params"]["E"]["values"].as_array().unwrap().len(), 2);
+    assert!(doc["params"]["R"].is_object());
+    assert!(doc["params"]["S"].is_null());
+    let ns = doc["sixtimes"]["not_separable"].as_array().unwrap();
+    assert_eq!(ns.len(), 4, "{ns:?}");
+    for k in ["F+S", "A+U", "2(F+E+U)", "o_r"] {
+        assert!(doc["sixtimes"]["measured"][k].is_object(), "{k}");
+    }
+    let j = tmpdir("seed001-mpi-interference").join("r.json");
+    let args = [
+        "interference",
+        "--backend",
+        "mpi",
+        "--streams",
+        "1",
+        "--repetitions",
+        "2",
+        "--messages",
+        "20",
+        "--samples",
+        "10000",
+    ];
+    let doc = ok_json(
+        mpirun(3, &with_json(&args, &j)),
+        &j,
+        Duration::from_secs(120),
+    );
+    let rows = doc["interference"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0]["slowdown"].as_f64().unwrap() > 0.0, "{rows:?}");
+    assert!(
+        rows[0]["us_per_message"].as_f64().unwrap() > 0.0,
+        "{rows:?}"
+    );
+}

@@ -61,6 +61,10 @@ pub struct RunConfig {
     /// `N` of the transpose's `N x N` matrix, for a transpose run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transpose_n: Option<usize>,
+    /// Seed 001's program (`echo`, `overhead`, `interference`): which, the echo's distances,
+    /// Q's loop and the messages per reading.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sixtimes: Option<commbench_core::method::sixtimes::SixTimes>,
 }
 
 impl Default for RunConfig {
@@ -79,6 +83,7 @@ impl Default for RunConfig {
             sizes_spec: String::new(),
             pattern: PatternKind::PingPong,
             transpose_n: None,
+            sixtimes: None,
         }
     }
 }
@@ -423,6 +428,17 @@ pub struct ResultDoc {
     /// measured at least two sizes.
     #[serde(default)]
     pub fit: Option<crate::analysis::model::FitSection>,
+    /// Seed 001's six per-message times, each a line in the message size (`commbench
+    /// overhead`, `echo`; docs/seed001.md): a contract key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<crate::analysis::sixtimes::Params>,
+    /// Seed 001 §5.2's interference rows (`commbench interference`): a contract key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interference: Option<Vec<crate::analysis::sixtimes::InterferenceRow>>,
+    /// The rest of seed 001's analysis: the echo per distance, the measured sums, Q's
+    /// calibration, the times not separable on the transport.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sixtimes: Option<crate::analysis::sixtimes::Detail>,
     /// `complete`, `partial` when the run failed after some points, or `interrupted` when a
     /// signal stopped it between sizes.
     pub status: String,

@@ -18,5 +18,6 @@ pub mod fit;
 pub mod inference;
 pub mod model;
 pub mod point;
+pub mod sixtimes;
 #[cfg(test)]
 pub(crate) mod testkit;

@@ -43,6 +43,9 @@ pub(crate) fn point(
 /// A complete document of `points` from host `testhost` over the sim backend.
 pub(crate) fn doc(points: Vec<Point>) -> ResultDoc {
     ResultDoc {
+        params: None,
+        interference: None,
+        sixtimes: None,
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,
         tool_version: "0.1.0".into(),

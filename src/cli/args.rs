@@ -25,6 +25,7 @@ Examples:
   commbench pingpong                          8-byte ping-pong over shared memory, 2 local ranks
   commbench pingpong --backend tcp --poll --sizes 1..4M:x2 --output out/
   commbench pingpong --backend sim --sim-config ncube7 --source 0 --dest 63
+  commbench overhead --backend sim --sim-config ncube7   the six times of Krumme & Greenfield 1988
   commbench timer                             the clock's overhead and resolution
   mpirun -np 2 commbench pingpong --backend mpi,tcp,shm   (built with --features mpi)";
 
@@ -49,6 +50,17 @@ pub enum Command {
     /// N x N matrix of doubles, the dest stores them as rows (packed; on MPI also with a derived
     /// vector datatype).
     Transpose(TransposeArgs),
+    /// The echo test of Krumme & Greenfield (1988) §3.2: rank 0 and a rank d hops away, for
+    /// each distance d; E = (T(d+1) - T(d)) / 2, with Q running (busy) and idle (§5.1).
+    Echo(EchoArgs),
+    /// The six per-message times F, S, R, A, U and E of Krumme & Greenfield (1988) §3: the
+    /// echo, then the experiments giving R, A+U, F+S, R+S and 2(F+E+U) per size, solved in
+    /// the paper's order and fitted as lines (Tables 1 and 3).
+    Overhead(EchoArgs),
+    /// Krumme & Greenfield (1988) §5.2: rank 0 times a fixed computation while 1, 2, .. ranks
+    /// stream 2000-byte messages through it, against the slowdown predicted with no
+    /// interaction.
+    Interference(InterferenceArgs),
     /// Re-render a result document (text, markdown or csv) without measuring again.
     Report(ReportArgs),
     /// Draw a result document as SVG: latency, bandwidth, histogram or signature graph.
@@ -200,6 +212,85 @@ pub struct TransposeArgs {
     pub common: PingpongArgs,
 }
 
+/// The help heading of seed 001's options.
+const SEED001: &str = "Krumme & Greenfield 1988";
+
+/// The options of `echo` and `overhead`.
+#[derive(Debug, Args, Clone)]
+pub struct EchoArgs {
+    /// Message sizes (default: 16,500,1000,1500,2000, the sizes of the paper's Table 1), in
+    /// the syntax of pingpong's --sizes.
+    #[arg(long, value_name = "SPEC")]
+    pub sizes: Option<String>,
+
+    /// The echo's distances, LO..HI hops or one distance (1 to 16). On sim the partner is
+    /// node 2^d - 1 and the cube routes the message; elsewhere ranks 1..d-1 forward it in
+    /// their own program, so a run needs HI + 1 ranks. E needs two distances or more.
+    #[arg(long, default_value = "1..5", value_name = "LO..HI", help_heading = SEED001)]
+    pub hops: String,
+
+    #[command(flatten)]
+    pub common: SeedArgs,
+}
+
+/// The options of `interference`.
+#[derive(Debug, Args, Clone)]
+pub struct InterferenceArgs {
+    /// Most streams through rank 0 (1 to 8): it is measured with 1, 2, .. of them. On sim
+    /// stream i runs from node 2^(2i) to node 2^(2i+1), which the cube routes through node 0
+    /// (a cube of 2 x STREAMS dimensions); elsewhere from rank 2i+1 to rank 2i+2, forwarded
+    /// by rank 0's own program between slices of its computation (2 x STREAMS + 1 ranks).
+    #[arg(long, default_value_t = 3, value_name = "N", help_heading = SEED001)]
+    pub streams: u32,
+
+    #[command(flatten)]
+    pub common: SeedArgs,
+}
+
+/// What seed 001's commands share.
+#[derive(Debug, Args, Clone)]
+pub struct SeedArgs {
+    #[command(flatten)]
+    pub backend: BackendArgs,
+
+    /// Repetitions of each experiment, each a timed trial after a barrier and a handshake;
+    /// the report gives their mean and standard deviation (the paper's five, Table 1).
+    /// 1 to 10^6.
+    #[arg(long, default_value_t = 5, value_name = "N", help_heading = SEED001)]
+    pub repetitions: u64,
+
+    /// Messages per clock reading, at least (the paper's 100). On a coarse clock more are
+    /// timed per reading, so that one tick is at most 50 ns of each per-message value
+    /// (2926 on the NCUBE's 146 us tick). 1 to 10^9.
+    #[arg(long, default_value_t = 100, value_name = "N", help_heading = SEED001)]
+    pub messages: u64,
+
+    /// Untimed iterations of each experiment before its repetitions (the paper discards the
+    /// first of its 101).
+    #[arg(long, default_value_t = 1, value_name = "N", help_heading = SEED001)]
+    pub warmup: u64,
+
+    /// The background computation Q: int (additions, multiplications, compares; Table 1) or
+    /// float (floating-point additions and multiplications; Table 2).
+    #[arg(long, value_enum, default_value_t = QArg::Int, value_name = "LOOP", help_heading = SEED001)]
+    pub q: QArg,
+
+    #[command(flatten)]
+    pub clock: ClockSamples,
+
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+/// `--q`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum QArg {
+    /// Integer arithmetic (`qint`).
+    Int,
+    /// Floating-point arithmetic (`qfloat`).
+    Float,
+}
+
 /// The help heading of the options for runs across hosts.
 const HOSTS: &str = "Across hosts";
 
@@ -221,7 +312,8 @@ pub struct BackendArgs {
     #[arg(long, value_name = "LEVEL", help_heading = "mpi", ignore_case = true)]
     pub mpi_threads: Option<ThreadsArg>,
 
-    /// Ranks in the run (default: enough for --source and --dest): started here, or with
+    /// Ranks in the run (default: as many as the command needs: enough for --source and
+    /// --dest, for the echo's path or for the interference streams): started here, or with
     /// --rank the size of a run started by hand. Not with sim (it runs every node of its
     /// machine) nor under MPI (mpirun -np decides).
     #[arg(long, value_name = "N", alias = "nranks", alias = "size")]

@@ -19,6 +19,7 @@ use args::{Cli, Command, Given, TimerArgs};
 use backend::BACKENDS;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, FromArgMatches};
+use commbench::core::method::sixtimes::Suite;
 use commbench::core::method::PatternKind;
 use fatal::{Fatal, EXIT_USAGE};
 use std::process::ExitCode;
@@ -117,6 +118,20 @@ fn dispatch(cmd: Command, given: &Given) -> Result<(), Fatal> {
             };
             plan::pattern(kind, b.common, given).and_then(run::measure)
         }
+        Command::Echo(e) => plan::seed001(Suite::Echo, e.sizes, Some(&e.hops), e.common, given)
+            .and_then(run::measure),
+        Command::Overhead(e) => {
+            plan::seed001(Suite::Overhead, e.sizes, Some(&e.hops), e.common, given)
+                .and_then(run::measure)
+        }
+        Command::Interference(i) => plan::seed001(
+            Suite::Interference { streams: i.streams },
+            None,
+            None,
+            i.common,
+            given,
+        )
+        .and_then(run::measure),
         Command::Transpose(t) => {
             if t.sizes.is_some() || t.sweep {
                 let flag = if t.sweep { "--sweep" } else { "--sizes" };

@@ -3,14 +3,16 @@
 
 use super::args::{
     choice_name, invalid_method, BackendArgs, FitArgs, Given, OutputArgs, PatternArgs,
-    PingpongArgs, ProgressWhen, SizeArgs,
+    PingpongArgs, ProgressWhen, QArg, SeedArgs, SizeArgs,
 };
 use super::fatal::Fatal;
 use crate::cli::backend::{self, Chosen, Job};
 use commbench::analysis::document::RunConfig;
 use commbench::analysis::fit::{self, Breakpoint};
+use commbench::core::method::sixtimes::{self, Placement, SixTimes, Suite};
 use commbench::core::method::transpose::Transpose;
 use commbench::core::method::{limits, Invalid, MethodConfig, NppChoice, PatternKind, Setting};
+use commbench::core::transport::work::QKind;
 use commbench::spec;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,6 +24,8 @@ pub enum Work {
     Pattern(PatternKind),
     /// Seed 003's column transpose.
     Transpose(Transpose),
+    /// Seed 001's experiments.
+    SixTimes(SixTimes),
 }
 
 /// Where the results go.
@@ -263,7 +267,7 @@ fn build(
     let outputs = outputs(&a.out, b)?;
     let transpose = match work {
         Work::Transpose(t) => Some(t),
-        Work::Pattern(_) => None,
+        _ => None,
     };
     let job = Job {
         ranks,
@@ -291,6 +295,9 @@ fn build(
         };
         invalid_method(e, hint)
     })?;
+    if let Work::SixTimes(x) = work {
+        check_placement(x, &method.sizes, &backends, size)?;
+    }
     let all_here = job.rank_env().is_ok_and(|e| e.is_local_launcher());
     check_limits(work, &method, &backends, all_here, size)?;
     let config = record(&a, &method, work, spec_text, timeout);
@@ -330,10 +337,18 @@ fn check_limits(
     let buffers = |s: u64| match work {
         Work::Pattern(k) => k.buffer_bytes(s),
         Work::Transpose(t) => t.buffer_bytes(),
+        // A message, and two per stream where rank 0 forwards the interference streams.
+        Work::SixTimes(x) => {
+            let streams = match x.suite {
+                Suite::Interference { streams } => u64::from(streams),
+                _ => 0,
+            };
+            (1 + 2 * streams).checked_mul(s.checked_add(limits::PER_MESSAGE_OVERHEAD)?)
+        }
     };
     let trips = |s: u64| match work {
         Work::Pattern(k) => k.trips_per_iteration(s),
-        Work::Transpose(_) => 1,
+        Work::Transpose(_) | Work::SixTimes(_) => 1,
     };
     if let Work::Pattern(k) = work {
         k.check().map_err(fail)?;
@@ -349,7 +364,7 @@ fn check_limits(
             )
         })?;
         // A transpose sends columns, not its matrix.
-        if let Work::Pattern(_) = work {
+        if !matches!(work, Work::Transpose(_)) {
             limits::check_sizes(&method.sizes, &t).map_err(fail)?;
         }
         limits::check_memory(method, &method.sizes, &buffers, &t, place, &host).map_err(fail)?;
@@ -371,6 +386,7 @@ fn record(
     let (pattern, transpose_n) = match work {
         Work::Pattern(k) => (k, None),
         Work::Transpose(t) => (PatternKind::PingPong, Some(t.n)),
+        Work::SixTimes(_) => (PatternKind::PingPong, None),
     };
     RunConfig {
         method: method.clone(),
@@ -387,6 +403,10 @@ fn record(
         sizes_spec,
         pattern,
         transpose_n,
+        sixtimes: match work {
+            Work::SixTimes(x) => Some(x),
+            _ => None,
+        },
     }
 }
 
@@ -422,4 +442,153 @@ fn outputs(o: &OutputArgs, b: &BackendArgs) -> Result<Outputs, Fatal> {
         quiet: o.quiet,
         progress: o.progress,
     })
+}
+
+/// The default sizes of seed 001's experiments: Table 1's.
+const SEED001_SIZES: &str = "16,500,1000,1500,2000";
+
+/// `--hops LO..HI` or `--hops D`.
+fn hops(text: &str) -> Result<(u32, u32), Fatal> {
+    let bad = || {
+        Fatal::usage(
+            format!(
+                "--hops {text}: a distance or a range LO..HI within 1..{}",
+                sixtimes::MAX_HOPS
+            ),
+            "for example --hops 1..5 (E needs two distances or more)",
+        )
+    };
+    let num = |t: &str| t.trim().parse::<u32>().map_err(|_| bad());
+    let (lo, hi) = match text.split_once("..") {
+        Some((a, b)) => (num(a)?, num(b)?),
+        None => {
+            let d = num(text)?;
+            (d, d)
+        }
+    };
+    if lo == 0 || lo > hi || hi > sixtimes::MAX_HOPS {
+        return Err(bad());
+    }
+    Ok((lo, hi))
+}
+
+/// The plan of `echo`, `overhead` (with `--hops`) or `interference` (`streams`).
+pub fn seed001(
+    suite: Suite,
+    sizes: Option<String>,
+    hops_text: Option<&str>,
+    a: SeedArgs,
+    given: &Given,
+) -> Result<Plan, Fatal> {
+    let hops = match hops_text {
+        Some(t) => hops(t)?,
+        None => (1, 1),
+    };
+    if let Suite::Interference { streams } = suite {
+        if streams == 0 || streams > sixtimes::MAX_STREAMS {
+            return Err(Fatal::usage(
+                format!("--streams {streams}: 1 to {}", sixtimes::MAX_STREAMS),
+                "the paper measured 1, 2 and 3 streams: --streams 3",
+            ));
+        }
+    }
+    for (flag, v, max) in [
+        ("--repetitions", a.repetitions, 1_000_000),
+        ("--messages", a.messages, 1_000_000_000),
+    ] {
+        if v == 0 || v > max {
+            return Err(Fatal::usage(
+                format!("{flag} {v}: 1 to {max}"),
+                "the paper used 5 repetitions of 100 messages",
+            ));
+        }
+    }
+    let spec_text = sizes.unwrap_or_else(|| match suite {
+        Suite::Interference { .. } => sixtimes::INTERFERENCE_BYTES.to_string(),
+        _ => SEED001_SIZES.to_string(),
+    });
+    let sizes = spec::parse_sizes(&spec_text).map_err(|e| {
+        Fatal::usage(
+            format!("--sizes: {e}"),
+            "examples: --sizes 16,500,1000,1500,2000, --sizes 0..4096:+512",
+        )
+    })?;
+    let x = SixTimes {
+        suite,
+        hops,
+        q: match a.q {
+            QArg::Int => QKind::Int,
+            QArg::Float => QKind::Float,
+        },
+        messages: a.messages,
+    };
+    let needed = x.ranks_needed();
+    let p = PingpongArgs {
+        backend: a.backend,
+        trials: Some(a.repetitions),
+        warmup: Some(a.warmup),
+        npp: None,
+        res_npp: 50,
+        npp_init: 4,
+        npp_trials: 200,
+        cut_coef: 2.0,
+        clock: a.clock,
+        source: 0,
+        dest: needed - 1,
+        out: a.out,
+    };
+    let method = MethodConfig {
+        sizes,
+        trials: a.repetitions,
+        warmup: a.warmup,
+        npp: NppChoice::Fixed(a.messages),
+        cut_coef: 2.0,
+        timer_samples: p.clock.samples,
+        source: 0,
+        dest: 1,
+    };
+    let fit = FitArgs {
+        breakpoint: Breakpoint::None,
+        instructions_per_second: None,
+    };
+    build(Work::SixTimes(x), p, fit, method, spec_text, given)
+}
+
+/// Every experiment's ranks exist: on the simulator's cube (its dimension and the nodes that
+/// run a program), or among the run's ranks.
+fn check_placement(
+    x: SixTimes,
+    sizes: &[u64],
+    backends: &[Chosen],
+    size: u32,
+) -> Result<(), Fatal> {
+    for b in backends {
+        let placement = match b.hypercube() {
+            Some((d, ranks)) => Placement {
+                hypercube: Some(d),
+                size: ranks,
+            },
+            None => Placement {
+                hypercube: None,
+                size,
+            },
+        };
+        x.check(placement, sizes).map_err(|e| {
+            let hint = if placement.hypercube.is_some() {
+                "fewer --hops or --streams, or a larger cube (--sim-config with more dimensions)"
+                    .to_string()
+            } else {
+                format!(
+                    "give --ranks {} or more, or fewer --hops / --streams",
+                    x.ranks_needed()
+                )
+            };
+            let reason = match e {
+                commbench::core::Error::Config(r) => r,
+                other => other.to_string(),
+            };
+            Fatal::usage(format!("{}: {reason}", b.name()), hint)
+        })?;
+    }
+    Ok(())
 }

@@ -8,6 +8,7 @@ use commbench::analysis::document::RunConfig;
 use commbench::analysis::document::{Environment, Point, ResultDoc, SCHEMA, SCHEMA_VERSION};
 use commbench::analysis::fit;
 use commbench::analysis::fit::Breakpoint;
+use commbench::analysis::sixtimes;
 use commbench::core::method::engine::Collected;
 use commbench::core::method::timer::TimerReport;
 use commbench::core::transport::BackendInfo;
@@ -130,14 +131,28 @@ pub fn document(plan: &Recipe, outcome: Outcome, started: Started) -> ResultDoc 
         .filter(|p| names.first() == Some(&p.backend.as_str()))
         .cloned()
         .collect();
-    let fit = fit::fit_points(&first, plan.breakpoint, plan.instructions_per_second)
-        .into_iter()
-        .next();
+    // Seed 001's programs are analysed by their own method (the first backend's points);
+    // a Hockney line through their experiments would mean nothing.
+    let seed001 = plan
+        .config
+        .sixtimes
+        .is_some()
+        .then(|| sixtimes::analyse(&first));
+    let fit = match seed001 {
+        Some(_) => None,
+        None => fit::fit_points(&first, plan.breakpoint, plan.instructions_per_second)
+            .into_iter()
+            .next(),
+    };
+    let seed001 = seed001.unwrap_or_default();
     let mut config = plan.config.clone();
     config.ranks = outcome.ranks;
     config.backend = names.join(",");
     ResultDoc {
         fit,
+        params: seed001.params,
+        interference: seed001.interference,
+        sixtimes: seed001.detail,
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),

@@ -28,6 +28,7 @@ pub fn measure(plan: Plan) -> Result<(), Fatal> {
     match plan.work {
         Work::Pattern(kind) => measure_spec(&plan, kind),
         Work::Transpose(t) => measure_spec(&plan, t),
+        Work::SixTimes(x) => measure_spec(&plan, x),
     }
 }
 

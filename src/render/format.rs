@@ -30,6 +30,9 @@ pub enum Style {
     Scientific,
     /// The shortest form that reads back to the same `f64` (CSV, for other programs).
     Exact,
+    /// Exactly `n` decimals whatever the magnitude (a standard deviation beside its mean,
+    /// as seed 001's tables print `242 ± 1`).
+    Fixed(usize),
     /// Plot labels: at most about five characters of mantissa (`123.5`, `12.346`, `0.5000`,
     /// `1.235e5`).
     Label,
@@ -69,6 +72,7 @@ pub fn number(x: f64, style: Style, undefined: &str) -> String {
         }
         Style::Scientific => format!("{x:.4e}"),
         Style::Exact => format!("{x}"),
+        Style::Fixed(n) => format!("{x:.n$}"),
         Style::Label => {
             if a >= 1e5 || (a > 0.0 && a < 1e-3) {
                 format!("{x:.3e}")
@@ -110,6 +114,8 @@ mod tests {
         assert_eq!(text(2.5e12, Style::Column), "2.500e12");
         assert_eq!(text(0.0, Style::Column), "0");
         assert_eq!(number(0.1 + 0.2, Style::Exact, ""), "0.30000000000000004");
+        assert_eq!(text(0.02738, Style::Fixed(1)), "0.0");
+        assert_eq!(text(1234.56, Style::Fixed(1)), "1234.6");
         assert_eq!(text(123.456, Style::Label), "123.5");
         assert_eq!(text(12.3456, Style::Label), "12.346");
         assert_eq!(text(0.5, Style::Label), "0.5000");

@@ -12,5 +12,6 @@ pub mod csv;
 pub mod fit;
 pub mod format;
 pub mod markdown;
+pub mod sixtimes;
 pub mod svg;
 pub mod text;

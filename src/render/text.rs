@@ -460,8 +460,15 @@ pub fn render_with_fits(doc: &ResultDoc, detail: Detail, fits: &[FitSection]) ->
         doc.command.join(" ")
     );
     match detail {
+        Detail::Table if doc.sixtimes.is_some() => super::sixtimes::render(&mut out, doc),
         Detail::Table => table_report(&mut out, doc, fits),
-        Detail::Summary | Detail::Full => appendix_c(&mut out, doc, fits, detail),
+        Detail::Summary | Detail::Full => {
+            appendix_c(&mut out, doc, fits, detail);
+            if doc.sixtimes.is_some() {
+                out.push('\n');
+                super::sixtimes::render(&mut out, doc);
+            }
+        }
     }
     match (&doc.error, doc.status.as_str()) {
         (Some(err), "interrupted") => {

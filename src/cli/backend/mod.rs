@@ -213,6 +213,13 @@ pub trait Backend: Sized {
         None
     }
 
+    /// The dimension of the hypercube the transport routes over itself, forwarding through
+    /// intermediate nodes (the simulator), and the ranks that run a program there; `None`
+    /// when every rank reaches every other directly (`Endpoint::hypercube`).
+    fn hypercube(&self) -> Option<(u32, u32)> {
+        None
+    }
+
     /// Run `prog` on the ranks this process hosts: start the others locally, or join the
     /// launcher that started this one.
     fn run<P: Program<Output = ()>>(&self, job: &Job, prog: &P) -> Result<Ran, Fatal>;
@@ -306,6 +313,11 @@ impl Chosen {
     /// See [`Backend::fixed_ranks`].
     pub fn fixed_ranks(&self) -> Option<(u32, String)> {
         dispatch!(self, b => b.fixed_ranks())
+    }
+
+    /// See [`Backend::hypercube`].
+    pub fn hypercube(&self) -> Option<(u32, u32)> {
+        dispatch!(self, b => b.hypercube())
     }
 
     /// See [`Backend::run`].

@@ -38,6 +38,10 @@ impl Backend for Sim {
         ))
     }
 
+    fn hypercube(&self) -> Option<(u32, u32)> {
+        Some((self.0.dimensions, self.0.ranks()))
+    }
+
     fn transport(&self, _ranks: u32) -> Transport {
         commbench_sim::transport(&self.0)
     }

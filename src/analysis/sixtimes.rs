@@ -1,0 +1,663 @@
+//! Seed 001's analysis (Krumme & Greenfield 1988, §3.2-§3.5, §5.2 and Appendix B): the raw
+//! points of `commbench echo`, `overhead` and `interference` become the six per-message times
+//! F, S, R, A, U and E, each a least-squares line in the message size with its maximum error.
+//!
+//! * Each experiment's value of a repetition (a trial) is its trial time per iteration, less
+//!   Q's time at that size where the experiment ran Q ([`Experiment::subtracts_q`]).
+//! * E (§3.2, Appendix B): the mean over consecutive distances of `(T(d+1) - T(d)) / 2` (per
+//!   hop when the distances are not consecutive), from the busy echo.
+//! * The solve (§3.5): "we simply proceed through this list left-to-right and at each step we
+//!   find just one new unknown": E, R, then S = (R+S) - R, F = (F+S) - S,
+//!   U = 2(F+E+U)/2 - E - F, A = (A+U) - U ([`solve`]), per repetition; then mean and standard
+//!   deviation over the repetitions per size (Table 1) and a line per time through the means
+//!   (Table 3, Appendix B `fit`).
+//! * Where the transport forwards nothing, `r+s` was not measured: S, F, U and A are not
+//!   separable and are listed as such; the measured sums (F+S = LogP's o_s, A+U+R = o_r)
+//!   are reported instead.
+//! * Interference (§5.2): the slowdown of Q with `k` streams, against the prediction with no
+//!   interaction, `1 / (1 - k L / P)`, where `P` is the streams' time per message and `L` the
+//!   CPU time each forwarded message costs the source: R+S where the transport forwards, the
+//!   receive and the send of its own program (A+U+R + F+S) elsewhere.
+
+use crate::analysis::document::Point;
+use crate::analysis::inference::fit_line;
+use commbench_core::method::sixtimes::{rate_streams, Experiment, CALIBRATION};
+use commbench_core::stats;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One size's value of a time: mean and standard deviation over the repetitions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SizeValue {
+    /// Message size, bytes.
+    pub size: u64,
+    /// Mean over the repetitions, us.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub mean_us: f64,
+    /// Sample standard deviation over the repetitions, us (0 with one repetition).
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub std_dev_us: f64,
+}
+
+/// A time as a line in the message size (Appendix B `fit`), with the values it was fitted to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimeLine {
+    /// `X0`, us.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub intercept_us: f64,
+    /// `X1`, us per byte.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub slope_us_per_byte: f64,
+    /// Largest `|X0 + X1 n - mean(n)|` over the sizes, us (Appendix B's "max. error").
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub max_error_us: f64,
+    /// Per size: mean and standard deviation over the repetitions.
+    pub values: Vec<SizeValue>,
+}
+
+impl TimeLine {
+    /// The line through `values`' means (one size: a flat line through it).
+    pub fn fit(values: Vec<SizeValue>) -> TimeLine {
+        let x: Vec<f64> = values.iter().map(|v| v.size as f64).collect();
+        let y: Vec<f64> = values.iter().map(|v| v.mean_us).collect();
+        let (intercept_us, slope_us_per_byte, max_error_us) = match fit_line(&x, &y) {
+            Some(l) => (l.intercept, l.slope, l.max_abs_err),
+            None => (mean(&y).unwrap_or(f64::NAN), 0.0, 0.0),
+        };
+        TimeLine {
+            intercept_us,
+            slope_us_per_byte,
+            max_error_us,
+            values,
+        }
+    }
+
+    /// The line's value at `size` bytes, us.
+    pub fn at(&self, size: u64) -> f64 {
+        self.intercept_us + self.slope_us_per_byte * size as f64
+    }
+}
+
+/// The six times of seed 001 §2 (the contract key `params`): each solved time's line; a time
+/// that is not separable on the transport measured is absent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    /// Elapsed time of one hop.
+    #[serde(rename = "E", default, skip_serializing_if = "Option::is_none")]
+    pub e: Option<TimeLine>,
+    /// CPU lost on the receiver while a message comes in.
+    #[serde(rename = "R", default, skip_serializing_if = "Option::is_none")]
+    pub r: Option<TimeLine>,
+    /// CPU lost on the sender while a message goes out.
+    #[serde(rename = "S", default, skip_serializing_if = "Option::is_none")]
+    pub s: Option<TimeLine>,
+    /// The send call up to the copy into a system buffer.
+    #[serde(rename = "F", default, skip_serializing_if = "Option::is_none")]
+    pub f: Option<TimeLine>,
+    /// The rest of the receive call: the copy out.
+    #[serde(rename = "U", default, skip_serializing_if = "Option::is_none")]
+    pub u: Option<TimeLine>,
+    /// The part of the receive call made before the message is there.
+    #[serde(rename = "A", default, skip_serializing_if = "Option::is_none")]
+    pub a: Option<TimeLine>,
+}
+
+impl Params {
+    /// `(name, line)` in the paper's order E, R, S, F, U, A.
+    pub fn lines(&self) -> Vec<(&'static str, Option<&TimeLine>)> {
+        vec![
+            ("E", self.e.as_ref()),
+            ("R", self.r.as_ref()),
+            ("S", self.s.as_ref()),
+            ("F", self.f.as_ref()),
+            ("U", self.u.as_ref()),
+            ("A", self.a.as_ref()),
+        ]
+    }
+}
+
+/// A time the experiments cannot tell apart on this transport, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NotSeparable {
+    /// `S`, `F`, `U`, `A` or `E`.
+    pub time: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// One row of §5.2's interference experiment (the contract key `interference`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InterferenceRow {
+    /// Neighbours streaming through the source.
+    pub neighbours: u32,
+    /// Channels active at the source: two per neighbour (in and out).
+    pub channels: u32,
+    /// The streams' mean time per message, us.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub us_per_message: f64,
+    /// Q's time with the streams over its time without I/O.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub slowdown: f64,
+    /// The slowdown with no interaction: `1 / (1 - neighbours L / us_per_message)`.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
+    pub predicted_slowdown: f64,
+}
+
+/// What the seed 001 experiments measured besides the six times (`sixtimes` in the document).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Detail {
+    /// The time of one iteration of Q, ns (§3.1's calibration).
+    #[serde(default)]
+    pub q_ns_per_iter: Option<f64>,
+    /// Repetitions per experiment (the trials).
+    pub repetitions: usize,
+    /// Messages per clock reading (npp).
+    pub messages_per_reading: u64,
+    /// The busy echo's round trip `T(d)` per distance (§3.2).
+    pub echo: BTreeMap<u32, TimeLine>,
+    /// The idle echo's round trip per distance (§5.1).
+    pub echo_idle: BTreeMap<u32, TimeLine>,
+    /// E from the idle echo (§5.1), to set beside the busy one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e_idle: Option<TimeLine>,
+    /// Each experiment's value (Q subtracted where it ran Q): `Q`, `R`, `A+U`, `F+S`,
+    /// `R+S`, `2(F+E+U)`, and the sums `o_s` = F+S and `o_r` = A+U+R.
+    pub measured: BTreeMap<String, TimeLine>,
+    /// The times that could not be separated here.
+    pub not_separable: Vec<NotSeparable>,
+    /// Whether the transport forwarded `r+s` and the streams itself (the simulator).
+    pub transport_forwards: bool,
+}
+
+/// Everything seed 001's analysis makes of a document's points.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Analysis {
+    /// The six times.
+    pub params: Option<Params>,
+    /// §5.2's rows.
+    pub interference: Option<Vec<InterferenceRow>>,
+    /// The rest.
+    pub detail: Option<Detail>,
+}
+
+/// The known values of one repetition at one size, us.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Measured {
+    /// E from the echo.
+    pub e: Option<f64>,
+    /// R.
+    pub r: Option<f64>,
+    /// R + S.
+    pub rs: Option<f64>,
+    /// F + S.
+    pub fs: Option<f64>,
+    /// 2(F + E + U).
+    pub feu2: Option<f64>,
+    /// A + U.
+    pub au: Option<f64>,
+}
+
+/// The six times of one repetition: each `None` when what it needs was not measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Solved {
+    /// E.
+    pub e: Option<f64>,
+    /// R.
+    pub r: Option<f64>,
+    /// S.
+    pub s: Option<f64>,
+    /// F.
+    pub f: Option<f64>,
+    /// U.
+    pub u: Option<f64>,
+    /// A.
+    pub a: Option<f64>,
+}
+
+/// §3.5: E and R as measured, then S = (R+S) - R, F = (F+S) - S, U = 2(F+E+U)/2 - E - F,
+/// A = (A+U) - U, each step finding one new unknown from the ones before.
+pub fn solve(m: Measured) -> Solved {
+    let s = m.rs.zip(m.r).map(|(rs, r)| rs - r);
+    let f = m.fs.zip(s).map(|(fs, s)| fs - s);
+    let u = match (m.feu2, m.e, f) {
+        (Some(x), Some(e), Some(f)) => Some(x / 2.0 - e - f),
+        _ => None,
+    };
+    let a = m.au.zip(u).map(|(au, u)| au - u);
+    Solved {
+        e: m.e,
+        r: m.r,
+        s,
+        f,
+        u,
+        a,
+    }
+}
+
+/// E from round trips at several distances (§3.2, Appendix B): the mean over consecutive
+/// distances of `(T(d') - T(d)) / (2 (d' - d))`. `None` with fewer than two distances.
+pub fn e_from_echo(round_trips: &[(u32, f64)]) -> Option<f64> {
+    let mut v = round_trips.to_vec();
+    v.sort_by_key(|x| x.0);
+    let diffs: Vec<f64> = v
+        .windows(2)
+        .filter(|w| w[1].0 > w[0].0)
+        .map(|w| (w[1].1 - w[0].1) / (2.0 * f64::from(w[1].0 - w[0].0)))
+        .collect();
+    mean(&diffs)
+}
+
+/// The per-repetition values (us per iteration) of one point.
+fn per_repetition(p: &Point) -> Vec<f64> {
+    let per = 1000.0 * (p.npp.max(1) * p.trips_per_iteration.max(1)) as f64;
+    p.trial_ns.iter().map(|&t| t as f64 / per).collect()
+}
+
+/// The mean (`None` of nothing).
+fn mean(v: &[f64]) -> Option<f64> {
+    stats::mean_variance(v).map(|(m, _)| m)
+}
+
+/// Mean and sample standard deviation (0 of one value).
+fn mean_sd(v: &[f64]) -> (f64, f64) {
+    match stats::mean_variance(v) {
+        Some((m, var)) if v.len() > 1 => (m, var.max(0.0).sqrt()),
+        Some((m, _)) => (m, 0.0),
+        None => (f64::NAN, 0.0),
+    }
+}
+
+/// Per experiment and size, the repetitions' values (us), Q subtracted where it ran.
+type Table = BTreeMap<String, BTreeMap<u64, Vec<f64>>>;
+
+fn table(points: &[Point]) -> (Table, BTreeMap<u64, f64>) {
+    let mut raw: Table = BTreeMap::new();
+    for p in points {
+        if Experiment::from_name(&p.pattern).is_some() || rate_streams(&p.pattern).is_some() {
+            raw.entry(p.pattern.clone())
+                .or_default()
+                .insert(p.size, per_repetition(p));
+        }
+    }
+    let q0: BTreeMap<u64, f64> = raw
+        .get("q")
+        .map(|m| {
+            m.iter()
+                .map(|(&s, v)| (s, mean(v).unwrap_or(f64::NAN)))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (name, by_size) in raw.iter_mut() {
+        let subtract = Experiment::from_name(name).is_some_and(|e| e.subtracts_q());
+        if !subtract {
+            continue;
+        }
+        for (size, v) in by_size.iter_mut() {
+            let q = q0.get(size).copied().unwrap_or(f64::NAN);
+            v.iter_mut().for_each(|x| *x -= q);
+        }
+    }
+    (raw, q0)
+}
+
+/// A line per size from per-size repetitions.
+fn line_of(by_size: &BTreeMap<u64, Vec<f64>>) -> TimeLine {
+    TimeLine::fit(
+        by_size
+            .iter()
+            .map(|(&size, v)| {
+                let (mean_us, std_dev_us) = mean_sd(v);
+                SizeValue {
+                    size,
+                    mean_us,
+                    std_dev_us,
+                }
+            })
+            .collect(),
+    )
+}
+
+/// The echo's round trips per distance: `hops -> size -> repetitions`.
+fn echoes(t: &Table, busy: bool) -> BTreeMap<u32, BTreeMap<u64, Vec<f64>>> {
+    let mut out = BTreeMap::new();
+    for (name, by_size) in t {
+        if let Some(Experiment::Echo { hops, busy: b }) = Experiment::from_name(name) {
+            if b == busy {
+                out.insert(hops, by_size.clone());
+            }
+        }
+    }
+    out
+}
+
+/// E per size and repetition from the echoes.
+fn e_values(e: &BTreeMap<u32, BTreeMap<u64, Vec<f64>>>) -> BTreeMap<u64, Vec<f64>> {
+    let mut out = BTreeMap::new();
+    if e.len() < 2 {
+        return out;
+    }
+    let Some(first) = e.values().next() else {
+        return out;
+    };
+    for &size in first.keys() {
+        let reps = e
+            .values()
+            .map(|m| m.get(&size).map_or(0, Vec::len))
+            .min()
+            .unwrap_or(0);
+        let v: Vec<f64> = (0..reps)
+            .filter_map(|k| {
+                let rts: Vec<(u32, f64)> = e.iter().map(|(&d, m)| (d, m[&size][k])).collect();
+                e_from_echo(&rts)
+            })
+            .collect();
+        if !v.is_empty() {
+            out.insert(size, v);
+        }
+    }
+    out
+}
+
+/// Seed 001's analysis of `points` (one backend's); `None` parts where the points hold no
+/// seed 001 experiment.
+pub fn analyse(points: &[Point]) -> Analysis {
+    let (t, q0) = table(points);
+    if t.is_empty() {
+        return Analysis::default();
+    }
+    let busy = echoes(&t, true);
+    let idle = echoes(&t, false);
+    let e = e_values(&busy);
+    let forwards = t.contains_key("r+s");
+    let mut solved: BTreeMap<&str, BTreeMap<u64, Vec<f64>>> = BTreeMap::new();
+    let sizes: Vec<u64> = t
+        .values()
+        .flat_map(|m| m.keys().copied())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let get =
+        |name: &str, size: u64, k: usize| t.get(name).and_then(|m| m.get(&size)?.get(k).copied());
+    for &size in &sizes {
+        let reps = t
+            .iter()
+            .filter(|(n, _)| rate_streams(n).is_none())
+            .filter_map(|(_, m)| m.get(&size).map(Vec::len))
+            .max()
+            .unwrap_or(0);
+        for k in 0..reps {
+            let m = Measured {
+                e: e.get(&size).and_then(|v| v.get(k).copied()),
+                r: get("r", size, k),
+                rs: get("r+s", size, k),
+                fs: get("f+s", size, k),
+                feu2: get("2(f+e+u)", size, k),
+                au: get("a+u", size, k),
+            };
+            let s = solve(m);
+            for (name, v) in [
+                ("E", s.e),
+                ("R", s.r),
+                ("S", s.s),
+                ("F", s.f),
+                ("U", s.u),
+                ("A", s.a),
+            ] {
+                if let Some(v) = v {
+                    solved
+                        .entry(name)
+                        .or_default()
+                        .entry(size)
+                        .or_default()
+                        .push(v);
+                }
+            }
+            if let (Some(au), Some(r)) = (m.au, m.r) {
+                let o_r = solved.entry("o_r").or_default().entry(size).or_default();
+                o_r.push(au + r);
+            }
+        }
+    }
+    let line = |n: &str| solved.get(n).filter(|m| !m.is_empty()).map(line_of);
+    let params = Params {
+        e: line("E"),
+        r: line("R"),
+        s: line("S"),
+        f: line("F"),
+        u: line("U"),
+        a: line("A"),
+    };
+    let has_overhead = t.contains_key("r") || t.contains_key("a+u") || t.contains_key("f+s");
+    let mut measured: BTreeMap<String, TimeLine> = BTreeMap::new();
+    for (key, name) in [
+        ("Q", "q"),
+        ("R", "r"),
+        ("A+U", "a+u"),
+        ("F+S", "f+s"),
+        ("R+S", "r+s"),
+        ("2(F+E+U)", "2(f+e+u)"),
+        ("o_s", "f+s"),
+    ] {
+        if let Some(m) = t.get(name) {
+            measured.insert(key.into(), line_of(m));
+        }
+    }
+    if let Some(l) = line("o_r") {
+        measured.insert("o_r".into(), l);
+    }
+    let detail = Detail {
+        q_ns_per_iter: points
+            .iter()
+            .find(|p| p.pattern == CALIBRATION)
+            .and_then(|p| stats::median(&sorted(&per_repetition(p))))
+            .map(|us| us * 1000.0),
+        repetitions: t
+            .values()
+            .flat_map(|m| m.values().map(Vec::len))
+            .max()
+            .unwrap_or(0),
+        messages_per_reading: points
+            .iter()
+            .find(|p| Experiment::from_name(&p.pattern).is_some())
+            .map_or(0, |p| p.npp),
+        echo: busy.iter().map(|(&d, m)| (d, line_of(m))).collect(),
+        echo_idle: idle.iter().map(|(&d, m)| (d, line_of(m))).collect(),
+        e_idle: Some(e_values(&idle))
+            .filter(|m| !m.is_empty())
+            .map(|m| line_of(&m)),
+        measured,
+        not_separable: not_separable(forwards, has_overhead, busy.len()),
+        transport_forwards: forwards,
+    };
+    let interference = interference(&t, &q0, &detail);
+    let any_param = params.lines().iter().any(|(_, l)| l.is_some());
+    Analysis {
+        params: any_param.then_some(params),
+        interference,
+        detail: Some(detail),
+    }
+}
+
+fn sorted(v: &[f64]) -> Vec<f64> {
+    let mut v = v.to_vec();
+    stats::sort_samples(&mut v);
+    v
+}
+
+/// The times the experiments run could not separate, and why.
+fn not_separable(forwards: bool, overhead: bool, distances: usize) -> Vec<NotSeparable> {
+    let mut v = Vec::new();
+    let mut add = |time: &str, reason: &str| {
+        v.push(NotSeparable {
+            time: time.into(),
+            reason: reason.into(),
+        })
+    };
+    if distances < 2 {
+        add(
+            "E",
+            "the echo was measured at one distance: E is the difference between distances",
+        );
+    }
+    if overhead && !forwards {
+        let why = "nothing below the program forwards messages on this transport, so R+S \
+                   cannot be measured; S, and F, U and A which the solve derives from it, are \
+                   not separable (the sums F+S = o_s and A+U+R = o_r are measured)";
+        for t in ["S", "F", "U", "A"] {
+            add(t, why);
+        }
+    }
+    v
+}
+
+/// §5.2's rows from the interference points.
+fn interference(t: &Table, q0: &BTreeMap<u64, f64>, d: &Detail) -> Option<Vec<InterferenceRow>> {
+    let size = commbench_core::method::sixtimes::INTERFERENCE_BYTES;
+    let q = q0.get(&size).copied()?;
+    let at = |key: &str| {
+        d.measured
+            .get(key)
+            .and_then(|l| l.values.iter().find(|v| v.size == size))
+            .map(|v| v.mean_us)
+    };
+    // CPU time one forwarded message costs the source.
+    let load = if d.transport_forwards {
+        at("R+S")
+    } else {
+        at("o_r").zip(at("F+S")).map(|(a, b)| a + b)
+    };
+    let mut rows = Vec::new();
+    for (name, by_size) in t {
+        let Some(Experiment::Interference { streams }) = Experiment::from_name(name) else {
+            continue;
+        };
+        let Some(v) = by_size.get(&size) else {
+            continue;
+        };
+        let rate = t
+            .get(commbench_core::method::sixtimes::rate_name(streams))
+            .and_then(|m| m.get(&size))
+            .and_then(|v| mean(v));
+        let us_per_message = rate.unwrap_or(f64::NAN);
+        let slowdown = mean(v).unwrap_or(f64::NAN) / q;
+        let predicted_slowdown = match load {
+            Some(l) => 1.0 / (1.0 - f64::from(streams) * l / us_per_message),
+            None => f64::NAN,
+        };
+        rows.push(InterferenceRow {
+            neighbours: streams,
+            channels: 2 * streams,
+            us_per_message,
+            slowdown,
+            predicted_slowdown,
+        });
+    }
+    rows.sort_by_key(|r| r.neighbours);
+    (!rows.is_empty()).then_some(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Table 3's lines.
+    fn table3(n: f64) -> [f64; 6] {
+        [
+            220.0 + 1.285 * n,
+            180.0 + 0.04 * n,
+            150.0 + 0.01 * n,
+            160.0 + 0.60 * n,
+            130.0 + 0.61 * n,
+            120.0,
+        ]
+    }
+
+    #[test]
+    fn solve_recovers_known_times() {
+        for n in [16.0, 500.0, 1000.0, 1500.0, 2000.0] {
+            let [e, r, s, f, u, a] = table3(n);
+            let m = Measured {
+                e: Some(e),
+                r: Some(r),
+                rs: Some(r + s),
+                fs: Some(f + s),
+                feu2: Some(2.0 * (f + e + u)),
+                au: Some(a + u),
+            };
+            let got = solve(m);
+            for (want, got) in [e, r, s, f, u, a]
+                .into_iter()
+                .zip([got.e, got.r, got.s, got.f, got.u, got.a])
+            {
+                assert!((want - got.unwrap()).abs() < 1e-9, "{want} {got:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn solve_stops_where_a_measurement_is_missing() {
+        let m = Measured {
+            e: Some(3.0),
+            r: Some(1.0),
+            rs: None,
+            fs: Some(4.0),
+            feu2: Some(20.0),
+            au: Some(2.0),
+        };
+        let s = solve(m);
+        assert_eq!((s.e, s.r), (Some(3.0), Some(1.0)));
+        assert_eq!((s.s, s.f, s.u, s.a), (None, None, None, None));
+    }
+
+    #[test]
+    fn errors_accumulate_as_the_paper_warns() {
+        // An error of x in R becomes -x in S, +x in F, -x in U and +x in A.
+        let [e, r, s, f, u, a] = table3(500.0);
+        let x = 3.0;
+        let got = solve(Measured {
+            e: Some(e),
+            r: Some(r + x),
+            rs: Some(r + s),
+            fs: Some(f + s),
+            feu2: Some(2.0 * (f + e + u)),
+            au: Some(a + u),
+        });
+        assert!((got.s.unwrap() - (s - x)).abs() < 1e-9);
+        assert!((got.f.unwrap() - (f + x)).abs() < 1e-9);
+        assert!((got.u.unwrap() - (u - x)).abs() < 1e-9);
+        assert!((got.a.unwrap() - (a + x)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn e_is_the_mean_difference_per_hop() {
+        // T(d) = 2F + 2dE + 2U: E = 2.5.
+        let rt: Vec<(u32, f64)> = (1..=5).map(|d| (d, 10.0 + 5.0 * f64::from(d))).collect();
+        assert_eq!(e_from_echo(&rt), Some(2.5));
+        // Appendix B's average is (T5 - T1) / 8 for consecutive distances.
+        let noisy = [(1, 10.0), (2, 16.0), (3, 19.0), (4, 26.0), (5, 30.0)];
+        assert!((e_from_echo(&noisy).unwrap() - (30.0 - 10.0) / 8.0).abs() < 1e-12);
+        // Distances 1 and 3: per hop.
+        assert_eq!(e_from_echo(&[(3, 20.0), (1, 10.0)]), Some(2.5));
+        assert_eq!(e_from_echo(&[(1, 10.0)]), None);
+    }
+
+    #[test]
+    fn line_fit_is_appendix_b() {
+        let values: Vec<SizeValue> = [16u64, 500, 1000, 1500, 2000]
+            .iter()
+            .map(|&n| SizeValue {
+                size: n,
+                mean_us: 220.0 + 1.285 * n as f64 + if n == 1000 { 2.0 } else { 0.0 },
+                std_dev_us: 0.0,
+            })
+            .collect();
+        let l = TimeLine::fit(values);
+        assert!((l.slope_us_per_byte - 1.285).abs() < 1e-3);
+        assert!(
+            l.max_error_us > 1.0 && l.max_error_us < 2.0,
+            "{}",
+            l.max_error_us
+        );
+        assert!((l.at(0) - l.intercept_us).abs() < 1e-12);
+    }
+}

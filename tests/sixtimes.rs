@@ -1,0 +1,234 @@
+//! Seed 001 on the simulator: the experiments of `commbench overhead` and `interference`
+//! recover the machine's configured times (Krumme & Greenfield 1988, Tables 1 and 3, §5.2),
+//! on the NCUBE preset and on machines of other shapes, ticks and times.
+
+use commbench::analysis::document::Point;
+use commbench::analysis::sixtimes::{analyse, Analysis, TimeLine};
+use commbench::core::method::engine::Measurement;
+use commbench::core::method::sixtimes::{SixTimes, Suite};
+use commbench::core::method::{MethodConfig, NppChoice};
+use commbench::core::transport::work::QKind;
+use commbench_sim::{Linear, SimConfig};
+
+/// Run `suite` on `machine` and analyse what rank 0 collected.
+fn measure(machine: &SimConfig, suite: Suite, hops: (u32, u32), sizes: &[u64]) -> Analysis {
+    let spec = SixTimes {
+        suite,
+        hops,
+        q: QKind::Int,
+        messages: 100,
+    };
+    let cfg = MethodConfig {
+        sizes: sizes.to_vec(),
+        trials: 5,
+        warmup: 1,
+        npp: NppChoice::Fixed(100),
+        timer_samples: 1000,
+        ..MethodConfig::default()
+    };
+    let m = Measurement::new(spec, cfg, None);
+    commbench_sim::run(machine, &m).expect("the simulated run");
+    let points: Vec<Point> = m
+        .take_collected()
+        .points
+        .into_iter()
+        .map(|r| Point::from_raw(r, "sim", 2.0).expect("a point"))
+        .collect();
+    analyse(&points)
+}
+
+/// `got` within `share` of `want`'s values at every size, and its line within `share`
+/// (the slope as a share of the time at the largest size).
+fn close(name: &str, got: &TimeLine, want: impl Fn(u64) -> f64, share: f64) {
+    let largest = got.values.iter().map(|v| v.size).max().unwrap_or(0);
+    for v in &got.values {
+        let w = want(v.size);
+        assert!(
+            (v.mean_us - w).abs() <= share * w.abs().max(1e-9),
+            "{name}({}) = {} us, configured {w} us",
+            v.size,
+            v.mean_us
+        );
+    }
+    let w0 = want(0);
+    let w1 = (want(largest) - w0) / largest.max(1) as f64;
+    let scale = want(largest).abs();
+    assert!(
+        (got.intercept_us - w0).abs() <= share * scale.max(w0.abs()),
+        "{name}: intercept {} us, configured {w0}",
+        got.intercept_us
+    );
+    assert!(
+        ((got.slope_us_per_byte - w1) * largest as f64).abs() <= share * scale,
+        "{name}: slope {} us/B, configured {w1}",
+        got.slope_us_per_byte
+    );
+}
+
+/// A configured time at `n` bytes, us.
+fn us(l: &Linear, n: u64) -> f64 {
+    l.ns(n) as f64 / 1000.0
+}
+
+fn check_six(machine: &SimConfig, a: &Analysis) {
+    let p = a.params.as_ref().expect("params");
+    let t = &machine.times;
+    close("E", p.e.as_ref().unwrap(), |n| us(&t.e, n), 0.02);
+    close("R", p.r.as_ref().unwrap(), |n| us(&t.r, n), 0.02);
+    close("S", p.s.as_ref().unwrap(), |n| us(&t.s, n), 0.02);
+    close("F", p.f.as_ref().unwrap(), |n| us(&t.f, n), 0.02);
+    close("U", p.u.as_ref().unwrap(), |n| us(&t.u, n), 0.02);
+    close("A", p.a.as_ref().unwrap(), |n| us(&t.a, n), 0.02);
+}
+
+#[test]
+fn ncube7_table3_is_recovered() {
+    let mut m = SimConfig::preset("ncube7").unwrap();
+    m.stack_kib = 256;
+    let a = measure(&m, Suite::Overhead, (1, 5), &[16, 500, 1000, 1500, 2000]);
+    check_six(&m, &a);
+}
+
+#[test]
+fn ncube7_interference_meets_the_no_interaction_prediction() {
+    let mut m = SimConfig::preset("ncube7").unwrap();
+    m.stack_kib = 256;
+    let a = measure(&m, Suite::Interference { streams: 3 }, (1, 1), &[2000]);
+    let rows = a.interference.expect("interference rows");
+    eprintln!("{rows:#?}");
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        assert_eq!(r.channels, 2 * r.neighbours);
+        let off = (r.slowdown - r.predicted_slowdown).abs() / r.predicted_slowdown;
+        assert!(off <= 0.03, "{r:?}");
+    }
+    // §5.2: 1.20 with two channels active.
+    assert!(
+        (rows[0].slowdown - 1.20).abs() / 1.20 <= 0.03,
+        "{:?}",
+        rows[0]
+    );
+}
+
+/// A machine of `dimensions` with a clock tick of `tick_ns` and the six times given as
+/// `(base_us, per_byte_us)` in the order F, S, R, A, U, E.
+fn machine(name: &str, dimensions: u32, tick_ns: u64, t: [(f64, f64); 6]) -> SimConfig {
+    let l = |(b, p): (f64, f64)| Linear::line(b, p).unwrap();
+    SimConfig {
+        name: name.into(),
+        dimensions,
+        tick_ns,
+        clock_read_ns: 30,
+        poll_ns: 40,
+        compute_ns_per_iter: 0.7,
+        stack_kib: 256,
+        times: commbench_sim::Times {
+            f: l(t[0]),
+            s: l(t[1]),
+            r: l(t[2]),
+            a: l(t[3]),
+            u: l(t[4]),
+            e: l(t[5]),
+        },
+        ..SimConfig::preset("generic").unwrap()
+    }
+}
+
+#[test]
+fn a_fast_three_dimensional_machine_with_a_fine_clock() {
+    let m = machine(
+        "fast",
+        3,
+        1,
+        [
+            (2.0, 0.001),
+            (0.8, 0.0002),
+            (1.2, 0.0005),
+            (0.6, 0.0001),
+            (1.5, 0.0012),
+            (5.0, 0.002),
+        ],
+    );
+    let a = measure(&m, Suite::Overhead, (1, 3), &[64, 1024, 4096, 16384]);
+    check_six(&m, &a);
+}
+
+#[test]
+fn a_coarse_clock_and_the_floating_point_q() {
+    let mut m = machine(
+        "coarse",
+        4,
+        50_000,
+        [
+            (40.0, 0.2),
+            (25.0, 0.005),
+            (35.0, 0.01),
+            (15.0, 0.0),
+            (30.0, 0.25),
+            (90.0, 0.9),
+        ],
+    );
+    m.compute_float_ns_per_iter = Some(3.0);
+    let spec_sizes = [100, 400, 800, 1200, 3000];
+    let a = {
+        let spec = SixTimes {
+            suite: Suite::Overhead,
+            hops: (1, 4),
+            q: QKind::Float,
+            messages: 100,
+        };
+        let cfg = MethodConfig {
+            sizes: spec_sizes.to_vec(),
+            trials: 3,
+            warmup: 1,
+            npp: NppChoice::Fixed(100),
+            timer_samples: 1000,
+            ..MethodConfig::default()
+        };
+        let meas = Measurement::new(spec, cfg, None);
+        commbench_sim::run(&m, &meas).unwrap();
+        let pts: Vec<Point> = meas
+            .take_collected()
+            .points
+            .into_iter()
+            .map(|r| Point::from_raw(r, "sim", 2.0).unwrap())
+            .collect();
+        analyse(&pts)
+    };
+    check_six(&m, &a);
+    // Q's calibration found the floating-point loop's 3 ns per iteration.
+    let q = a.detail.unwrap().q_ns_per_iter.unwrap();
+    assert!((q - 3.0).abs() < 0.003, "{q}");
+}
+
+/// splitmix64, for machines drawn at random.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[test]
+fn machines_drawn_at_random() {
+    let mut st = 0x5eed_0001;
+    for i in 0..4 {
+        let mut u =
+            |lo: f64, hi: f64| lo + (hi - lo) * (next(&mut st) >> 11) as f64 / (1u64 << 53) as f64;
+        // E dominates the CPU-side handler times, as on every machine the model describes.
+        let e = (u(5.0, 300.0), u(0.0005, 2.0));
+        let frac = |u: &mut dyn FnMut(f64, f64) -> f64| (e.0 * u(0.05, 0.6), e.1 * u(0.0, 0.1));
+        let s = frac(&mut u);
+        let r = frac(&mut u);
+        let a = frac(&mut u);
+        let f = (u(1.0, 200.0), u(0.0, 1.0));
+        let uu = (u(1.0, 200.0), u(0.0, 1.0));
+        let dims = 2 + (next(&mut st) % 4) as u32;
+        let tick = [1, 1000, 20_000][(next(&mut st) % 3) as usize];
+        let m = machine(&format!("random-{i}"), dims, tick, [f, s, r, a, uu, e]);
+        let sizes = [8, 300, 1000, 2500, 6000];
+        let a = measure(&m, Suite::Overhead, (1, dims.min(4)), &sizes);
+        check_six(&m, &a);
+    }
+}

@@ -34,7 +34,7 @@ fn measure(machine: &SimConfig, suite: Suite, hops: (u32, u32), sizes: &[u64]) -
         .into_iter()
         .map(|r| Point::from_raw(r, "sim", 2.0).expect("a point"))
         .collect();
-    analyse(&points)
+    analyse(&points, true)
 }
 
 /// `got` within `share` of `want`'s values at every size, and its line within `share`
@@ -193,7 +193,7 @@ fn a_coarse_clock_and_the_floating_point_q() {
             .into_iter()
             .map(|r| Point::from_raw(r, "sim", 2.0).unwrap())
             .collect();
-        analyse(&pts)
+        analyse(&pts, true)
     };
     check_six(&m, &a);
     // Q's calibration found the floating-point loop's 3 ns per iteration.

@@ -359,8 +359,9 @@ fn e_values(e: &BTreeMap<u32, BTreeMap<u64, Vec<f64>>>) -> BTreeMap<u64, Vec<f64
 }
 
 /// Seed 001's analysis of `points` (one backend's); `None` parts where the points hold no
-/// seed 001 experiment.
-pub fn analyse(points: &[Point]) -> Analysis {
+/// seed 001 experiment. `transport_forwards`: whether the backend forwards messages through
+/// node 0 itself (the simulator), so that `r+s` was measured or would have been.
+pub fn analyse(points: &[Point], transport_forwards: bool) -> Analysis {
     let (t, q0) = table(points);
     if t.is_empty() {
         return Analysis::default();
@@ -368,7 +369,8 @@ pub fn analyse(points: &[Point]) -> Analysis {
     let busy = echoes(&t, true);
     let idle = echoes(&t, false);
     let e = e_values(&busy);
-    let forwards = t.contains_key("r+s");
+    let forwards = transport_forwards;
+    let rs_measured = t.contains_key("r+s");
     let mut solved: BTreeMap<&str, BTreeMap<u64, Vec<f64>>> = BTreeMap::new();
     let sizes: Vec<u64> = t
         .values()
@@ -466,7 +468,7 @@ pub fn analyse(points: &[Point]) -> Analysis {
             .filter(|m| !m.is_empty())
             .map(|m| line_of(&m)),
         measured,
-        not_separable: not_separable(forwards, has_overhead, busy.len()),
+        not_separable: not_separable(forwards, has_overhead && !rs_measured, busy.len()),
         transport_forwards: forwards,
     };
     let interference = interference(&t, &q0, &detail);
@@ -484,8 +486,9 @@ fn sorted(v: &[f64]) -> Vec<f64> {
     v
 }
 
-/// The times the experiments run could not separate, and why.
-fn not_separable(forwards: bool, overhead: bool, distances: usize) -> Vec<NotSeparable> {
+/// The times the experiments run could not separate, and why: `no_rs` when the overhead
+/// experiments ran without `r+s` (the transport forwards nothing, or the run ended first).
+fn not_separable(forwards: bool, no_rs: bool, distances: usize) -> Vec<NotSeparable> {
     let mut v = Vec::new();
     let mut add = |time: &str, reason: &str| {
         v.push(NotSeparable {
@@ -499,10 +502,15 @@ fn not_separable(forwards: bool, overhead: bool, distances: usize) -> Vec<NotSep
             "the echo was measured at one distance: E is the difference between distances",
         );
     }
-    if overhead && !forwards {
-        let why = "nothing below the program forwards messages on this transport, so R+S \
-                   cannot be measured; S, and F, U and A which the solve derives from it, are \
-                   not separable (the sums F+S = o_s and A+U+R = o_r are measured)";
+    if no_rs {
+        let why = if forwards {
+            "the run ended before R+S was measured; S, and F, U and A which the solve derives \
+             from it, are not known"
+        } else {
+            "nothing below the program forwards messages on this transport, so R+S cannot be \
+             measured; S, and F, U and A which the solve derives from it, are not separable \
+             (the sums F+S = o_s and A+U+R = o_r are measured)"
+        };
         for t in ["S", "F", "U", "A"] {
             add(t, why);
         }
@@ -538,7 +546,7 @@ fn interference(t: &Table, q0: &BTreeMap<u64, f64>, d: &Detail) -> Option<Vec<In
             .get(commbench_core::method::sixtimes::rate_name(streams))
             .and_then(|m| m.get(&size))
             .and_then(|v| mean(v));
-        let us_per_message = rate.unwrap_or(f64::NAN);
+        let us_per_message = rate.filter(|r| *r > 0.0).unwrap_or(f64::NAN);
         let slowdown = mean(v).unwrap_or(f64::NAN) / q;
         let predicted_slowdown = match load {
             Some(l) => 1.0 / (1.0 - f64::from(streams) * l / us_per_message),

@@ -337,13 +337,16 @@ fn check_limits(
     let buffers = |s: u64| match work {
         Work::Pattern(k) => k.buffer_bytes(s),
         Work::Transpose(t) => t.buffer_bytes(),
-        // A message, and two per stream where rank 0 forwards the interference streams.
+        // A message, two per stream where rank 0 forwards the interference streams, and the
+        // messages of one reading that rank 0 holds unread (a+u's, r's) or a+u's dest posts.
         Work::SixTimes(x) => {
             let streams = match x.suite {
                 Suite::Interference { streams } => u64::from(streams),
                 _ => 0,
             };
-            (1 + 2 * streams).checked_mul(s.checked_add(limits::PER_MESSAGE_OVERHEAD)?)
+            (1 + 2 * streams)
+                .checked_add(x.messages)?
+                .checked_mul(s.checked_add(limits::PER_MESSAGE_OVERHEAD)?)
         }
     };
     let trips = |s: u64| match work {

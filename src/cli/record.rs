@@ -95,6 +95,8 @@ pub struct Recipe {
     breakpoint: Breakpoint,
     instructions_per_second: Option<f64>,
     config: RunConfig,
+    /// Whether the first backend routes over a hypercube itself (seed 001's `r+s`).
+    transport_forwards: bool,
 }
 
 impl Recipe {
@@ -105,6 +107,10 @@ impl Recipe {
             breakpoint: plan.breakpoint,
             instructions_per_second: plan.instructions_per_second,
             config: plan.config.clone(),
+            transport_forwards: plan
+                .backends
+                .first()
+                .is_some_and(|b| b.hypercube().is_some()),
         }
     }
 }
@@ -137,7 +143,7 @@ pub fn document(plan: &Recipe, outcome: Outcome, started: Started) -> ResultDoc 
         .config
         .sixtimes
         .is_some()
-        .then(|| sixtimes::analyse(&first));
+        .then(|| sixtimes::analyse(&first, plan.transport_forwards));
     let fit = match seed001 {
         Some(_) => None,
         None => fit::fit_points(&first, plan.breakpoint, plan.instructions_per_second)

@@ -428,6 +428,9 @@ pub struct ExperimentKernel {
     buf: Vec<u8>,
     small: Vec<u8>,
     fwd: Option<Forwarder>,
+    /// The dest of `a+u`: its messages posted before the handshake, and their buffers.
+    preloads: Vec<ReqId>,
+    pool: Vec<Vec<u8>>,
     /// Rank 0: the streams' mean time per message of each trial of an interference run, ns.
     rates_ns: Vec<f64>,
     /// The interference's streams (every rank knows them, to gather their rates).
@@ -466,6 +469,8 @@ impl ExperimentKernel {
             buf: Vec::new(),
             small: vec![0u8; 8],
             fwd,
+            preloads: Vec::new(),
+            pool: Vec::new(),
             rates_ns: Vec::new(),
             senders,
         })
@@ -593,7 +598,8 @@ impl<E: Endpoint> Kernel<E> for ExperimentKernel {
     fn iteration(&mut self, ep: &mut E) -> Result<()> {
         let busy = matches!(self.exp, Experiment::Echo { busy: true, .. });
         let (w, g, b) = (self.now.window, self.now.gap, self.now.busy);
-        match self.part.clone() {
+        // Matched in place: the ranks are copied out, nothing is cloned in the timed loop.
+        match self.part {
             Part::EchoSource { peer } => {
                 self.send_buf(ep, peer, TAG_DATA)?;
                 if busy {
@@ -644,10 +650,16 @@ impl<E: Endpoint> Kernel<E> for ExperimentKernel {
         }
     }
 
+    /// The dest of `a+u` posts its `npp` messages before the handshake, so that they have
+    /// arrived (or, above an eager limit, wait for the source's receives) when the source's
+    /// clock starts; it waits for them after the trial.
     fn before_handshake(&mut self, ep: &mut E, npp: u64) -> Result<()> {
         if let Part::Preload { to } = self.part {
+            let n = self.buf.len();
             for _ in 0..npp {
-                self.send_buf(ep, to, TAG_DATA)?;
+                let mut b = self.pool.pop().unwrap_or_default();
+                b.resize(n, 0);
+                self.preloads.push(ep.isend(to, TAG_DATA, b)?);
             }
         }
         Ok(())
@@ -655,6 +667,13 @@ impl<E: Endpoint> Kernel<E> for ExperimentKernel {
 
     fn after_timing(&mut self, ep: &mut E, npp: u64) -> Result<()> {
         match self.part.clone() {
+            Part::Preload { .. } => {
+                for r in std::mem::take(&mut self.preloads) {
+                    let b = ep.wait(r)?.buf;
+                    self.pool.push(b);
+                }
+                Ok(())
+            }
             Part::Forward { prev, next } => {
                 for _ in 0..npp {
                     self.recv_buf(ep, prev)?;
@@ -708,6 +727,8 @@ impl ExperimentKernel {
                 .ok_or_else(|| Error::Protocol(format!("no rate from stream sender {s}")))?;
             sum += f64::from_le_bytes(b);
         }
+        // A stream that saw fewer than two acknowledgements has no rate (NaN): the trial's
+        // rate is then undefined, not 0.
         self.rates_ns.push(sum / self.senders.len().max(1) as f64);
         Ok(())
     }
@@ -875,8 +896,20 @@ impl Forwarder {
     /// After the timed loop: forward until every stream's end marker has gone on, then let
     /// the last sends finish.
     fn finish<E: Endpoint>(&mut self, ep: &mut E) -> Result<()> {
+        let (start, limit) = (std::time::Instant::now(), ep.timeout());
         while self.ended.iter().any(|e| !e) {
             self.poll(ep)?;
+            if start.elapsed() > limit {
+                let left: Vec<Rank> = (0..self.streams.len())
+                    .filter(|&i| !self.ended[i])
+                    .map(|i| self.streams[i].0)
+                    .collect();
+                return Err(Error::Timeout {
+                    rank: ep.rank(),
+                    what: format!("the end of the streams from ranks {left:?}"),
+                    timeout: limit,
+                });
+            }
         }
         for i in 0..self.streams.len() {
             if let Some(s) = self.send[i].take() {
@@ -1052,6 +1085,11 @@ impl KernelSpec for SixTimes {
         let mut first = 0;
         let mut amounts: Vec<Amounts> = Vec::new();
         for (exp, sizes) in steps {
+            // The streams' rate needs acknowledgements inside the window: several per stream.
+            let npp = match exp {
+                Experiment::Interference { .. } => npp.max(8 * u64::from(STREAM_PIPELINE)),
+                _ => npp,
+            };
             let step_cfg = MethodConfig {
                 sizes: sizes.clone(),
                 npp: NppChoice::Fixed(npp),
@@ -1101,8 +1139,13 @@ fn keep_rates<E: Endpoint>(
     let from = r.len().saturating_sub(trials as usize);
     let trial_ns: Vec<i64> = r[from..]
         .iter()
-        .map(|&x| if x.is_finite() { x.round() as i64 } else { 0 })
+        .filter(|x| x.is_finite() && **x > 0.0)
+        .map(|&x| x.round() as i64)
         .collect();
+    // No stream saw two acknowledgements in any trial: there is no rate to keep.
+    if trial_ns.is_empty() {
+        return;
+    }
     with_collected(collected, |c| {
         c.points.push(RawPoint {
             pattern: rate_name(streams).into(),

@@ -602,6 +602,41 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any six times, measured as the experiments combine them, are solved back.
+        #[test]
+        fn solve_inverts_the_experiments(
+            e in 0.0f64..1e4, r in 0.0f64..1e4, s in 0.0f64..1e4,
+            f in 0.0f64..1e4, u in 0.0f64..1e4, a in 0.0f64..1e4,
+        ) {
+            let got = solve(Measured {
+                e: Some(e),
+                r: Some(r),
+                rs: Some(r + s),
+                fs: Some(f + s),
+                feu2: Some(2.0 * (f + e + u)),
+                au: Some(a + u),
+            });
+            for (want, got) in [e, r, s, f, u, a].into_iter().zip([
+                got.e, got.r, got.s, got.f, got.u, got.a,
+            ]) {
+                proptest::prop_assert!((want - got.unwrap()).abs() < 1e-8);
+            }
+        }
+
+        /// E from round trips `2F + 2dE + 2U` over any set of two or more distances.
+        #[test]
+        fn e_from_any_distances(
+            e in 0.1f64..1e4, fu in 0.0f64..1e4,
+            ds in proptest::collection::btree_set(1u32..=16, 2..6),
+        ) {
+            let rt: Vec<(u32, f64)> =
+                ds.iter().map(|&d| (d, 2.0 * fu + 2.0 * f64::from(d) * e)).collect();
+            let got = e_from_echo(&rt).unwrap();
+            proptest::prop_assert!((got - e).abs() < 1e-9 * e.max(1.0) * 16.0);
+        }
+    }
+
     #[test]
     fn solve_stops_where_a_measurement_is_missing() {
         let m = Measured {

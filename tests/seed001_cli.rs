@@ -273,3 +273,38 @@ fn interference_on_tcp_forwards_in_rank_0s_program() {
     }
     assert_eq!(doc["sixtimes"]["transport_forwards"], false);
 }
+
+/// More busy-polling shm ranks than CPUs measure the scheduler: the user is told, and how to
+/// avoid it; with ranks that sleep while they wait there is nothing to say.
+#[test]
+fn crowded_shm_ranks_get_a_note() {
+    let d = tmpdir("crowded");
+    let j = d.join("r.json");
+    let run_on_one_cpu = |extra: &[&str]| {
+        let mut c = std::process::Command::new("taskset");
+        c.args(["-c", "0", EXE]);
+        c.args(["pingpong", "--trials", "2", "--npp", "1", "--warmup", "0"]);
+        c.args(["--samples", "1000"]);
+        c.args(extra);
+        c.args(["--json", j.to_str().unwrap(), "--quiet"]);
+        let (o, in_time) = bounded(c, Duration::from_secs(60));
+        assert!(in_time, "hung: {}", stderr(&o));
+        assert_ok(&o);
+        stderr(&o)
+    };
+    if std::process::Command::new("taskset")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("taskset is not installed: nothing to check");
+        return;
+    }
+    let e = run_on_one_cpu(&[]);
+    assert!(
+        e.contains("note: 2 ranks busy-poll on 1 CPU:") && e.contains("--wait futex"),
+        "{e}"
+    );
+    let e = run_on_one_cpu(&["--wait", "futex"]);
+    assert!(!e.contains("note:"), "{e}");
+}

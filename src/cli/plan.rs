@@ -286,6 +286,7 @@ fn build(
     }
     // A backend that fixes its size (the simulator's hypercube) is checked against it; under
     // MPI the size is known once MPI has started.
+    let sized_by_backend = fixed.is_some();
     let (size, why) = fixed.unwrap_or((ranks, String::new()));
     method.check(size).map_err(|e| {
         let hint = if why.is_empty() {
@@ -300,6 +301,13 @@ fn build(
     }
     let all_here = job.rank_env().is_ok_and(|e| e.is_local_launcher());
     check_limits(work, &method, &backends, all_here, size)?;
+    // The plan is good: only now is a note about it worth reading.
+    if all_here && !sized_by_backend {
+        let cpus = commbench::core::launch::affinity::allowed().map_or(0, |c| c.len());
+        for note in backends.iter().filter_map(|b| b.crowding(ranks, cpus)) {
+            eprintln!("commbench: note: {note}");
+        }
+    }
     let config = record(&a, &method, work, spec_text, timeout);
     Ok(Plan {
         work,

@@ -59,6 +59,9 @@ pub const INTERFERENCE_BYTES: u64 = 2000;
 /// Messages each stream sends before it waits for its first acknowledgement: Appendix A's
 /// three, plus the one each acknowledgement releases.
 pub const STREAM_PIPELINE: u32 = 4;
+/// Slices of Q per interference reading at least, so that every stream is acknowledged many
+/// times while rank 0 is timed (each slice is twice a round trip).
+pub const INTERFERENCE_SLICES: u64 = 400;
 /// The largest share of one clock tick a per-message value may carry: npp is at least
 /// `res_timing / TICK_SHARE_NS` ([`SixTimes::npp`]).
 pub const TICK_SHARE_NS: f64 = 50.0;
@@ -1085,9 +1088,9 @@ impl KernelSpec for SixTimes {
         let mut first = 0;
         let mut amounts: Vec<Amounts> = Vec::new();
         for (exp, sizes) in steps {
-            // The streams' rate needs acknowledgements inside the window: several per stream.
+            // The streams' rate needs many acknowledgements inside the window.
             let npp = match exp {
-                Experiment::Interference { .. } => npp.max(8 * u64::from(STREAM_PIPELINE)),
+                Experiment::Interference { .. } => npp.max(INTERFERENCE_SLICES),
                 _ => npp,
             };
             let step_cfg = MethodConfig {

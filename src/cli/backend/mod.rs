@@ -213,6 +213,13 @@ pub trait Backend: Sized {
         None
     }
 
+    /// A note for the user when `ranks` local ranks on `cpus` CPUs will measure the host's
+    /// scheduler rather than the transport (ranks that busy-wait, more of them than CPUs).
+    fn crowding(&self, ranks: u32, cpus: usize) -> Option<String> {
+        let _ = (ranks, cpus);
+        None
+    }
+
     /// The dimension of the hypercube the transport routes over itself, forwarding through
     /// intermediate nodes (the simulator), and the ranks that run a program there; `None`
     /// when every rank reaches every other directly (`Endpoint::hypercube`).
@@ -313,6 +320,11 @@ impl Chosen {
     /// See [`Backend::fixed_ranks`].
     pub fn fixed_ranks(&self) -> Option<(u32, String)> {
         dispatch!(self, b => b.fixed_ranks())
+    }
+
+    /// See [`Backend::crowding`].
+    pub fn crowding(&self, ranks: u32, cpus: usize) -> Option<String> {
+        dispatch!(self, b => b.crowding(ranks, cpus))
     }
 
     /// See [`Backend::hypercube`].

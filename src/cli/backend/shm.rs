@@ -34,6 +34,18 @@ impl Backend for Shm {
         }))
     }
 
+    fn crowding(&self, ranks: u32, cpus: usize) -> Option<String> {
+        let spin = self.0.wait == WaitPolicy::Spin;
+        (spin && cpus > 0 && ranks as usize > cpus).then(|| {
+            let s = if cpus == 1 { "" } else { "s" };
+            format!(
+                "{ranks} ranks busy-poll on {cpus} CPU{s}: a rank that waits for a CPU delays \
+                 every message it sends or relays by a scheduler time slice; --wait futex lets \
+                 waiting ranks sleep"
+            )
+        })
+    }
+
     fn transport(&self, ranks: u32) -> Transport {
         // An impossible rank count is refused with its own message; any size is then moot.
         commbench_shm::transport(ranks, &self.0).unwrap_or_else(|_| Transport {

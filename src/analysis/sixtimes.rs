@@ -358,6 +358,99 @@ fn e_values(e: &BTreeMap<u32, BTreeMap<u64, Vec<f64>>>) -> BTreeMap<u64, Vec<f64
     out
 }
 
+/// Per time (`E` .. `A`, and `o_r` = A+U+R) and size, the solved values of each repetition.
+type SolvedTable = BTreeMap<&'static str, BTreeMap<u64, Vec<f64>>>;
+
+/// Every size measured by any experiment.
+fn sizes_of(t: &Table) -> Vec<u64> {
+    let set: std::collections::BTreeSet<u64> = t.values().flat_map(|m| m.keys().copied()).collect();
+    set.into_iter().collect()
+}
+
+/// The known values of repetition `k` at `size`.
+fn measured_at(t: &Table, e: &BTreeMap<u64, Vec<f64>>, size: u64, k: usize) -> Measured {
+    let get = |name: &str| t.get(name).and_then(|m| m.get(&size)?.get(k).copied());
+    Measured {
+        e: e.get(&size).and_then(|v| v.get(k).copied()),
+        r: get("r"),
+        rs: get("r+s"),
+        fs: get("f+s"),
+        feu2: get("2(f+e+u)"),
+        au: get("a+u"),
+    }
+}
+
+/// §3.5 for every size and repetition (the most repetitions any experiment has there).
+fn solve_table(t: &Table, e: &BTreeMap<u64, Vec<f64>>) -> SolvedTable {
+    let mut solved = SolvedTable::new();
+    for size in sizes_of(t) {
+        let reps = t
+            .iter()
+            .filter(|(n, _)| rate_streams(n).is_none())
+            .filter_map(|(_, m)| m.get(&size).map(Vec::len))
+            .max()
+            .unwrap_or(0);
+        for k in 0..reps {
+            let m = measured_at(t, e, size, k);
+            let s = solve(m);
+            let o_r = m.au.zip(m.r).map(|(au, r)| au + r);
+            let values = [
+                ("E", s.e),
+                ("R", s.r),
+                ("S", s.s),
+                ("F", s.f),
+                ("U", s.u),
+                ("A", s.a),
+                ("o_r", o_r),
+            ];
+            for (name, v) in values {
+                if let Some(v) = v {
+                    let at = solved.entry(name).or_default().entry(size).or_default();
+                    at.push(v);
+                }
+            }
+        }
+    }
+    solved
+}
+
+/// The line of a solved time, when it was solved at any size.
+fn solved_line(solved: &SolvedTable, name: &str) -> Option<TimeLine> {
+    solved.get(name).filter(|m| !m.is_empty()).map(line_of)
+}
+
+/// Each experiment's own value as a line (Q subtracted where it ran Q), and the sums o_s and
+/// o_r.
+fn measured_lines(t: &Table, solved: &SolvedTable) -> BTreeMap<String, TimeLine> {
+    let mut measured = BTreeMap::new();
+    let experiments = [
+        ("Q", "q"),
+        ("R", "r"),
+        ("A+U", "a+u"),
+        ("F+S", "f+s"),
+        ("R+S", "r+s"),
+        ("2(F+E+U)", "2(f+e+u)"),
+        ("o_s", "f+s"),
+    ];
+    for (key, name) in experiments {
+        if let Some(m) = t.get(name) {
+            measured.insert(key.to_string(), line_of(m));
+        }
+    }
+    if let Some(l) = solved_line(solved, "o_r") {
+        measured.insert("o_r".into(), l);
+    }
+    measured
+}
+
+/// Q's calibration: the median time of one iteration, ns.
+fn q_ns_per_iter(points: &[Point]) -> Option<f64> {
+    let p = points.iter().find(|p| p.pattern == CALIBRATION)?;
+    let mut v = per_repetition(p);
+    stats::sort_samples(&mut v);
+    stats::median(&v).map(|us| us * 1000.0)
+}
+
 /// Seed 001's analysis of `points` (one backend's); `None` parts where the points hold no
 /// seed 001 experiment. `transport_forwards`: whether the backend forwards messages through
 /// node 0 itself (the simulator), so that `r+s` was measured or would have been.
@@ -368,91 +461,20 @@ pub fn analyse(points: &[Point], transport_forwards: bool) -> Analysis {
     }
     let busy = echoes(&t, true);
     let idle = echoes(&t, false);
-    let e = e_values(&busy);
-    let forwards = transport_forwards;
-    let rs_measured = t.contains_key("r+s");
-    let mut solved: BTreeMap<&str, BTreeMap<u64, Vec<f64>>> = BTreeMap::new();
-    let sizes: Vec<u64> = t
-        .values()
-        .flat_map(|m| m.keys().copied())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let get =
-        |name: &str, size: u64, k: usize| t.get(name).and_then(|m| m.get(&size)?.get(k).copied());
-    for &size in &sizes {
-        let reps = t
-            .iter()
-            .filter(|(n, _)| rate_streams(n).is_none())
-            .filter_map(|(_, m)| m.get(&size).map(Vec::len))
-            .max()
-            .unwrap_or(0);
-        for k in 0..reps {
-            let m = Measured {
-                e: e.get(&size).and_then(|v| v.get(k).copied()),
-                r: get("r", size, k),
-                rs: get("r+s", size, k),
-                fs: get("f+s", size, k),
-                feu2: get("2(f+e+u)", size, k),
-                au: get("a+u", size, k),
-            };
-            let s = solve(m);
-            for (name, v) in [
-                ("E", s.e),
-                ("R", s.r),
-                ("S", s.s),
-                ("F", s.f),
-                ("U", s.u),
-                ("A", s.a),
-            ] {
-                if let Some(v) = v {
-                    solved
-                        .entry(name)
-                        .or_default()
-                        .entry(size)
-                        .or_default()
-                        .push(v);
-                }
-            }
-            if let (Some(au), Some(r)) = (m.au, m.r) {
-                let o_r = solved.entry("o_r").or_default().entry(size).or_default();
-                o_r.push(au + r);
-            }
-        }
-    }
-    let line = |n: &str| solved.get(n).filter(|m| !m.is_empty()).map(line_of);
+    let solved = solve_table(&t, &e_values(&busy));
     let params = Params {
-        e: line("E"),
-        r: line("R"),
-        s: line("S"),
-        f: line("F"),
-        u: line("U"),
-        a: line("A"),
+        e: solved_line(&solved, "E"),
+        r: solved_line(&solved, "R"),
+        s: solved_line(&solved, "S"),
+        f: solved_line(&solved, "F"),
+        u: solved_line(&solved, "U"),
+        a: solved_line(&solved, "A"),
     };
-    let has_overhead = t.contains_key("r") || t.contains_key("a+u") || t.contains_key("f+s");
-    let mut measured: BTreeMap<String, TimeLine> = BTreeMap::new();
-    for (key, name) in [
-        ("Q", "q"),
-        ("R", "r"),
-        ("A+U", "a+u"),
-        ("F+S", "f+s"),
-        ("R+S", "r+s"),
-        ("2(F+E+U)", "2(f+e+u)"),
-        ("o_s", "f+s"),
-    ] {
-        if let Some(m) = t.get(name) {
-            measured.insert(key.into(), line_of(m));
-        }
-    }
-    if let Some(l) = line("o_r") {
-        measured.insert("o_r".into(), l);
-    }
+    let overhead = ["r", "a+u", "f+s"].iter().any(|k| t.contains_key(*k));
+    let no_rs = overhead && !t.contains_key("r+s");
+    let e_idle = e_values(&idle);
     let detail = Detail {
-        q_ns_per_iter: points
-            .iter()
-            .find(|p| p.pattern == CALIBRATION)
-            .and_then(|p| stats::median(&sorted(&per_repetition(p))))
-            .map(|us| us * 1000.0),
+        q_ns_per_iter: q_ns_per_iter(points),
         repetitions: t
             .values()
             .flat_map(|m| m.values().map(Vec::len))
@@ -464,12 +486,10 @@ pub fn analyse(points: &[Point], transport_forwards: bool) -> Analysis {
             .map_or(0, |p| p.npp),
         echo: busy.iter().map(|(&d, m)| (d, line_of(m))).collect(),
         echo_idle: idle.iter().map(|(&d, m)| (d, line_of(m))).collect(),
-        e_idle: Some(e_values(&idle))
-            .filter(|m| !m.is_empty())
-            .map(|m| line_of(&m)),
-        measured,
-        not_separable: not_separable(forwards, has_overhead && !rs_measured, busy.len()),
-        transport_forwards: forwards,
+        e_idle: (!e_idle.is_empty()).then(|| line_of(&e_idle)),
+        measured: measured_lines(&t, &solved),
+        not_separable: not_separable(transport_forwards, no_rs, busy.len()),
+        transport_forwards,
     };
     let interference = interference(&t, &q0, &detail);
     let any_param = params.lines().iter().any(|(_, l)| l.is_some());
@@ -478,12 +498,6 @@ pub fn analyse(points: &[Point], transport_forwards: bool) -> Analysis {
         interference,
         detail: Some(detail),
     }
-}
-
-fn sorted(v: &[f64]) -> Vec<f64> {
-    let mut v = v.to_vec();
-    stats::sort_samples(&mut v);
-    v
 }
 
 /// The times the experiments run could not separate, and why: `no_rs` when the overhead

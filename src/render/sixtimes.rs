@@ -4,7 +4,7 @@
 //! separated, and §5.2's interference rows.
 
 use crate::analysis::document::ResultDoc;
-use crate::analysis::sixtimes::{Detail, TimeLine};
+use crate::analysis::sixtimes::{Detail, InterferenceRow, Params, TimeLine};
 use crate::render::format::{text, Style};
 use std::fmt::Write;
 
@@ -97,6 +97,20 @@ fn echo(out: &mut String, d: &Detail) {
 /// The report of a seed 001 document.
 pub fn render(out: &mut String, doc: &ResultDoc) {
     let Some(d) = &doc.sixtimes else { return };
+    header(out, doc, d);
+    echo(out, d);
+    if let Some(p) = &doc.params {
+        six_times(out, d, p);
+    }
+    not_separable(out, d);
+    sums(out, d);
+    if let Some(rows) = &doc.interference {
+        interference(out, rows);
+    }
+}
+
+/// The first line: backend, ranks, Q and the readings.
+fn header(out: &mut String, doc: &ResultDoc, d: &Detail) {
     let env = &doc.environment;
     let q = doc
         .config
@@ -110,83 +124,94 @@ pub fn render(out: &mut String, doc: &ResultDoc) {
         env.backend,
         env.ranks,
         env.launcher,
-        d.q_ns_per_iter
-            .map_or("undefined".into(), |x| text(x, Style::Significant)),
+        text(d.q_ns_per_iter.unwrap_or(f64::NAN), Style::Significant),
         d.repetitions,
         d.messages_per_reading
     );
-    echo(out, d);
-    if let Some(p) = &doc.params {
-        let lines: Vec<(String, &TimeLine)> = p
-            .lines()
-            .into_iter()
-            .filter_map(|(n, l)| l.map(|l| (n.to_string(), l)))
-            .collect();
-        let _ = writeln!(
-            out,
-            "\nTable 1: the times per size, us (mean ± sd over {} repetitions):",
-            d.repetitions
-        );
-        table(out, &lines);
-        let _ = writeln!(
-            out,
-            "\nTable 3: least-squares lines (Appendix B), n in bytes:"
-        );
-        for (n, l) in &lines {
-            let _ = writeln!(out, "{}", formula(n, l));
-        }
-        if let (Some(idle), Some(busy)) = (&d.e_idle, &p.e) {
-            let _ = writeln!(
-                out,
-                "{}\n{}",
-                formula("E idle", idle),
-                formula("E busy", busy)
-            );
-            let _ = writeln!(out, "  (§5.1: the echo with the ranks idle against busy)");
-        }
+}
+
+/// Tables 1 and 3 of the times solved, and E idle against busy (§5.1).
+fn six_times(out: &mut String, d: &Detail, p: &Params) {
+    let lines: Vec<(String, &TimeLine)> = p
+        .lines()
+        .into_iter()
+        .filter_map(|(n, l)| l.map(|l| (n.to_string(), l)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "\nTable 1: the times per size, us (mean ± sd over {} repetitions):",
+        d.repetitions
+    );
+    table(out, &lines);
+    let _ = writeln!(
+        out,
+        "\nTable 3: least-squares lines (Appendix B), n in bytes:"
+    );
+    for (n, l) in &lines {
+        let _ = writeln!(out, "{}", formula(n, l));
     }
-    if !d.not_separable.is_empty() {
-        let mut names: Vec<&str> = d.not_separable.iter().map(|n| n.time.as_str()).collect();
-        names.dedup();
-        let _ = writeln!(out, "\nNot separable here: {}", names.join(", "));
-        let mut reasons: Vec<&str> = d.not_separable.iter().map(|n| n.reason.as_str()).collect();
-        reasons.dedup();
-        for r in reasons {
-            let _ = writeln!(out, "  {r}");
-        }
+    if let (Some(idle), Some(busy)) = (&d.e_idle, &p.e) {
+        let _ = writeln!(out, "{}", formula("E idle", idle));
+        let _ = writeln!(out, "{}", formula("E busy", busy));
+        let _ = writeln!(out, "  (§5.1: the echo with the ranks idle against busy)");
     }
+}
+
+/// The times that could not be separated, with the reasons.
+fn not_separable(out: &mut String, d: &Detail) {
+    if d.not_separable.is_empty() {
+        return;
+    }
+    let mut names: Vec<&str> = d.not_separable.iter().map(|n| n.time.as_str()).collect();
+    names.dedup();
+    let _ = writeln!(out, "\nNot separable here: {}", names.join(", "));
+    let mut reasons: Vec<&str> = d.not_separable.iter().map(|n| n.reason.as_str()).collect();
+    reasons.dedup();
+    for r in reasons {
+        let _ = writeln!(out, "  {r}");
+    }
+}
+
+/// The experiments' own values and the sums o_s and o_r, per size and as lines.
+fn sums(out: &mut String, d: &Detail) {
     let sums: Vec<(String, &TimeLine)> = ["F+S", "o_r", "A+U", "R+S", "2(F+E+U)"]
         .iter()
         .filter_map(|k| d.measured.get(*k).map(|l| (label(k), l)))
         .collect();
-    if !sums.is_empty() && !d.measured.is_empty() {
-        let _ = writeln!(out, "\nMeasured (Q subtracted), us:");
-        table(out, &sums);
-        for (n, l) in &sums {
-            let _ = writeln!(out, "{}", formula(n, l));
-        }
+    if sums.is_empty() {
+        return;
     }
-    if let Some(rows) = &doc.interference {
+    let _ = writeln!(
+        out,
+        "\nMeasured (Q subtracted where the experiment ran it), us:"
+    );
+    table(out, &sums);
+    for (n, l) in &sums {
+        let _ = writeln!(out, "{}", formula(n, l));
+    }
+}
+
+/// §5.2's rows.
+fn interference(out: &mut String, rows: &[InterferenceRow]) {
+    let _ = writeln!(
+        out,
+        "\nInterference (§5.2): Q with neighbours streaming {} B messages through rank 0",
+        commbench_core::method::sixtimes::INTERFERENCE_BYTES
+    );
+    let _ = writeln!(
+        out,
+        "  neighbours  channels  us/message  slowdown  predicted (no interaction)"
+    );
+    for r in rows {
         let _ = writeln!(
             out,
-            "\nInterference (§5.2): Q with neighbours streaming {} B messages through rank 0",
-            commbench_core::method::sixtimes::INTERFERENCE_BYTES
+            "  {:>10}  {:>8}  {:>10}  {:>8}  {:>9}",
+            r.neighbours,
+            r.channels,
+            text(r.us_per_message, Style::Decimals(1)),
+            text(r.slowdown, Style::Decimals(3)),
+            text(r.predicted_slowdown, Style::Decimals(3))
         );
-        let _ = writeln!(
-            out,
-            "  neighbours  channels  us/message  slowdown  predicted (no interaction)"
-        );
-        for r in rows {
-            let _ = writeln!(
-                out,
-                "  {:>10}  {:>8}  {:>10}  {:>8}  {:>9}",
-                r.neighbours,
-                r.channels,
-                text(r.us_per_message, Style::Decimals(1)),
-                text(r.slowdown, Style::Decimals(3)),
-                text(r.predicted_slowdown, Style::Decimals(3))
-            );
-        }
     }
 }
 

@@ -12,6 +12,7 @@ use crate::analysis::document::{Environment, Point, ResultDoc, RunConfig};
 use crate::analysis::model::FitSection;
 use crate::render::format::{text, Style};
 use crate::spec::format_size;
+use commbench_core::method::sixtimes::{rate_streams, Experiment};
 use commbench_core::method::timer::TimerReport;
 use commbench_core::method::NppChoice;
 use commbench_core::stats::Summary;
@@ -135,19 +136,29 @@ pub fn time_noun(pattern: &str) -> &'static str {
     }
 }
 
+/// A [`Measured`] of every kernel without a rate per direction or a verification.
+fn plain(
+    name: &str,
+    cited: &str,
+    how: String,
+    quantity: String,
+    plural: &'static str,
+    formula: &str,
+) -> Measured {
+    Measured {
+        name: name.to_string(),
+        cited: cited.to_string(),
+        how,
+        quantity,
+        plural,
+        formula: formula.to_string(),
+        rate_per: "",
+        verified: None,
+    }
+}
+
 /// What the times of `pattern` are, for its `points` (one pattern, any backends) in `doc`.
 pub fn measured(pattern: &str, points: &[&Point], doc: &ResultDoc) -> Measured {
-    let plain =
-        |name: &str, cited: &str, how: String, quantity: String, plural, formula: &str| Measured {
-            name: name.to_string(),
-            cited: cited.to_string(),
-            how,
-            quantity,
-            plural,
-            formula: formula.to_string(),
-            rate_per: "",
-            verified: None,
-        };
     match pattern {
         "pingpong" => plain(
             "ping-pong",
@@ -168,74 +179,9 @@ pub fn measured(pattern: &str, points: &[&Point], doc: &ResultDoc) -> Measured {
                 "trial / (2 npp)",
             )
         },
-        "bandwidth" => {
-            let w = window_words(points);
-            plain(
-                "bandwidth",
-                "streaming bandwidth",
-                format!(
-                    "source keeps a window of {w} sends outstanding, dest acknowledges each \
-                     window"
-                ),
-                format!("time per message in a window of {w}"),
-                "times per message",
-                "trial / (window x npp), acknowledgement included",
-            )
-        }
-        "bibandwidth" => {
-            let w = window_words(points);
-            Measured {
-                rate_per: " per direction",
-                ..plain(
-                    "bidirectional bandwidth",
-                    "bidirectional streaming bandwidth",
-                    format!("each rank keeps a window of {w} sends and receives outstanding"),
-                    format!("time per message and direction in a window of {w}"),
-                    "times per message",
-                    "trial / (window x npp)",
-                )
-            }
-        }
-        "transpose-pack" | "transpose-vector" => {
-            let n = transpose_n(points, doc.config.as_ref());
-            let (variant, how) = if pattern == "transpose-pack" {
-                ("packed", "each column packed into a buffer")
-            } else {
-                (
-                    "MPI vector datatype",
-                    "each column sent with an MPI derived vector datatype",
-                )
-            };
-            let verified = match &doc.error {
-                None => "verified: after the trials dest's matrix was overwritten, one more \
-                         transpose ran, and dest found every element of B equal to A^T"
-                    .to_string(),
-                Some(_) => "verification not confirmed: the run failed (see the error \
-                            below)"
-                    .to_string(),
-            };
-            Measured {
-                verified: Some(verified),
-                ..plain(
-                    &format!("transpose ({variant})"),
-                    &format!(
-                        "column transpose of a {n} x {n} matrix of doubles, {variant} (the Janus \
-                         cluster report)"
-                    ),
-                    format!(
-                        "source sends the matrix one column per message, {how}; dest stores \
-                         the columns as rows"
-                    ),
-                    format!(
-                        "time per transpose ({n} messages of {}, then an 8-byte \
-                         acknowledgement)",
-                        size_words(n * 8)
-                    ),
-                    "times per transpose",
-                    "trial / npp",
-                )
-            }
-        }
+        "bandwidth" | "bibandwidth" => streaming(pattern, points),
+        "transpose-pack" | "transpose-vector" => transpose(pattern, points, doc),
+        p if Experiment::from_name(p).is_some() || rate_streams(p).is_some() => seed001(p),
         other => {
             let trips = points.first().map_or(1, |p| p.trips_per_iteration);
             plain(
@@ -248,6 +194,86 @@ pub fn measured(pattern: &str, points: &[&Point], doc: &ResultDoc) -> Measured {
             )
         }
     }
+}
+
+/// Streaming, one way or both: a window of sends, then an acknowledgement.
+fn streaming(pattern: &str, points: &[&Point]) -> Measured {
+    let w = window_words(points);
+    if pattern == "bandwidth" {
+        return plain(
+            "bandwidth",
+            "streaming bandwidth",
+            format!(
+                "source keeps a window of {w} sends outstanding, dest acknowledges each window"
+            ),
+            format!("time per message in a window of {w}"),
+            "times per message",
+            "trial / (window x npp), acknowledgement included",
+        );
+    }
+    Measured {
+        rate_per: " per direction",
+        ..plain(
+            "bidirectional bandwidth",
+            "bidirectional streaming bandwidth",
+            format!("each rank keeps a window of {w} sends and receives outstanding"),
+            format!("time per message and direction in a window of {w}"),
+            "times per message",
+            "trial / (window x npp)",
+        )
+    }
+}
+
+/// The Janus report's column transpose, packed or with MPI's vector datatype, verified.
+fn transpose(pattern: &str, points: &[&Point], doc: &ResultDoc) -> Measured {
+    let n = transpose_n(points, doc.config.as_ref());
+    let (variant, how) = if pattern == "transpose-pack" {
+        ("packed", "each column packed into a buffer")
+    } else {
+        (
+            "MPI vector datatype",
+            "each column sent with an MPI derived vector datatype",
+        )
+    };
+    let verified = match &doc.error {
+        None => "verified: after the trials dest's matrix was overwritten, one more transpose \
+                 ran, and dest found every element of B equal to A^T"
+            .to_string(),
+        Some(_) => "verification not confirmed: the run failed (see the error below)".to_string(),
+    };
+    Measured {
+        verified: Some(verified),
+        ..plain(
+            &format!("transpose ({variant})"),
+            &format!(
+                "column transpose of a {n} x {n} matrix of doubles, {variant} (the Janus cluster \
+                 report)"
+            ),
+            format!(
+                "source sends the matrix one column per message, {how}; dest stores the columns \
+                 as rows"
+            ),
+            format!(
+                "time per transpose ({n} messages of {}, then an 8-byte acknowledgement)",
+                size_words(n * 8)
+            ),
+            "times per transpose",
+            "trial / npp",
+        )
+    }
+}
+
+/// One of Krumme & Greenfield's experiments: each reading times npp iterations of it
+/// (docs/seed001.md §2).
+fn seed001(pattern: &str) -> Measured {
+    plain(
+        pattern,
+        &format!("{pattern} (Krumme & Greenfield 1988)"),
+        String::new(),
+        "time per iteration of the experiment".into(),
+        "times per iteration",
+        "trial / npp",
+    )
 }
 
 impl Measured {
@@ -515,11 +541,15 @@ fn appendix_c(out: &mut String, doc: &ResultDoc, fits: &[FitSection], detail: De
     if let Some(c) = &doc.config {
         for (pattern, points) in &groups {
             let m = measured(pattern, points, doc);
-            let _ = writeln!(
-                out,
-                "  {} between ranks source = {} and dest = {}",
-                m.cited, c.method.source, c.method.dest
-            );
+            // Seed 001's experiments each place their own ranks (docs/seed001.md §2).
+            let ranks = match c.sixtimes {
+                Some(_) => String::new(),
+                None => format!(
+                    " between ranks source = {} and dest = {}",
+                    c.method.source, c.method.dest
+                ),
+            };
+            let _ = writeln!(out, "  {}{ranks}", m.cited);
             if !m.how.is_empty() {
                 let _ = writeln!(out, "    {}", m.how);
             }

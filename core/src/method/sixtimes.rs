@@ -322,6 +322,16 @@ impl Placement {
             .collect()
     }
 
+    /// [`Placement::forwarding`] for `r+s`, which cannot run without it.
+    fn rs_pair(&self) -> Result<(Rank, Rank)> {
+        self.forwarding()?.ok_or_else(|| {
+            Error::Config(
+                "r+s needs a transport that forwards messages through node 0 (the simulator)"
+                    .into(),
+            )
+        })
+    }
+
     /// The rank that echoes, receives or streams to the source in `exp`: the engine's `dest`.
     pub fn dest(&self, exp: Experiment) -> Result<Rank> {
         match exp {
@@ -329,13 +339,7 @@ impl Placement {
                 let path = self.echo_path(hops)?;
                 Ok(path[path.len() - 1])
             }
-            Experiment::RS => match self.forwarding()? {
-                Some((from, _)) => Ok(from),
-                None => Err(Error::Config(
-                    "r+s needs a transport that forwards messages through node 0 (the simulator)"
-                        .into(),
-                )),
-            },
+            Experiment::RS => Ok(self.rs_pair()?.0),
             Experiment::Interference { streams } => Ok(self.streams(streams)?[0].0),
             _ => self.neighbour(),
         }
@@ -436,8 +440,6 @@ pub struct ExperimentKernel {
     pool: Vec<Vec<u8>>,
     /// Rank 0: the streams' mean time per message of each trial of an interference run, ns.
     rates_ns: Vec<f64>,
-    /// The interference's streams (every rank knows them, to gather their rates).
-    senders: Vec<Rank>,
 }
 
 impl ExperimentKernel {
@@ -451,14 +453,6 @@ impl ExperimentKernel {
         amounts: Vec<Amounts>,
     ) -> Result<Self> {
         let part = part_of(exp, me, placement)?;
-        let senders = match exp {
-            Experiment::Interference { streams } => placement
-                .streams(streams)?
-                .into_iter()
-                .map(|s| s.0)
-                .collect(),
-            _ => Vec::new(),
-        };
         let fwd = match (&part, placement.transport_forwards()) {
             (Part::Interfered { streams }, false) => Some(Forwarder::new(streams)),
             _ => None,
@@ -475,7 +469,6 @@ impl ExperimentKernel {
             preloads: Vec::new(),
             pool: Vec::new(),
             rates_ns: Vec::new(),
-            senders,
         })
     }
 
@@ -527,12 +520,7 @@ fn part_of(exp: Experiment, me: Rank, pl: Placement) -> Result<Part> {
         },
         Experiment::R if me == nb()? => Part::Stream { to: 0 },
         Experiment::RS => {
-            let Some((from, to)) = pl.forwarding()? else {
-                return Err(Error::Config(
-                    "r+s needs a transport that forwards messages through node 0 (the simulator)"
-                        .into(),
-                ));
-            };
+            let (from, to) = pl.rs_pair()?;
             match me {
                 0 => Part::QWhileArriving { collect_from: None },
                 r if r == from => Part::Stream { to },
@@ -722,8 +710,14 @@ impl ExperimentKernel {
         let data = mine.map(|r| r.to_le_bytes().to_vec()).unwrap_or_default();
         let all = ep.gather(0, &data).phase("collecting the streams' rates")?;
         let Some(all) = all else { return Ok(()) };
+        // Rank 0, the root, is the source: its part names the streams.
+        let Part::Interfered { streams } = &self.part else {
+            return Err(Error::Protocol(
+                "the streams' rates reached a rank that is not the source".into(),
+            ));
+        };
         let mut sum = 0.0;
-        for &s in &self.senders {
+        for &(s, _) in streams {
             let b: [u8; 8] = all
                 .get(s as usize)
                 .and_then(|v| v.as_slice().try_into().ok())
@@ -732,7 +726,7 @@ impl ExperimentKernel {
         }
         // A stream that saw fewer than two acknowledgements has no rate (NaN): the trial's
         // rate is then undefined, not 0.
-        self.rates_ns.push(sum / self.senders.len().max(1) as f64);
+        self.rates_ns.push(sum / streams.len().max(1) as f64);
         Ok(())
     }
 }
@@ -1231,9 +1225,7 @@ fn share_amounts<E: Endpoint>(
                     .iter()
                     .rev()
                     .find(|p| p.pattern == pattern && p.size == s)
-                    .map_or(0.0, |p| {
-                        crate::stats::median(&p.one_way_us_sorted()).unwrap_or(0.0) * 1000.0
-                    });
+                    .map_or(0.0, |p| p.median_one_way_us() * 1000.0);
                 times.push(rt.round() as i64);
             }
         });

@@ -220,6 +220,9 @@ fn default_clock_read() -> u64 {
 fn default_name() -> String {
     "custom".into()
 }
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
 
 /// Everything the simulator needs to know about the machine it simulates.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -252,6 +255,14 @@ pub struct SimConfig {
     pub compute_float_ns_per_iter: Option<f64>,
     /// The six per-message times of seed 001 §2.
     pub times: Times,
+    /// Matching cost per queue entry inspected, ns (Underwood & Brightwell §5: about 490 ns on
+    /// Quadrics Elan3, whose NIC walks the posted-receive queue). Each search of a node's
+    /// posted-receive queue (when a message is delivered) or unexpected-message queue (when a
+    /// receive is posted) costs `round(entries * match_ns_per_entry)` ns of that node's CPU as
+    /// handler time; the entries are position + 1 on a hit and the whole queue on a miss.
+    /// 0 (the default): matching is free.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub match_ns_per_entry: f64,
     /// Bytes of system buffer per node for messages delivered and not yet received by the
     /// program. `None`: unbounded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -274,6 +285,10 @@ pub struct SimConfig {
 /// Most nanoseconds one clock read, poll, hop jitter or compute iteration may cost: 1e12 µs,
 /// the bound on a time's coefficients.
 const MAX_COST_NS: u64 = 1_000_000_000_000_000;
+
+/// Most nanoseconds `match_ns_per_entry` may be: 1 ms per queue entry, 2000 times Elan3's
+/// 0.49 µs, so that a search of a billion entries still costs at most 1e15 ns.
+pub const MAX_MATCH_NS_PER_ENTRY: f64 = 1e6;
 
 /// Names of the built-in presets.
 const PRESETS: &[&str] = &["ncube7", "generic"];
@@ -298,6 +313,7 @@ impl SimConfig {
                 compute_ns_per_iter: 1000.0,
                 compute_float_ns_per_iter: None,
                 times: Times::ncube7_table3(),
+                match_ns_per_entry: 0.0,
                 recv_buffer_bytes: None,
                 seed: 0,
                 jitter_ns: 0,
@@ -338,6 +354,7 @@ impl SimConfig {
                         r: Linear::line(0.25, 0.0)?,
                         e: two(1.0, 0.0001, 2.5, 0.0001)?,
                     },
+                    match_ns_per_entry: 0.0,
                     recv_buffer_bytes: None,
                     seed: 0,
                     jitter_ns: 0,
@@ -475,6 +492,7 @@ impl SimConfig {
                 ));
             }
         }
+        self.check_match_cost()?;
         if self.recv_buffer_bytes == Some(0) {
             return bad("recv_buffer_bytes must be at least 1 (or absent: unbounded)".into());
         }
@@ -499,6 +517,29 @@ impl SimConfig {
             Linear::new(l.pieces.clone()).map_err(|e| e.in_phase(format!("time {n}")))?;
         }
         Ok(())
+    }
+
+    /// `match_ns_per_entry` is finite, >= 0 and at most [`MAX_MATCH_NS_PER_ENTRY`].
+    fn check_match_cost(&self) -> Result<()> {
+        let m = self.match_ns_per_entry;
+        if !m.is_finite() || !(0.0..=MAX_MATCH_NS_PER_ENTRY).contains(&m) {
+            return Err(Error::Config(format!(
+                "match_ns_per_entry = {m}: must be finite, >= 0 and at most \
+                 {MAX_MATCH_NS_PER_ENTRY} ns (1 ms per queue entry)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The matching cost of a search that inspected `entries` queue entries:
+    /// `round(entries * match_ns_per_entry)` ns (0 when the key is 0).
+    #[inline]
+    pub fn match_ns(&self, entries: u64) -> u64 {
+        if self.match_ns_per_entry == 0.0 || entries == 0 {
+            return 0;
+        }
+        // `as` saturates: a cost beyond u64 nanoseconds is u64::MAX.
+        (entries as f64 * self.match_ns_per_entry).round() as u64
     }
 
     /// Closed-form one-way ping-pong time in ns for an `n`-byte message between nodes at
@@ -672,6 +713,33 @@ mod tests {
             let e = SimConfig::from_toml_str(s).unwrap_err();
             assert!(matches!(e.root(), Error::Config(_)), "{s}: {e}");
         }
+    }
+
+    #[test]
+    fn match_cost_key_is_read_bounded_and_rounded() {
+        let base = "preset = \"generic\"\n";
+        let c = SimConfig::from_toml_str(base).unwrap();
+        assert_eq!(c.match_ns_per_entry, 0.0);
+        assert_eq!(c.match_ns(1_000_000), 0);
+        let c = SimConfig::from_toml_str(&format!("{base}match_ns_per_entry = 137.5\n")).unwrap();
+        assert_eq!(c.match_ns(0), 0);
+        assert_eq!(c.match_ns(1), 138); // 137.5 rounds half away from zero
+        assert_eq!(c.match_ns(2), 275);
+        assert_eq!(c.match_ns(1001), 137_638);
+        let back = toml::to_string(&c).unwrap();
+        assert!(back.contains("match_ns_per_entry = 137.5"), "{back}");
+        assert_eq!(SimConfig::from_toml_str(&back).unwrap(), c);
+        let edge = SimConfig::from_toml_str(&format!("{base}match_ns_per_entry = 1e6\n")).unwrap();
+        assert_eq!(edge.match_ns(u64::MAX), u64::MAX, "saturates");
+        for v in ["-1.0", "-1e-9", "nan", "inf", "-inf", "1000000.5", "1e300"] {
+            let e =
+                SimConfig::from_toml_str(&format!("{base}match_ns_per_entry = {v}\n")).unwrap_err();
+            assert!(matches!(e.root(), Error::Config(_)), "{v}: {e}");
+            assert!(e.to_string().contains("match_ns_per_entry"), "{v}: {e}");
+        }
+        let e = SimConfig::from_toml_str(&format!("{base}match_ns_per_entry = \"fast\"\n"))
+            .unwrap_err();
+        assert!(matches!(e.root(), Error::Config(_)), "{e}");
     }
 
     #[test]

@@ -12,6 +12,9 @@
 //!   hop starts, S(n) is charged to the sending node and R(n) to the receiving node, so on an
 //!   idle machine neither lengthens the message's path; a forwarding node pays R then S but no
 //!   F, A, U.
+//! * Matching (Underwood & Brightwell §5): each search of a node's posted-receive queue (at a
+//!   delivery) or unexpected queue (at a post) walks it in order and charges
+//!   `match_ns_per_entry` per entry inspected to that node's CPU as a handler.
 //! * Receive buffers (optional bound): the last hop starts only when the destination has room
 //!   for the message; the room is given back when the program has collected it (after U).
 
@@ -36,8 +39,14 @@ pub struct SimStats {
     pub messages: u64,
     /// Channel hops made (a message over d hops counts d).
     pub hops: u64,
-    /// Per node (all 2^d), virtual CPU time spent in the R and S handlers.
+    /// Per node (all 2^d), virtual CPU time spent in the R and S handlers and in matching
+    /// (`match_ns_per_entry` per queue entry inspected).
     pub handler_ns: Vec<u64>,
+    /// Per node (all 2^d), queue entries inspected by matching: posted receives walked when
+    /// a message was delivered there, unexpected messages walked when a receive was posted
+    /// there (position + 1 on a hit, the whole queue on a miss). Counted whatever
+    /// `match_ns_per_entry` is.
+    pub match_entries: Vec<u64>,
     /// Per rank, virtual time at which its program returned.
     pub finish_ns: Vec<u64>,
 }
@@ -133,6 +142,7 @@ struct Node {
     wake: Option<Resp>,
     done: bool,
     handler_ns: u64,
+    match_entries: u64,
     finish_ns: u64,
 }
 
@@ -155,6 +165,7 @@ impl Node {
             wake: None,
             done: false,
             handler_ns: 0,
+            match_entries: 0,
             finish_ns: 0,
         }
     }
@@ -341,10 +352,25 @@ impl<'c> Kernel<'c> {
         let now = self.now;
         let n = &mut self.nodes[node as usize];
         let hs = now.max(n.hbusy);
-        n.hbusy = hs + dur;
-        n.handler_ns += dur;
+        n.hbusy = hs.saturating_add(dur);
+        n.handler_ns = n.handler_ns.saturating_add(dur);
         if n.user_active && hs < n.user_finish {
-            n.user_finish += dur;
+            n.user_finish = n.user_finish.saturating_add(dur);
+        }
+    }
+
+    /// A search of one of `node`'s matching queues inspected `entries` entries: count them and
+    /// charge `round(entries * match_ns_per_entry)` ns to the node's CPU now, as a handler, so
+    /// that the user work that follows (the wake-up of a waiting receiver, the next call after
+    /// an `irecv`) starts that much later (Underwood & Brightwell §5: a NIC that walks its
+    /// queues linearly). The match itself is decided now, not at the end of that time.
+    fn charge_match(&mut self, node: u32, entries: usize) {
+        let entries = entries as u64;
+        let n = &mut self.nodes[node as usize];
+        n.match_entries = n.match_entries.saturating_add(entries);
+        let dur = self.cfg.match_ns(entries);
+        if dur > 0 {
+            self.charge(node, dur);
         }
     }
 
@@ -557,6 +583,9 @@ impl<'c> Kernel<'c> {
             let m = &self.msgs[m as usize];
             src.accepts(m.src) && tag.accepts(m.tag)
         });
+        // Every posted receive walks the unexpected queue, up to its match or to the end.
+        let walked = hit.map_or(n.unexpected.len(), |k| k + 1);
+        self.charge_match(node, walked);
         match hit {
             Some(k) => {
                 let m = self.nodes[node as usize].unexpected.remove(k);
@@ -701,6 +730,9 @@ impl<'c> Kernel<'c> {
             RState::RecvPosted { src: s, tag: t, .. } => s.accepts(src) && t.accepts(tag),
             _ => false,
         });
+        // Every delivery walks the posted queue, up to its match or to the end.
+        let walked = hit.map_or(n.posted.len(), |k| k + 1);
+        self.charge_match(node, walked);
         let Some(k) = hit else {
             self.nodes[node as usize].unexpected.push_back(m);
             return;
@@ -1024,6 +1056,7 @@ fn run_here<P: Program>(cfg: &SimConfig, p: &P) -> Result<(Vec<P::Output>, SimSt
         messages: k.messages,
         hops: k.hops,
         handler_ns: k.nodes.iter().map(|n| n.handler_ns).collect(),
+        match_entries: k.nodes.iter().map(|n| n.match_entries).collect(),
         finish_ns: k.nodes[..ranks as usize]
             .iter()
             .map(|n| n.finish_ns)

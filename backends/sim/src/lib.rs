@@ -12,6 +12,10 @@
 //! * A virtual clock per node with a configurable tick (the NCUBE's was 1024/7 µs, seed 001
 //!   Appendix B) and read cost, so the timer method of seed 000 §3.1 runs unchanged and finds
 //!   that resolution.
+//! * An optional matching cost per queue entry inspected (`match_ns_per_entry`), charged to
+//!   the receiving node's CPU when it walks its posted-receive queue (a message delivered) or
+//!   its unexpected-message queue (a receive posted), as on a NIC that matches slowly
+//!   (Underwood & Brightwell, *The impact of MPI queue usage on message latency*, §5).
 //! * Deterministic: integer nanoseconds, events ordered by (time, sequence number); each
 //!   node's program is a stackful coroutine (`corosensei`) on one thread. A run in which every
 //!   node is blocked ends with [`commbench_core::Error::Deadlock`] naming each node and what it
@@ -23,7 +27,9 @@ mod config;
 mod endpoint;
 mod kernel;
 
-pub use config::{distance, Linear, Piece, SimConfig, Times, NCUBE_TICK_NS};
+pub use config::{
+    distance, Linear, Piece, SimConfig, Times, MAX_MATCH_NS_PER_ENTRY, NCUBE_TICK_NS,
+};
 pub use endpoint::SimEndpoint;
 pub use kernel::{run, run_with_stats, SimStats};
 

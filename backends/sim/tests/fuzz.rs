@@ -494,6 +494,7 @@ proptest! {
                 u: next(),
                 e: next(),
             },
+            match_ns_per_entry: 0.0,
             recv_buffer_bytes,
             seed,
             jitter_ns,

@@ -1,22 +1,61 @@
 //! The tag-matching engine raw transports share (design §3): a posted-receive queue and an
-//! unexpected-message queue with MPI's rules.
+//! unexpected-message queue with MPI's rules, hashed on the message envelope.
 //!
-//! * A posted receive first searches the unexpected queue, oldest first; a hit completes it
+//! * A posted receive first searches the unexpected messages, oldest first; a hit completes it
 //!   at once (the payload is copied out of the unexpected buffer).
-//! * An arriving message searches the posted queue, oldest first; a hit removes that receive
-//!   and the transport lands the payload straight in its buffer. A miss is queued unexpected.
+//! * An arriving message searches the posted receives, oldest first; a hit removes that
+//!   receive and the transport lands the payload straight in its buffer. A miss is queued
+//!   unexpected.
 //! * Messages from one sender therefore match in the order they were sent (non-overtaking),
 //!   as long as the transport delivers each sender's messages in order.
 //!
-//! Both queues are searched linearly, as MPI implementations do; the queue benchmarks of seed
-//! 004 measure exactly that cost, and [`Matcher::searched`] counts the entries inspected.
+//! # Structure
+//!
+//! Underwood & Brightwell §5.1 found Quadrics Elan4 hashing the posted receives on the MPI
+//! envelope: a message whose receive sat behind a thousand others with different tags matched
+//! without walking them, until the benchmark wildcarded the source, which defeats the hash and
+//! brings back the full walk. This engine does the same:
+//!
+//! * Posted receives: each gets a sequence number when it is queued. Exact receives
+//!   ([`Src::Rank`] and [`TagSel::Tag`]) sit in first-in first-out buckets keyed by
+//!   (source, tag); receives with any wildcard sit in one list, oldest first. An arriving
+//!   (source, tag) looks at the front of its bucket (the oldest exact receive that accepts it)
+//!   and walks the wildcard list for the first receive that accepts it, stopping once the
+//!   list's sequence numbers pass the exact candidate's. The smaller sequence number wins: the
+//!   oldest posted receive that accepts the message, as MPI requires.
+//! * Unexpected messages: each gets a sequence number when it is pushed (so their order is
+//!   push order). They sit in one store, oldest first, and each (source, tag) keeps a bucket
+//!   of the sequence numbers of its messages. An exact receive takes the front of its bucket
+//!   and finds that message in the store at once: the store's numbers run on without gaps
+//!   (holes keep theirs), so it sits at its number less the first one's. A receive with a
+//!   wildcard walks the store oldest first and takes the first message it accepts, which is
+//!   also the front of that message's bucket. The store is a contiguous ring in which taken
+//!   messages leave holes (trimmed at both ends at once; compacted, and the messages and
+//!   buckets renumbered, when they outnumber the messages): the wildcard walk runs over
+//!   contiguous memory as the linear queue did, and a message pushed and taken costs no
+//!   allocation, where a tree keyed by sequence number would allocate and free nodes as it
+//!   grows and shrinks and find a message in O(log n) rather than O(1).
+//!
+//! [`TagSel::Any`] never accepts the control-plane tags above [`crate::transport::TAG_UB`];
+//! an exact receive for one is hashed like any other tag.
+//!
+//! Buckets that empty are kept, so a ping-pong that posts and matches the same envelope again
+//! and again allocates nothing; they are dropped only when a new bucket is needed and empty
+//! ones are many (more than 1024 buckets and more than twice the entries queued).
+//!
+//! [`Matcher::searched`] counts the queue entries inspected, as the queue benchmarks of
+//! Underwood & Brightwell measure them: the front of a bucket counts one, and so does every
+//! wildcard receive or unexpected message a walk tests. An exact message behind 1024 posted
+//! receives for other tags therefore inspects one entry; behind 1024 wildcard-source
+//! receives, 1025.
 //!
 //! [`ReqTable`] is a slab of request slots that raw transports use to hand out [`ReqId`]s and
 //! park completions until [`crate::transport::Endpoint::test`] collects them.
 
 use crate::transport::error::{Error, Result};
 use crate::transport::{Completion, OpKind, Rank, ReqId, Src, Tag, TagSel};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// A receive waiting for a message.
 #[derive(Debug)]
@@ -42,17 +81,118 @@ pub struct Unexpected {
     pub data: Vec<u8>,
 }
 
-/// Posted-receive and unexpected-message queues.
+/// The Fx hash (rustc's): one rotate, xor and multiply per word, plenty for two small
+/// integers. `finish` rotates the product so that its well-mixed high bits land in the low
+/// bits the table indexes by; without that, the source (the key's high half) would never
+/// reach them.
+#[derive(Debug, Default, Clone, Copy)]
+struct FxHasher {
+    hash: u64,
+}
+
+const FX_K: u64 = 0x517c_c1b7_2722_0a95;
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(FX_K);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.hash.rotate_left(26)
+    }
+}
+
+/// An exact envelope: the source in the high half, the tag in the low half.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Key(u64);
+
+impl Key {
+    #[inline]
+    fn new(source: Rank, tag: Tag) -> Self {
+        Key(((source as u64) << 32) | tag as u64)
+    }
+}
+
+type FxMap<V> = HashMap<Key, V, BuildHasherDefault<FxHasher>>;
+
+/// A queued receive and its sequence number (its place in posting order).
+#[derive(Debug)]
+struct Queued {
+    seq: u64,
+    recv: PostedRecv,
+}
+
+/// A slot of the unexpected store: a message and its sequence number, or a hole where a taken
+/// message was (the number stays, so the store remains sorted for the binary search).
+#[derive(Debug)]
+struct Stored {
+    seq: u64,
+    msg: Option<Unexpected>,
+}
+
+/// Posted-receive and unexpected-message queues, hashed on (source, tag) (see the module
+/// documentation).
 #[derive(Debug, Default)]
 pub struct Matcher {
-    posted: VecDeque<PostedRecv>,
-    unexpected: VecDeque<Unexpected>,
+    /// Exact receives by envelope, each bucket oldest first; emptied buckets are kept.
+    exact: FxMap<VecDeque<Queued>>,
+    /// Receives in `exact` (the buckets' total length).
+    exact_len: usize,
+    /// Receives with a wildcard source or tag, oldest first.
+    wild: VecDeque<Queued>,
+    /// The sequence number of the next queued receive.
+    next_post: u64,
+    /// Unexpected messages oldest first, with holes; never a hole at either end.
+    store: VecDeque<Stored>,
+    /// Holes in `store`.
+    holes: usize,
+    /// Sequence numbers of the unexpected messages by envelope, oldest first.
+    arrived: FxMap<VecDeque<u64>>,
+    /// The sequence number of the next unexpected message.
+    next_arrival: u64,
     pool: Vec<Vec<u8>>,
     searched: u64,
 }
 
 /// Buffers kept for reuse by the unexpected queue.
 const POOL_MAX: usize = 64;
+
+/// Empty buckets are dropped only when there are more buckets than this (and more than twice
+/// the entries queued).
+const PRUNE_MIN: usize = 1024;
+
+/// Holes the unexpected store tolerates before compacting (when they also outnumber the
+/// messages).
+const HOLES_MIN: usize = 64;
+
+/// The bucket of `key`, made when missing; empty buckets are dropped first when they are many
+/// (more than [`PRUNE_MIN`] buckets and more than twice the `live` entries), so the cost of
+/// dropping is paid off by the buckets made since.
+fn bucket<V>(map: &mut FxMap<VecDeque<V>>, key: Key, live: usize) -> &mut VecDeque<V> {
+    let n = map.len();
+    if n > PRUNE_MIN && n > 2 * live && !map.contains_key(&key) {
+        map.retain(|_, q| !q.is_empty());
+    }
+    map.entry(key).or_default()
+}
 
 impl Matcher {
     /// Empty queues.
@@ -62,6 +202,10 @@ impl Matcher {
 
     /// Post a receive. If an unexpected message matches, the receive completes now and its
     /// completion (or truncation error) is returned; otherwise it is queued and `None` returned.
+    ///
+    /// An exact receive (one source, one tag) inspects one unexpected message, the oldest of
+    /// its envelope, however many others wait; a receive with a wildcard walks the unexpected
+    /// messages oldest first, each one tested counting in [`Matcher::searched`].
     pub fn post_recv(
         &mut self,
         req: ReqId,
@@ -69,45 +213,150 @@ impl Matcher {
         tag: TagSel,
         buf: Vec<u8>,
     ) -> Option<Result<Completion>> {
+        let found = match (src, tag) {
+            (Src::Rank(r), TagSel::Tag(t)) => self.take_unexpected_exact(Key::new(r, t)),
+            _ => self.take_unexpected_wild(src, tag),
+        };
+        if let Some(u) = found {
+            let res = fill(buf, u.source, u.tag, &u.data);
+            self.recycle(u.data);
+            return Some(res);
+        }
+        let seq = self.next_post;
+        self.next_post += 1;
+        let q = Queued {
+            seq,
+            recv: PostedRecv { req, src, tag, buf },
+        };
+        match (src, tag) {
+            (Src::Rank(r), TagSel::Tag(t)) => {
+                bucket(&mut self.exact, Key::new(r, t), self.exact_len).push_back(q);
+                self.exact_len += 1;
+            }
+            _ => self.wild.push_back(q),
+        }
+        None
+    }
+
+    /// The oldest unexpected message of `key`, taken out of the store.
+    fn take_unexpected_exact(&mut self, key: Key) -> Option<Unexpected> {
+        let seq = self.arrived.get_mut(&key)?.pop_front()?;
+        self.searched += 1;
+        let i = self.slot_of(seq)?;
+        self.take_stored(i)
+    }
+
+    /// Where the message numbered `seq` sits in the store (every number in a bucket is
+    /// there): the store's numbers run on without gaps, so `seq - front` slots in.
+    fn slot_of(&self, seq: u64) -> Option<usize> {
+        let front = self.store.front()?.seq;
+        let i = usize::try_from(seq.checked_sub(front)?).ok()?;
+        self.store.get(i).filter(|s| s.seq == seq).map(|_| i)
+    }
+
+    /// The oldest unexpected message that `src` and `tag` accept, taken out of the store and
+    /// its bucket.
+    fn take_unexpected_wild(&mut self, src: Src, tag: TagSel) -> Option<Unexpected> {
         let mut hit = None;
-        for (i, u) in self.unexpected.iter().enumerate() {
+        for (i, s) in self.store.iter().enumerate() {
+            let Some(u) = &s.msg else { continue };
             self.searched += 1;
             if src.accepts(u.source) && tag.accepts(u.tag) {
-                hit = Some(i);
+                hit = Some((i, s.seq, Key::new(u.source, u.tag)));
                 break;
             }
         }
-        match hit.and_then(|i| self.unexpected.remove(i)) {
-            Some(u) => {
-                let res = fill(buf, u.source, u.tag, &u.data);
-                self.recycle(u.data);
-                Some(res)
-            }
-            None => {
-                self.posted.push_back(PostedRecv { req, src, tag, buf });
-                None
+        let (i, seq, key) = hit?;
+        // Whether a receive accepts a message depends on its envelope only, so the oldest
+        // message accepted is the oldest of its envelope: the front of its bucket.
+        if let Some(q) = self.arrived.get_mut(&key) {
+            debug_assert_eq!(q.front(), Some(&seq));
+            q.pop_front();
+        }
+        self.take_stored(i)
+    }
+
+    /// Take the message at `i` of the store, leaving a hole; trim holes off the ends and
+    /// compact when they outnumber the messages.
+    fn take_stored(&mut self, i: usize) -> Option<Unexpected> {
+        let u = self.store.get_mut(i)?.msg.take();
+        self.holes += 1;
+        while self.store.front().is_some_and(|s| s.msg.is_none()) {
+            self.store.pop_front();
+            self.holes -= 1;
+        }
+        while self.store.back().is_some_and(|s| s.msg.is_none()) {
+            self.store.pop_back();
+            self.holes -= 1;
+        }
+        // Numbers trimmed off the back are nowhere else: the next message takes the first.
+        if let Some(s) = self.store.back() {
+            self.next_arrival = s.seq + 1;
+        }
+        if self.holes > HOLES_MIN && 2 * self.holes > self.store.len() {
+            self.compact();
+        }
+        u
+    }
+
+    /// Drop the holes of the unexpected store and number its messages afresh from the first
+    /// one's number, so the numbers run on without gaps again; the buckets are renumbered
+    /// alike (each message's bucket holds exactly its envelope's messages, in order).
+    fn compact(&mut self) {
+        self.store.retain(|s| s.msg.is_some());
+        self.holes = 0;
+        for u in self.store.iter().filter_map(|s| s.msg.as_ref()) {
+            if let Some(b) = self.arrived.get_mut(&Key::new(u.source, u.tag)) {
+                b.clear();
             }
         }
+        let first = self.store.front().map_or(self.next_arrival, |s| s.seq);
+        for (n, s) in (first..).zip(self.store.iter_mut()) {
+            s.seq = n;
+            if let Some(u) = &s.msg {
+                if let Some(b) = self.arrived.get_mut(&Key::new(u.source, u.tag)) {
+                    b.push_back(n);
+                }
+            }
+        }
+        self.next_arrival = first + self.store.len() as u64;
     }
 
     /// A message from `source` with `tag` is arriving: remove and return the oldest posted
     /// receive that accepts it, if any.
+    ///
+    /// The front of the (source, tag) bucket counts one inspected entry, whatever the number
+    /// of exact receives for other envelopes; the wildcard receives posted before it are walked
+    /// oldest first, each one tested counting one in [`Matcher::searched`].
     pub fn match_arrival(&mut self, source: Rank, tag: Tag) -> Option<PostedRecv> {
-        let mut hit = None;
-        for (i, p) in self.posted.iter().enumerate() {
+        let mut exact = self.exact.get_mut(&Key::new(source, tag));
+        let exact_seq = exact.as_ref().and_then(|q| q.front()).map(|q| q.seq);
+        if exact_seq.is_some() {
             self.searched += 1;
-            if p.src.accepts(source) && p.tag.accepts(tag) {
-                hit = Some(i);
+        }
+        let mut wild = None;
+        for (i, q) in self.wild.iter().enumerate() {
+            if exact_seq.is_some_and(|e| q.seq > e) {
+                break;
+            }
+            self.searched += 1;
+            if q.recv.src.accepts(source) && q.recv.tag.accepts(tag) {
+                wild = Some(i);
                 break;
             }
         }
-        hit.and_then(|i| self.posted.remove(i))
+        if let Some(i) = wild {
+            return self.wild.remove(i).map(|q| q.recv);
+        }
+        let q = exact.as_mut()?.pop_front()?;
+        self.exact_len -= 1;
+        Some(q.recv)
     }
 
     /// A whole message (already in memory: an unexpected payload finished arriving, or a send
     /// to this very rank) is here: complete the oldest posted receive that accepts it, copying
     /// it in or failing with [`Error::Truncated`], or queue it as unexpected. The payload
-    /// buffer goes back to the pool once copied.
+    /// buffer goes back to the pool once copied. Searches as [`Matcher::match_arrival`] does.
     pub fn deliver(&mut self, reqs: &mut ReqTable, source: Rank, tag: Tag, data: Vec<u8>) {
         match self.match_arrival(source, tag) {
             Some(p) => {
@@ -131,9 +380,15 @@ impl Matcher {
         }
     }
 
-    /// Queue a message that no posted receive accepted.
+    /// Queue a message that no posted receive accepted. Unexpected messages match in the
+    /// order they are pushed, whenever their [`Matcher::match_arrival`] happened.
     pub fn push_unexpected(&mut self, source: Rank, tag: Tag, data: Vec<u8>) {
-        self.unexpected.push_back(Unexpected { source, tag, data });
+        let seq = self.next_arrival;
+        self.next_arrival += 1;
+        let live = self.unexpected_len();
+        bucket(&mut self.arrived, Key::new(source, tag), live).push_back(seq);
+        let msg = Some(Unexpected { source, tag, data });
+        self.store.push_back(Stored { seq, msg });
     }
 
     /// A buffer of exactly `len` bytes for an unexpected payload, reused when possible.
@@ -152,23 +407,43 @@ impl Matcher {
 
     /// Receives waiting for a message.
     pub fn posted_len(&self) -> usize {
-        self.posted.len()
+        self.exact_len + self.wild.len()
     }
 
     /// Messages waiting for a receive.
     pub fn unexpected_len(&self) -> usize {
-        self.unexpected.len()
+        self.store.len() - self.holes
     }
 
-    /// Queue entries inspected so far by both searches (for the queue benchmarks).
+    /// Queue entries inspected so far by both searches (for the queue benchmarks): one for
+    /// the front of an envelope's bucket, one for each wildcard receive or unexpected message
+    /// a walk tests. An exact (source, tag) therefore costs O(1) entries however many exact
+    /// entries for other envelopes wait, while wildcards cost a walk: a message behind 1024
+    /// non-matching wildcard-source receives inspects 1025.
     pub fn searched(&self) -> u64 {
         self.searched
     }
 
-    /// Remove a posted receive (cancellation); returns its buffer if it was still queued.
+    /// Remove a posted receive (cancellation); returns its buffer if it was still queued. It
+    /// walks every queued receive (cancellation is rare); should `req` be queued twice, the
+    /// oldest goes.
     pub fn cancel(&mut self, req: ReqId) -> Option<Vec<u8>> {
-        let i = self.posted.iter().position(|p| p.req == req)?;
-        self.posted.remove(i).map(|p| p.buf)
+        let wild = self.wild.iter().position(|q| q.recv.req == req);
+        let exact = self
+            .exact
+            .iter()
+            .filter_map(|(k, b)| b.iter().find(|q| q.recv.req == req).map(|q| (q.seq, *k)))
+            .min_by_key(|&(seq, _)| seq);
+        if let Some(i) = wild {
+            if exact.map_or(true, |(seq, _)| self.wild[i].seq < seq) {
+                return self.wild.remove(i).map(|q| q.recv.buf);
+            }
+        }
+        let (seq, k) = exact?;
+        let b = self.exact.get_mut(&k)?;
+        let i = b.iter().position(|q| q.seq == seq)?;
+        self.exact_len -= 1;
+        b.remove(i).map(|q| q.recv.buf)
     }
 }
 
@@ -284,6 +559,7 @@ impl ReqTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn msg(m: &mut Matcher, src: Rank, tag: Tag, byte: u8, len: usize) {
         let mut d = m.unexpected_buffer(len);
@@ -402,5 +678,536 @@ mod tests {
         assert_ne!(a, b);
         assert!(t.take(a).is_err());
         assert_eq!(t.outstanding(), 1);
+    }
+
+    /// The linear engine this one replaced, kept as the oracle: both queues searched oldest
+    /// first, every entry inspected counted.
+    #[derive(Debug, Default)]
+    struct Linear {
+        posted: VecDeque<PostedRecv>,
+        unexpected: VecDeque<Unexpected>,
+        searched: u64,
+    }
+
+    impl Linear {
+        fn post_recv(
+            &mut self,
+            req: ReqId,
+            src: Src,
+            tag: TagSel,
+            buf: Vec<u8>,
+        ) -> Option<Result<Completion>> {
+            let mut hit = None;
+            for (i, u) in self.unexpected.iter().enumerate() {
+                self.searched += 1;
+                if src.accepts(u.source) && tag.accepts(u.tag) {
+                    hit = Some(i);
+                    break;
+                }
+            }
+            match hit.and_then(|i| self.unexpected.remove(i)) {
+                Some(u) => Some(fill(buf, u.source, u.tag, &u.data)),
+                None => {
+                    self.posted.push_back(PostedRecv { req, src, tag, buf });
+                    None
+                }
+            }
+        }
+
+        fn match_arrival(&mut self, source: Rank, tag: Tag) -> Option<PostedRecv> {
+            let mut hit = None;
+            for (i, p) in self.posted.iter().enumerate() {
+                self.searched += 1;
+                if p.src.accepts(source) && p.tag.accepts(tag) {
+                    hit = Some(i);
+                    break;
+                }
+            }
+            hit.and_then(|i| self.posted.remove(i))
+        }
+
+        fn deliver(&mut self, reqs: &mut ReqTable, source: Rank, tag: Tag, data: Vec<u8>) {
+            match self.match_arrival(source, tag) {
+                Some(p) => reqs.complete(p.req, fill(p.buf, source, tag, &data)),
+                None => self.unexpected.push_back(Unexpected { source, tag, data }),
+            }
+        }
+
+        fn cancel(&mut self, req: ReqId) -> Option<Vec<u8>> {
+            let i = self.posted.iter().position(|p| p.req == req)?;
+            self.posted.remove(i).map(|p| p.buf)
+        }
+    }
+
+    /// What a receive ended with, comparable across the two engines.
+    fn outcome(r: Result<Option<Completion>>) -> String {
+        match r {
+            Ok(Some(c)) => format!("from {} tag {} {:?}", c.peer, c.tag, &c.buf[..c.len]),
+            Ok(None) => "pending".to_string(),
+            Err(e) => format!("{e:?}"),
+        }
+    }
+
+    /// The internal bookkeeping agrees with itself.
+    fn check_invariants(m: &Matcher) {
+        let mut n = 0;
+        for (k, b) in &m.exact {
+            assert!(b.iter().zip(b.iter().skip(1)).all(|(a, c)| a.seq < c.seq));
+            for q in b {
+                match (q.recv.src, q.recv.tag) {
+                    (Src::Rank(r), TagSel::Tag(t)) => assert_eq!(Key::new(r, t), *k),
+                    _ => panic!("a wildcard receive in a bucket"),
+                }
+            }
+            n += b.len();
+        }
+        assert_eq!(n, m.exact_len);
+        assert!(m
+            .wild
+            .iter()
+            .zip(m.wild.iter().skip(1))
+            .all(|(a, c)| a.seq < c.seq));
+        let s = &m.store;
+        assert!(s
+            .iter()
+            .zip(s.iter().skip(1))
+            .all(|(a, c)| a.seq + 1 == c.seq));
+        assert!(s.back().map_or(true, |x| x.seq + 1 == m.next_arrival));
+        assert!(s.front().map_or(true, |x| x.msg.is_some()));
+        assert!(s.back().map_or(true, |x| x.msg.is_some()));
+        assert_eq!(s.iter().filter(|x| x.msg.is_none()).count(), m.holes);
+        let mut n = 0;
+        for (k, b) in &m.arrived {
+            for seq in b {
+                let i = m.slot_of(*seq).expect("in the store");
+                let u = s[i].msg.as_ref().expect("not a hole");
+                assert_eq!(Key::new(u.source, u.tag), *k);
+            }
+            n += b.len();
+        }
+        assert_eq!(n, m.unexpected_len());
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Post a receive (`None`: a wildcard).
+        Post(Option<Rank>, Option<Tag>, usize),
+        /// A header arrives (shm): `match_arrival`, and on a miss the payload is pending.
+        Header(Rank, Tag, usize),
+        /// A pending payload (by index) completes and is pushed unexpected.
+        Payload(usize),
+        /// A whole message is delivered (`true`: `deliver_copy`).
+        Deliver(Rank, Tag, usize, bool),
+        /// Cancel a request ever posted (by index).
+        Cancel(usize),
+    }
+
+    /// Both engines driven by the same operations.
+    #[derive(Default)]
+    struct Twin {
+        new: Matcher,
+        old: Linear,
+        tn: ReqTable,
+        to: ReqTable,
+        reqs: Vec<ReqId>,
+        open: Vec<ReqId>,
+        headers: Vec<(Rank, Tag, Vec<u8>)>,
+        byte: u8,
+    }
+
+    impl Twin {
+        fn payload(&mut self, len: usize) -> Vec<u8> {
+            self.byte = self.byte.wrapping_add(1);
+            vec![self.byte; len]
+        }
+
+        fn step(&mut self, op: &Op) {
+            let (sn, so) = (self.new.searched(), self.old.searched);
+            let arrival = matches!(op, Op::Header(..) | Op::Deliver(..));
+            match *op {
+                Op::Post(src, tag, cap) => self.post(src, tag, cap),
+                Op::Header(source, tag, len) => {
+                    let data = self.payload(len);
+                    let (pn, po) = (
+                        self.new.match_arrival(source, tag),
+                        self.old.match_arrival(source, tag),
+                    );
+                    assert_eq!(pn.as_ref().map(|p| p.req), po.as_ref().map(|p| p.req));
+                    match (pn, po) {
+                        (Some(pn), Some(po)) => {
+                            self.tn.complete(pn.req, fill(pn.buf, source, tag, &data));
+                            self.to.complete(po.req, fill(po.buf, source, tag, &data));
+                        }
+                        _ => self.headers.push((source, tag, data)),
+                    }
+                }
+                Op::Payload(i) if !self.headers.is_empty() => {
+                    let (source, tag, data) = self.headers.remove(i % self.headers.len());
+                    self.new.push_unexpected(source, tag, data.clone());
+                    self.old
+                        .unexpected
+                        .push_back(Unexpected { source, tag, data });
+                }
+                Op::Payload(_) => {}
+                Op::Deliver(source, tag, len, copy) => {
+                    let data = self.payload(len);
+                    if copy {
+                        self.new.deliver_copy(&mut self.tn, source, tag, &data);
+                    } else {
+                        self.new.deliver(&mut self.tn, source, tag, data.clone());
+                    }
+                    self.old.deliver(&mut self.to, source, tag, data);
+                }
+                Op::Cancel(i) if !self.reqs.is_empty() => {
+                    let r = self.reqs[i % self.reqs.len()];
+                    let (bn, bo) = (self.new.cancel(r), self.old.cancel(r));
+                    assert_eq!(bn, bo, "cancel {r:?}");
+                    if bn.is_some() {
+                        self.open.retain(|&x| x != r);
+                    }
+                }
+                Op::Cancel(_) => {}
+            }
+            self.compare(arrival, self.new.searched() - sn, self.old.searched - so);
+        }
+
+        fn post(&mut self, src: Option<Rank>, tag: Option<Tag>, cap: usize) {
+            let src = src.map_or(Src::Any, Src::Rank);
+            let tag = tag.map_or(TagSel::Any, TagSel::Tag);
+            let r = self.tn.alloc();
+            assert_eq!(r, self.to.alloc());
+            self.reqs.push(r);
+            let cn = self.new.post_recv(r, src, tag, vec![0; cap]);
+            let co = self.old.post_recv(r, src, tag, vec![0; cap]);
+            match (cn, co) {
+                (None, None) => self.open.push(r),
+                (Some(cn), Some(co)) => assert_eq!(outcome(cn.map(Some)), outcome(co.map(Some))),
+                (cn, co) => panic!("post {r:?}: {cn:?} against {co:?}"),
+            }
+        }
+
+        /// Same completions, same queue lengths; the hashed search never inspects more than
+        /// the linear one (an arrival one more: the front of a bucket the walk never reached).
+        fn compare(&mut self, arrival: bool, dn: u64, d_old: u64) {
+            for r in std::mem::take(&mut self.open) {
+                let (pn, po) = (self.tn.is_pending(r), self.to.is_pending(r));
+                assert_eq!(pn, po, "{r:?} pending");
+                if pn {
+                    self.open.push(r);
+                } else {
+                    assert_eq!(outcome(self.tn.take(r)), outcome(self.to.take(r)));
+                }
+            }
+            assert_eq!(self.new.posted_len(), self.old.posted.len());
+            assert_eq!(self.new.unexpected_len(), self.old.unexpected.len());
+            assert!(dn <= d_old + u64::from(arrival), "{dn} > {d_old}");
+            check_invariants(&self.new);
+        }
+    }
+
+    fn post_tag(tags: Tag) -> impl Strategy<Value = Option<Tag>> {
+        prop_oneof![
+            6 => (0..tags).prop_map(Some),
+            1 => Just(Some(crate::transport::TAG_BARRIER)),
+            3 => Just(None),
+        ]
+    }
+
+    fn arrival_tag(tags: Tag) -> impl Strategy<Value = Tag> {
+        prop_oneof![6 => 0..tags, 1 => Just(crate::transport::TAG_BARRIER)]
+    }
+
+    fn op(sources: Rank, tags: Tag) -> impl Strategy<Value = Op> {
+        let src = prop_oneof![3 => (0..sources).prop_map(Some), 1 => Just(None)];
+        prop_oneof![
+            4 => (src, post_tag(tags), 0..6usize).prop_map(|(s, t, c)| Op::Post(s, t, c)),
+            2 => (0..sources, arrival_tag(tags), 0..6usize)
+                .prop_map(|(s, t, l)| Op::Header(s, t, l)),
+            2 => any::<usize>().prop_map(Op::Payload),
+            3 => (0..sources, arrival_tag(tags), 0..6usize, any::<bool>())
+                .prop_map(|(s, t, l, c)| Op::Deliver(s, t, l, c)),
+            1 => any::<usize>().prop_map(Op::Cancel),
+        ]
+    }
+
+    proptest! {
+        /// Random posts (exact and wildcard), arrivals (header then payload, or whole) and
+        /// cancels: the hashed engine matches exactly what the linear one matches.
+        #[test]
+        fn hashed_matches_like_linear(ops in proptest::collection::vec(op(3, 3), 1..300)) {
+            let mut t = Twin::default();
+            for o in &ops {
+                t.step(o);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(12))]
+
+        /// Long runs over many envelopes, so that buckets are pruned and the unexpected store
+        /// is compacted on the way.
+        #[test]
+        fn hashed_matches_like_linear_at_length(
+            ops in proptest::collection::vec(op(2, 1500), 2000..4000)
+        ) {
+            let mut t = Twin::default();
+            for o in &ops {
+                t.step(o);
+            }
+        }
+    }
+
+    #[test]
+    fn exact_arrival_inspects_one_entry_behind_many() {
+        let mut m = Matcher::new();
+        for t in 0..1024 {
+            assert!(m
+                .post_recv(ReqId(t), Src::Rank(1), TagSel::Tag(t as Tag), vec![])
+                .is_none());
+        }
+        assert!(m
+            .post_recv(ReqId(9999), Src::Rank(1), TagSel::Tag(5000), vec![])
+            .is_none());
+        let s = m.searched();
+        assert_eq!(m.match_arrival(1, 5000).unwrap().req, ReqId(9999));
+        assert_eq!(m.searched() - s, 1);
+        let s = m.searched();
+        assert!(m.match_arrival(2, 5000).is_none());
+        assert_eq!(
+            m.searched() - s,
+            0,
+            "no bucket, no wildcard: nothing inspected"
+        );
+        assert_eq!(m.posted_len(), 1024);
+    }
+
+    #[test]
+    fn wildcard_source_arrival_walks() {
+        let mut m = Matcher::new();
+        for t in 0..1024 {
+            assert!(m
+                .post_recv(ReqId(t), Src::Any, TagSel::Tag(t as Tag), vec![])
+                .is_none());
+        }
+        assert!(m
+            .post_recv(ReqId(9999), Src::Any, TagSel::Tag(5000), vec![])
+            .is_none());
+        let s = m.searched();
+        assert_eq!(m.match_arrival(1, 5000).unwrap().req, ReqId(9999));
+        assert_eq!(m.searched() - s, 1025);
+    }
+
+    #[test]
+    fn the_walk_stops_at_the_exact_candidate() {
+        let mut m = Matcher::new();
+        assert!(m
+            .post_recv(ReqId(0), Src::Rank(1), TagSel::Tag(7), vec![])
+            .is_none());
+        for t in 1..=500 {
+            assert!(m
+                .post_recv(ReqId(t), Src::Any, TagSel::Tag(7), vec![])
+                .is_none());
+        }
+        let s = m.searched();
+        assert_eq!(
+            m.match_arrival(1, 7).unwrap().req,
+            ReqId(0),
+            "older than all"
+        );
+        assert_eq!(m.searched() - s, 1);
+        // Now the exact receive comes after 500 wildcards: the oldest wildcard wins.
+        assert!(m
+            .post_recv(ReqId(600), Src::Rank(1), TagSel::Tag(7), vec![])
+            .is_none());
+        let s = m.searched();
+        assert_eq!(m.match_arrival(1, 7).unwrap().req, ReqId(1));
+        assert_eq!(m.searched() - s, 2);
+    }
+
+    #[test]
+    fn exact_receive_finds_its_unexpected_message_in_one_look() {
+        let mut m = Matcher::new();
+        for t in 0..1024 {
+            msg(&mut m, 1, t, 0, 1);
+        }
+        msg(&mut m, 1, 5000, 42, 1);
+        msg(&mut m, 1, 5001, 43, 1);
+        let s = m.searched();
+        let c = m
+            .post_recv(ReqId(0), Src::Rank(1), TagSel::Tag(5000), vec![0])
+            .unwrap()
+            .unwrap();
+        assert_eq!((c.buf[0], m.searched() - s), (42, 1));
+        let s = m.searched();
+        let c = m
+            .post_recv(ReqId(1), Src::Any, TagSel::Tag(5001), vec![0])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (c.buf[0], m.searched() - s),
+            (43, 1025),
+            "the hole is not counted"
+        );
+        assert_eq!(m.unexpected_len(), 1024);
+    }
+
+    #[test]
+    fn ping_pong_keeps_its_buckets_and_buffers() {
+        let mut m = Matcher::new();
+        let mut buf = vec![0u8; 8];
+        let mut shape = None;
+        for round in 0..2000 {
+            assert!(m
+                .post_recv(ReqId(round), Src::Rank(1), TagSel::Tag(7), buf)
+                .is_none());
+            buf = m.match_arrival(1, 7).unwrap().buf;
+            let d = m.unexpected_buffer(8);
+            m.push_unexpected(1, 8, d);
+            buf = m
+                .post_recv(ReqId(round), Src::Rank(1), TagSel::Tag(8), buf)
+                .unwrap()
+                .unwrap()
+                .buf;
+            let now = (
+                m.exact.len(),
+                m.exact.capacity(),
+                m.exact[&Key::new(1, 7)].capacity(),
+                m.arrived.capacity(),
+                m.arrived[&Key::new(1, 8)].capacity(),
+                m.store.capacity(),
+                m.pool.len(),
+            );
+            assert_eq!(*shape.get_or_insert(now), now, "round {round}");
+        }
+        assert_eq!((m.posted_len(), m.unexpected_len()), (0, 0));
+    }
+
+    #[test]
+    fn empty_buckets_are_dropped_only_when_many() {
+        let mut m = Matcher::new();
+        for t in 0..3000 {
+            assert!(m
+                .post_recv(ReqId(t), Src::Rank(1), TagSel::Tag(t as Tag), vec![])
+                .is_none());
+            msg(&mut m, 2, t as Tag, 0, 0);
+        }
+        for t in 0..3000 {
+            assert!(m.match_arrival(1, t).is_some());
+            let c = m.post_recv(ReqId(t as u64), Src::Rank(2), TagSel::Tag(t), vec![]);
+            assert!(c.is_some());
+        }
+        assert!(m
+            .post_recv(ReqId(0), Src::Rank(1), TagSel::Tag(0), vec![])
+            .is_none());
+        msg(&mut m, 2, 0, 0, 0);
+        assert_eq!(
+            (m.exact.len(), m.arrived.len()),
+            (3000, 3000),
+            "known keys: kept"
+        );
+        assert!(m
+            .post_recv(ReqId(1), Src::Rank(3), TagSel::Tag(0), vec![])
+            .is_none());
+        msg(&mut m, 4, 0, 0, 0);
+        assert_eq!(
+            (m.exact.len(), m.arrived.len()),
+            (2, 2),
+            "a new key: pruned"
+        );
+        assert_eq!(m.match_arrival(1, 0).unwrap().req, ReqId(0));
+        assert_eq!(m.match_arrival(3, 0).unwrap().req, ReqId(1));
+        assert!(m
+            .post_recv(ReqId(2), Src::Rank(2), TagSel::Tag(0), vec![])
+            .is_some());
+        assert!(m
+            .post_recv(ReqId(3), Src::Rank(4), TagSel::Tag(0), vec![])
+            .is_some());
+        check_invariants(&m);
+
+        let mut m = Matcher::new();
+        for t in 0..PRUNE_MIN as Tag {
+            assert!(m
+                .post_recv(ReqId(0), Src::Rank(1), TagSel::Tag(t), vec![])
+                .is_none());
+            assert!(m.match_arrival(1, t).is_some());
+        }
+        assert!(m
+            .post_recv(ReqId(0), Src::Rank(2), TagSel::Tag(0), vec![])
+            .is_none());
+        assert_eq!(m.exact.len(), PRUNE_MIN + 1, "few buckets: kept");
+    }
+
+    #[test]
+    fn holes_in_the_unexpected_store_stay_bounded() {
+        let mut m = Matcher::new();
+        msg(&mut m, 0, 99, 0, 1);
+        msg(&mut m, 1, 0, 0, 1);
+        let mut longest = 0;
+        for i in 1..10_000u32 {
+            msg(&mut m, 1, i % 2, i as u8, 1);
+            let c = m
+                .post_recv(ReqId(0), Src::Rank(1), TagSel::Tag((i - 1) % 2), vec![0])
+                .unwrap()
+                .unwrap();
+            assert_eq!(c.buf[0], (i - 1) as u8);
+            assert_eq!(m.unexpected_len(), 2);
+            longest = longest.max(m.store.len());
+        }
+        assert!(
+            longest <= 2 * HOLES_MIN + 4,
+            "{longest} slots for 2 messages"
+        );
+        check_invariants(&m);
+        let c = m
+            .post_recv(ReqId(0), Src::Any, TagSel::Any, vec![0])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (c.peer, c.tag),
+            (0, 99),
+            "the oldest message is still first"
+        );
+    }
+
+    #[test]
+    fn cancel_removes_exact_and_wildcard_receives() {
+        let mut m = Matcher::new();
+        assert!(m
+            .post_recv(ReqId(0), Src::Rank(1), TagSel::Tag(1), vec![1])
+            .is_none());
+        assert!(m
+            .post_recv(ReqId(1), Src::Any, TagSel::Tag(1), vec![2])
+            .is_none());
+        assert!(m
+            .post_recv(ReqId(2), Src::Rank(1), TagSel::Tag(1), vec![3])
+            .is_none());
+        assert_eq!(m.cancel(ReqId(0)), Some(vec![1]));
+        assert_eq!(m.cancel(ReqId(0)), None);
+        assert_eq!(m.cancel(ReqId(1)), Some(vec![2]));
+        assert_eq!(m.posted_len(), 1);
+        assert_eq!(m.match_arrival(1, 1).unwrap().req, ReqId(2));
+        assert_eq!(m.posted_len(), 0);
+        // One id queued twice (exact first, then wildcard): the oldest goes, as before.
+        assert!(m
+            .post_recv(ReqId(5), Src::Rank(1), TagSel::Tag(1), vec![5])
+            .is_none());
+        assert!(m
+            .post_recv(ReqId(5), Src::Any, TagSel::Any, vec![6])
+            .is_none());
+        assert_eq!(m.cancel(ReqId(5)), Some(vec![5]));
+        assert_eq!(m.cancel(ReqId(5)), Some(vec![6]));
+    }
+
+    #[test]
+    fn the_hash_spreads_sources_and_tags_over_the_low_bits() {
+        use std::hash::BuildHasher;
+        let low = |k: Key| BuildHasherDefault::<FxHasher>::default().hash_one(k) & 0xFF;
+        let by_source: std::collections::HashSet<u64> =
+            (0..256).map(|s| low(Key::new(s, 5))).collect();
+        let by_tag: std::collections::HashSet<u64> =
+            (0..256).map(|t| low(Key::new(3, t))).collect();
+        assert!(by_source.len() >= 128, "{} of 256", by_source.len());
+        assert!(by_tag.len() >= 128, "{} of 256", by_tag.len());
     }
 }

@@ -65,6 +65,10 @@ pub struct RunConfig {
     /// Q's loop and the messages per reading.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sixtimes: Option<commbench_core::method::sixtimes::SixTimes>,
+    /// Underwood & Brightwell's queue benchmark (`queue posted`, `queue unexpected`): which
+    /// queue, its lengths, the fractions traversed and whether receives take any source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<commbench_core::method::queue::QueueBench>,
 }
 
 impl Default for RunConfig {
@@ -84,6 +88,7 @@ impl Default for RunConfig {
             pattern: PatternKind::PingPong,
             transpose_n: None,
             sixtimes: None,
+            queue: None,
         }
     }
 }
@@ -327,6 +332,19 @@ pub struct Point {
     /// documents written before it was recorded and with too few trials to judge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modality: Option<point::Modality>,
+    /// The queue length of a queue benchmark's point (`queue_posted`, `queue_unexpected`;
+    /// Underwood & Brightwell §3): receives or unexpected messages that are not the measured
+    /// message's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_length: Option<u64>,
+    /// Per cent of the pre-posted queue in front of the measured message's receive
+    /// (`queue_posted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traversed_pct: Option<u32>,
+    /// Receives in front of the measured message's receive: `floor(queue_length *
+    /// traversed_pct / 100)` (`queue_posted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traversed: Option<u64>,
 }
 
 impl Point {
@@ -363,6 +381,11 @@ impl Point {
             distribution_us: histogram,
             frequencies_us: frequencies,
             modality,
+            queue_length: raw.queue.map(|q| q.length),
+            traversed_pct: raw.queue.and_then(|q| q.traversed_pct),
+            traversed: raw
+                .queue
+                .and_then(|q| q.traversed_pct.map(|_| q.traversed())),
         })
     }
 
@@ -439,6 +462,10 @@ pub struct ResultDoc {
     /// calibration, the times not separable on the transport.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sixtimes: Option<crate::analysis::sixtimes::Detail>,
+    /// Underwood & Brightwell's queue benchmarks: per series, the line of the median one-way
+    /// time against the queue entries (docs/seed004.md): a contract key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<Vec<crate::analysis::queue::QueueLine>>,
     /// `complete`, `partial` when the run failed after some points, or `interrupted` when a
     /// signal stopped it between sizes.
     pub status: String,

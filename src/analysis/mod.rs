@@ -8,7 +8,8 @@
 //!   latency/bandwidth line to a sweep; [`model`]: the fitted models as the document records
 //!   them;
 //! * [`compare`]: two documents size by size (ratio of medians, bootstrap CI, rank test);
-//! * [`inference`]: the least-squares line, the bootstrap and the rank test these build on.
+//! * [`inference`]: the least-squares line, the bootstrap and the rank test these build on;
+//! * [`sixtimes`] and [`queue`]: seed 001's six times and seed 004's per-entry queue costs.
 //!
 //! Nothing here sees an `Endpoint`: backends never compile this module.
 
@@ -18,6 +19,7 @@ pub mod fit;
 pub mod inference;
 pub mod model;
 pub mod point;
+pub mod queue;
 pub mod sixtimes;
 #[cfg(test)]
 pub(crate) mod testkit;

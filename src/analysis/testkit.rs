@@ -19,6 +19,7 @@ pub(crate) fn point_of(pattern: &str, size: u64, trial_ns: Vec<i64>) -> Point {
         median_ppt_ns: None,
         pattern: pattern.into(),
         size,
+        queue: None,
     };
     Point::from_raw(raw, "sim", 2.0).expect("analysable")
 }
@@ -46,6 +47,7 @@ pub(crate) fn doc(points: Vec<Point>) -> ResultDoc {
         params: None,
         interference: None,
         sixtimes: None,
+        queue: None,
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,
         tool_version: "0.1.0".into(),

@@ -43,7 +43,8 @@ pub struct PlotArgs {
     pub output: PathBuf,
 
     /// latency (log-log, 95% CI error bars, fit), bandwidth (MB/s against size), histogram
-    /// (one size's trial times with the cut_coef line) or signature (throughput against time).
+    /// (one size's trial times with the cut_coef line), signature (throughput against time)
+    /// or queue (a `commbench queue` run: latency against queue length).
     #[arg(long, value_enum, default_value_t = Kind::Latency, value_name = "KIND")]
     pub kind: Kind,
 
@@ -74,6 +75,9 @@ pub enum Kind {
     Histogram,
     /// Throughput against transfer time (NetPIPE's signature graph).
     Signature,
+    /// A queue benchmark's median one-way time against queue length, one line per fraction
+    /// traversed (`commbench queue`).
+    Queue,
 }
 
 impl From<Kind> for PlotKind {
@@ -83,6 +87,7 @@ impl From<Kind> for PlotKind {
             Kind::Bandwidth => PlotKind::Bandwidth,
             Kind::Histogram => PlotKind::Histogram,
             Kind::Signature => PlotKind::Signature,
+            Kind::Queue => PlotKind::Queue,
         }
     }
 }

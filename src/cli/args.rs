@@ -61,6 +61,9 @@ pub enum Command {
     /// stream 2000-byte messages through it, against the slowdown predicted with no
     /// interaction.
     Interference(InterferenceArgs),
+    /// The queue-usage benchmarks of Underwood & Brightwell: latency with a long pre-posted
+    /// receive queue (`queue posted`) or a long unexpected message queue (`queue unexpected`).
+    Queue(QueueCmd),
     /// Re-render a result document (text, markdown or csv) without measuring again.
     Report(ReportArgs),
     /// Draw a result document as SVG: latency, bandwidth, histogram or signature graph.
@@ -280,6 +283,67 @@ pub struct SeedArgs {
 
     #[command(flatten)]
     pub out: OutputArgs,
+}
+
+/// The help heading of the queue benchmarks' options.
+const QUEUE: &str = "Underwood & Brightwell";
+
+/// `queue posted|unexpected`.
+#[derive(Debug, Args, Clone)]
+pub struct QueueCmd {
+    #[command(subcommand)]
+    pub which: QueueWhich,
+}
+
+/// Which queue the benchmark fills.
+#[derive(Debug, Subcommand, Clone)]
+pub enum QueueWhich {
+    /// The pre-posted receive queue (Underwood & Brightwell §3.1, Figure 1): both ranks
+    /// pre-post the receives the measured message traverses (tags that do not match), then
+    /// the matching receive, then the untraversed rest; the asymmetric barrier in which the
+    /// dest leaves first; the timed ping-pong; the extra receives are then cleared by
+    /// matching messages. Points: median one-way time per queue length, fraction traversed
+    /// and size, and the time one traversed entry adds.
+    Posted(QueuePostedArgs),
+    /// The unexpected message queue (Underwood & Brightwell §3.2, Figure 2): LENGTH messages
+    /// are sent to each rank first; after the asymmetric barrier the source makes a
+    /// non-blocking send, then posts its receive (the post, and its walk of the unexpected
+    /// queue, counted in the latency); the dest receives and answers. The messages are
+    /// cleared afterwards by matching receives.
+    Unexpected(QueueArgs),
+}
+
+/// The options of both queue benchmarks.
+#[derive(Debug, Args, Clone)]
+pub struct QueueArgs {
+    /// Queue lengths: entries that are not the measured message's (0 is the plain
+    /// ping-pong), in the syntax of pingpong's --sizes, each at most 16384.
+    #[arg(long, default_value = "0..1000:+100", value_name = "SPEC", help_heading = QUEUE)]
+    pub lengths: String,
+
+    /// Post every receive with a wildcard source (MPI_ANY_SOURCE): the change that defeats
+    /// matching hashed on the envelope (§5.1), so the whole queue in front is walked.
+    #[arg(long, help_heading = QUEUE)]
+    pub any_source: bool,
+
+    /// Message sizes of the measured messages, in the syntax of pingpong's --sizes.
+    #[arg(long, default_value = "8", value_name = "SPEC")]
+    pub sizes: String,
+
+    #[command(flatten)]
+    pub common: PingpongArgs,
+}
+
+/// The options of `queue posted`.
+#[derive(Debug, Args, Clone)]
+pub struct QueuePostedArgs {
+    /// Per cent of the queue in front of the matching receive, a list of 0..100:
+    /// floor(LENGTH x PCT / 100) receives are traversed, the rest follow the match.
+    #[arg(long, default_value = "0,25,50,75,100", value_name = "PCTS", help_heading = QUEUE)]
+    pub traversed: String,
+
+    #[command(flatten)]
+    pub queue: QueueArgs,
 }
 
 /// `--q`.

@@ -15,10 +15,11 @@ mod record;
 mod run;
 mod signals;
 
-use args::{Cli, Command, Given, TimerArgs};
+use args::{Cli, Command, Given, QueueWhich, TimerArgs};
 use backend::BACKENDS;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, FromArgMatches};
+use commbench::core::method::queue::QueueKind;
 use commbench::core::method::sixtimes::Suite;
 use commbench::core::method::PatternKind;
 use fatal::{Fatal, EXIT_USAGE};
@@ -98,6 +99,13 @@ fn usage_from_clap(e: &clap::Error) -> Fatal {
 
 fn dispatch(cmd: Command, given: &Given) -> Result<(), Fatal> {
     match cmd {
+        Command::Queue(q) => match q.which {
+            QueueWhich::Posted(p) => {
+                plan::queue(QueueKind::Posted, Some(&p.traversed), p.queue, given)
+            }
+            QueueWhich::Unexpected(u) => plan::queue(QueueKind::Unexpected, None, u, given),
+        }
+        .and_then(run::measure),
         Command::Pingpong(a) => {
             plan::pattern(PatternKind::PingPong, a, given).and_then(run::measure)
         }

@@ -3,12 +3,13 @@
 
 use super::args::{
     choice_name, invalid_method, BackendArgs, FitArgs, Given, OutputArgs, PatternArgs,
-    PingpongArgs, ProgressWhen, QArg, SeedArgs, SizeArgs,
+    PingpongArgs, ProgressWhen, QArg, QueueArgs, SeedArgs, SizeArgs,
 };
 use super::fatal::Fatal;
 use crate::cli::backend::{self, Chosen, Job};
 use commbench::analysis::document::RunConfig;
 use commbench::analysis::fit::{self, Breakpoint};
+use commbench::core::method::queue::{self, QueueBench, QueueKind};
 use commbench::core::method::sixtimes::{self, Placement, SixTimes, Suite};
 use commbench::core::method::transpose::Transpose;
 use commbench::core::method::{limits, Invalid, MethodConfig, NppChoice, PatternKind, Setting};
@@ -18,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// What a run measures.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Work {
     /// Ping-pong, exchange or bandwidth.
     Pattern(PatternKind),
@@ -26,6 +27,8 @@ pub enum Work {
     Transpose(Transpose),
     /// Seed 001's experiments.
     SixTimes(SixTimes),
+    /// Seed 004's queue benchmarks.
+    Queue(QueueBench),
 }
 
 /// Where the results go.
@@ -300,7 +303,7 @@ fn build(
         check_placement(x, &method.sizes, &backends, size)?;
     }
     let all_here = job.rank_env().is_ok_and(|e| e.is_local_launcher());
-    check_limits(work, &method, &backends, all_here, size)?;
+    check_limits(&work, &method, &backends, all_here, size)?;
     // The plan is good: only now is a note about it worth reading.
     if all_here && !sized_by_backend {
         let cpus = commbench::core::launch::affinity::allowed().map_or(0, |c| c.len());
@@ -308,7 +311,7 @@ fn build(
             eprintln!("commbench: note: {note}");
         }
     }
-    let config = record(&a, &method, work, spec_text, timeout);
+    let config = record(&a, &method, &work, spec_text, timeout);
     Ok(Plan {
         work,
         backends,
@@ -327,7 +330,7 @@ fn build(
 /// limit, and a run whose least duration is over a week are usage errors, found before any
 /// rank starts. `all_here`: commbench starts every rank on this host.
 fn check_limits(
-    work: Work,
+    work: &Work,
     method: &MethodConfig,
     backends: &[Chosen],
     all_here: bool,
@@ -347,6 +350,14 @@ fn check_limits(
         Work::Transpose(t) => t.buffer_bytes(),
         // A message, two per stream where rank 0 forwards the interference streams, and the
         // messages of one reading that rank 0 holds unread (a+u's, r's) or a+u's dest posts.
+        // The send and receive buffers, a latency receive per round trip of a trial (or of
+        // the warm-up), and the queue's entries.
+        Work::Queue(q) => {
+            let rounds = method.warmup.max(npp_bound(&method.npp)).saturating_add(2);
+            rounds
+                .checked_mul(s.checked_add(limits::PER_MESSAGE_OVERHEAD)?)?
+                .checked_add(q.max_length().checked_mul(limits::PER_MESSAGE_OVERHEAD)?)
+        }
         Work::SixTimes(x) => {
             let streams = match x.suite {
                 Suite::Interference { streams } => u64::from(streams),
@@ -359,6 +370,7 @@ fn check_limits(
     };
     let trips = |s: u64| match work {
         Work::Pattern(k) => k.trips_per_iteration(s),
+        Work::Queue(_) => 2,
         Work::Transpose(_) | Work::SixTimes(_) => 1,
     };
     if let Work::Pattern(k) = work {
@@ -380,24 +392,42 @@ fn check_limits(
         }
         limits::check_memory(method, &method.sizes, &buffers, &t, place, &host).map_err(fail)?;
     }
-    limits::RunCost::new(method, &method.sizes, &trips, 0.0)
+    // A queue benchmark measures every size once per queue.
+    let sizes = match work {
+        Work::Queue(q) => q
+            .shapes()
+            .iter()
+            .flat_map(|_| method.sizes.clone())
+            .collect(),
+        _ => method.sizes.clone(),
+    };
+    limits::RunCost::new(method, &sizes, &trips, 0.0)
         .check(method)
         .map_err(fail)
+}
+
+/// The most round trips one trial times: the npp given, or a generous guess for the npp
+/// calculated from the timer (seed 000 §3.3 asks a loop of 50 resolutions).
+fn npp_bound(npp: &NppChoice) -> u64 {
+    match npp {
+        NppChoice::Auto { .. } => 64,
+        other => other.fixed_values().into_iter().max().unwrap_or(1),
+    }
 }
 
 /// The run configuration as the result document records it: the options as given.
 fn record(
     a: &PingpongArgs,
     method: &MethodConfig,
-    work: Work,
+    work: &Work,
     sizes_spec: String,
     timeout: Duration,
 ) -> RunConfig {
     let b = &a.backend;
     let (pattern, transpose_n) = match work {
-        Work::Pattern(k) => (k, None),
+        Work::Pattern(k) => (*k, None),
         Work::Transpose(t) => (PatternKind::PingPong, Some(t.n)),
-        Work::SixTimes(_) => (PatternKind::PingPong, None),
+        Work::SixTimes(_) | Work::Queue(_) => (PatternKind::PingPong, None),
     };
     RunConfig {
         method: method.clone(),
@@ -415,7 +445,11 @@ fn record(
         pattern,
         transpose_n,
         sixtimes: match work {
-            Work::SixTimes(x) => Some(x),
+            Work::SixTimes(x) => Some(*x),
+            _ => None,
+        },
+        queue: match work {
+            Work::Queue(q) => Some(q.clone()),
             _ => None,
         },
     }
@@ -602,4 +636,78 @@ fn check_placement(
         })?;
     }
     Ok(())
+}
+
+/// `--traversed`: a list of per cents, each 0 to 100.
+fn percentages(text: &str) -> Result<Vec<u32>, Fatal> {
+    let bad = |why: String| {
+        Fatal::usage(
+            format!("--traversed {text}: {why}"),
+            "a list of per cents 0..100, for example --traversed 0,25,50,75,100",
+        )
+    };
+    let mut v = Vec::new();
+    for part in text.split(',') {
+        let p: u32 = part
+            .trim()
+            .parse()
+            .map_err(|_| bad(format!("`{}` is not a whole per cent", part.trim())))?;
+        if p > 100 {
+            return Err(bad(format!("{p} % is more than the whole queue")));
+        }
+        v.push(p);
+    }
+    Ok(v)
+}
+
+/// The plan of `queue posted` (with `traversed`) or `queue unexpected`.
+pub fn queue(
+    kind: QueueKind,
+    traversed: Option<&str>,
+    q: QueueArgs,
+    given: &Given,
+) -> Result<Plan, Fatal> {
+    let lengths = spec::parse_sizes(&q.lengths).map_err(|e| {
+        Fatal::usage(
+            format!("--lengths: {e}"),
+            format!(
+                "examples: --lengths {}, --lengths 0,10,100,1000",
+                queue::DEFAULT_LENGTHS
+            ),
+        )
+    })?;
+    if let Some(&l) = lengths.iter().find(|&&l| l > queue::MAX_QUEUE_LENGTH) {
+        return Err(Fatal::usage(
+            format!(
+                "--lengths: a queue of {l} entries; at most {}",
+                queue::MAX_QUEUE_LENGTH
+            ),
+            "every entry has its own tag below 32767, the least tag bound MPI guarantees",
+        ));
+    }
+    let traversed_pct = match traversed {
+        Some(t) => percentages(t)?,
+        None => Vec::new(),
+    };
+    let sizes = spec::parse_sizes(&q.sizes).map_err(|e| {
+        Fatal::usage(
+            format!("--sizes: {e}"),
+            "examples: --sizes 8, --sizes 0,8,1K",
+        )
+    })?;
+    let bench = QueueBench {
+        kind,
+        lengths,
+        traversed_pct,
+        any_source: q.any_source,
+    };
+    let a = q.common;
+    let mut method = method(&a, sizes, false, given)?;
+    method.trials = a.trials.unwrap_or(1000);
+    method.warmup = a.warmup.unwrap_or(10);
+    let fit = FitArgs {
+        breakpoint: Breakpoint::None,
+        instructions_per_second: None,
+    };
+    build(Work::Queue(bench), a, fit, method, q.sizes, given)
 }

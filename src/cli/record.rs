@@ -8,7 +8,7 @@ use commbench::analysis::document::RunConfig;
 use commbench::analysis::document::{Environment, Point, ResultDoc, SCHEMA, SCHEMA_VERSION};
 use commbench::analysis::fit;
 use commbench::analysis::fit::Breakpoint;
-use commbench::analysis::sixtimes;
+use commbench::analysis::{queue, sixtimes};
 use commbench::core::method::engine::Collected;
 use commbench::core::method::timer::TimerReport;
 use commbench::core::transport::BackendInfo;
@@ -159,6 +159,7 @@ pub fn document(plan: &Recipe, outcome: Outcome, started: Started) -> ResultDoc 
         params: seed001.params,
         interference: seed001.interference,
         sixtimes: seed001.detail,
+        queue: queue::analyse(&g.points),
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),

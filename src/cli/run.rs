@@ -25,10 +25,11 @@ pub fn measure(plan: Plan) -> Result<(), Fatal> {
     if reports {
         files::probe(&plan.outputs)?;
     }
-    match plan.work {
+    match plan.work.clone() {
         Work::Pattern(kind) => measure_spec(&plan, kind),
         Work::Transpose(t) => measure_spec(&plan, t),
         Work::SixTimes(x) => measure_spec(&plan, x),
+        Work::Queue(q) => measure_spec(&plan, q),
     }
 }
 
@@ -38,7 +39,7 @@ fn reporting_rank(plan: &Plan) -> bool {
     RankEnv::detect(plan.job.manual, None, 2).map_or(true, |e| e.rank == 0)
 }
 
-fn measure_spec<S: KernelSpec + Copy>(plan: &Plan, spec: S) -> Result<(), Fatal> {
+fn measure_spec<S: KernelSpec + Clone>(plan: &Plan, spec: S) -> Result<(), Fatal> {
     let started = Started::now();
     if reporting_rank(plan) {
         save_on_signal(plan, started);
@@ -200,7 +201,7 @@ impl Ending {
 }
 
 /// Start the ranks: under MPI every backend in turn, otherwise the one backend.
-fn launch<S: KernelSpec + Copy>(
+fn launch<S: KernelSpec + Clone>(
     plan: &Plan,
     spec: S,
     progress: &ProgressFn<'_>,
@@ -225,7 +226,7 @@ fn launch<S: KernelSpec + Copy>(
 }
 
 #[cfg(feature = "mpi")]
-fn under_mpi<S: KernelSpec + Copy>(
+fn under_mpi<S: KernelSpec + Clone>(
     plan: &Plan,
     spec: S,
     progress: &ProgressFn<'_>,
@@ -234,7 +235,7 @@ fn under_mpi<S: KernelSpec + Copy>(
 }
 
 #[cfg(not(feature = "mpi"))]
-fn under_mpi<S: KernelSpec + Copy>(
+fn under_mpi<S: KernelSpec + Clone>(
     _plan: &Plan,
     _spec: S,
     _progress: &ProgressFn<'_>,

@@ -12,6 +12,7 @@ pub mod csv;
 pub mod fit;
 pub mod format;
 pub mod markdown;
+pub mod queue;
 pub mod sixtimes;
 pub mod svg;
 pub mod text;

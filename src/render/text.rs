@@ -179,6 +179,26 @@ pub fn measured(pattern: &str, points: &[&Point], doc: &ResultDoc) -> Measured {
                 "trial / (2 npp)",
             )
         },
+        "queue_posted" => plain(
+            "pre-posted receive queue",
+            "pre-posted receive queue (Underwood & Brightwell §3.1)",
+            "receives pre-posted in front of and behind the matching one; source sends, dest \
+             returns the message"
+                .into(),
+            "one-way time (half a round trip)".into(),
+            "one-way times",
+            "trial / (2 npp)",
+        ),
+        "queue_unexpected" => plain(
+            "unexpected message queue",
+            "unexpected message queue (Underwood & Brightwell §3.2)",
+            "unexpected messages queued at both ranks; source sends, then posts its receive \
+             (counted), dest returns the message"
+                .into(),
+            "one-way time (half a round trip, receive post included)".into(),
+            "one-way times",
+            "trial / (2 npp)",
+        ),
         "bandwidth" | "bibandwidth" => streaming(pattern, points),
         "transpose-pack" | "transpose-vector" => transpose(pattern, points, doc),
         p if Experiment::from_name(p).is_some() || rate_streams(p).is_some() => seed001(p),
@@ -494,6 +514,9 @@ pub fn render_with_fits(doc: &ResultDoc, detail: Detail, fits: &[FitSection]) ->
                 out.push('\n');
                 super::sixtimes::render(&mut out, doc);
             }
+            if doc.queue.is_some() {
+                super::queue::render(&mut out, doc);
+            }
         }
     }
     match (&doc.error, doc.status.as_str()) {
@@ -760,6 +783,11 @@ fn table_report(out: &mut String, doc: &ResultDoc, fits: &[FitSection]) {
             ns(t.resolution_ns),
             t.samples
         );
+    }
+    if doc.queue.is_some() {
+        super::queue::render(out, doc);
+        let _ = writeln!(out, "{CI_NOTE}");
+        return;
     }
     let mut warned = Vec::new();
     for (pattern, points) in &groups {
@@ -1185,6 +1213,7 @@ mod tests {
             median_ppt_ns: None,
             pattern: pattern.into(),
             size,
+            queue: None,
         };
         Point::from_raw(raw, backend, 2.0).unwrap()
     }

@@ -25,6 +25,7 @@
 //! measured survive a failure later in the run.
 
 use crate::method::limits;
+use crate::method::queue::QueueShape;
 use crate::method::timer::{self, TimerReport};
 use crate::method::{self, MethodConfig, NppChoice};
 use crate::transport::error::{Error, Result, ResultExt};
@@ -53,6 +54,9 @@ pub struct RawPoint {
     pub trips_per_iteration: u64,
     /// Every trial time, ns, `min_ov` subtracted, in the order measured.
     pub trial_ns: Vec<i64>,
+    /// The queue the point was measured in (seed 004's benchmarks, [`Kernel::queue`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueShape>,
 }
 
 impl RawPoint {
@@ -301,6 +305,8 @@ pub struct SizeRun<'a> {
     pub collected: &'a Mutex<Collected>,
     /// Progress of this size (rank 0 only).
     pub progress: &'a dyn Fn(Stage, u64, u64),
+    /// The queue the size is measured in ([`Kernel::queue`]).
+    pub queue: Option<QueueShape>,
 }
 
 impl std::fmt::Debug for SizeRun<'_> {
@@ -403,6 +409,7 @@ pub fn measure_size<E: Endpoint, K: Kernel<E>>(
                     median_ppt_ns,
                     trips_per_iteration: run.trips,
                     trial_ns: times,
+                    queue: run.queue,
                 })
             });
         }
@@ -434,6 +441,12 @@ pub trait Kernel<E: Endpoint> {
     /// Message times in one iteration at `size`: the statistics are of
     /// `trial / (trips * npp)`.
     fn trips(&self, size: u64) -> u64;
+
+    /// The queue this kernel's points are measured in (seed 004's benchmarks); `None` for
+    /// every other kernel.
+    fn queue(&self) -> Option<QueueShape> {
+        None
+    }
 
     /// One iteration on this rank; called on `source` and `dest` only.
     fn iteration(&mut self, ep: &mut E) -> Result<()>;
@@ -739,6 +752,7 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
             res_timing,
             collected: &self.collected,
             progress,
+            queue: kernel.queue(),
         };
         measure_size(ep, kernel, hs, run)?;
         if kernel.verifies() {

@@ -7,6 +7,7 @@
 pub mod engine;
 pub mod kernels;
 pub mod limits;
+pub mod queue;
 pub mod sixtimes;
 pub mod timer;
 pub mod transpose;

@@ -1152,6 +1152,7 @@ fn keep_rates<E: Endpoint>(
             median_ppt_ns: None,
             trips_per_iteration: 1,
             trial_ns,
+            queue: None,
         })
     });
 }
@@ -1194,6 +1195,7 @@ fn calibrate<E: Endpoint>(
                 median_ppt_ns: None,
                 trips_per_iteration: 1,
                 trial_ns: readings,
+                queue: None,
             })
         });
     }

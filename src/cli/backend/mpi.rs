@@ -83,7 +83,7 @@ impl Backend for MpiBackend {
 
 /// Measure `spec` with every backend of `chosen` in turn, between the processes of this MPI
 /// job; stops at the first backend that fails.
-pub fn run_all<S: KernelSpec + Copy>(
+pub fn run_all<S: KernelSpec + Clone>(
     chosen: &[Chosen],
     job: &Job,
     method: &MethodConfig,

@@ -1,6 +1,6 @@
 //! SVG plots of a result document, written by hand (no plotting crate).
 //!
-//! Four kinds ([`PlotKind`]):
+//! Five kinds ([`PlotKind`]):
 //!
 //! * `latency`: the median one-way time against the message size on log-log axes, with the
 //!   95 % confidence interval of each median as an error bar (seed 003 Figures 1-2 draw 95 %
@@ -14,6 +14,8 @@
 //!   seed 000 §3.4.
 //! * `signature`: NetPIPE's signature graph, throughput (MB/s) against transfer time (us) on
 //!   log-log axes.
+//! * `queue`: the median one-way time against the queue length on linear axes, one line per
+//!   fraction of the pre-posted queue traversed (seed 004 Figures 3-5).
 //!
 //! Text uses the generic `sans-serif` family only, so any renderer draws it with whatever font
 //! it has; no font file is referenced. Sizes are labelled in bytes with binary K/M/G suffixes,
@@ -38,11 +40,15 @@ pub enum PlotKind {
     Histogram,
     /// Throughput against transfer time, log-log (NetPIPE's signature graph).
     Signature,
+    /// Median one-way time against queue length, one line per fraction traversed
+    /// (Underwood & Brightwell's queue benchmarks).
+    Queue,
 }
 
 impl PlotKind {
     /// The names [`std::str::FromStr`] accepts.
-    pub const NAMES: [&'static str; 4] = ["latency", "bandwidth", "histogram", "signature"];
+    pub const NAMES: [&'static str; 5] =
+        ["latency", "bandwidth", "histogram", "signature", "queue"];
 }
 
 impl std::str::FromStr for PlotKind {
@@ -53,6 +59,7 @@ impl std::str::FromStr for PlotKind {
             "bandwidth" => Ok(PlotKind::Bandwidth),
             "histogram" => Ok(PlotKind::Histogram),
             "signature" => Ok(PlotKind::Signature),
+            "queue" => Ok(PlotKind::Queue),
             _ => Err(Error::Config(format!(
                 "unknown plot kind `{s}`: choose one of {}",
                 PlotKind::NAMES.join(", ")
@@ -86,6 +93,7 @@ pub fn plot_with(
         PlotKind::Bandwidth => bandwidth::plot(doc, fits),
         PlotKind::Histogram => histogram::plot(doc, size),
         PlotKind::Signature => signature::plot(doc),
+        PlotKind::Queue => queue::plot(doc),
     }
 }
 
@@ -93,6 +101,7 @@ mod bandwidth;
 mod canvas;
 mod histogram;
 mod latency;
+mod queue;
 mod signature;
 
 /// A pattern's points, sorted by size.

@@ -313,6 +313,67 @@ fn a_rank_killed_by_a_signal_leaves_the_sizes_measured_saved() {
     check_saved(&out, 2);
 }
 
+/// Underwood & Brightwell's queue benchmarks over MPI: MPI's own matcher walks the pre-posted
+/// receives and the unexpected messages. One point per queue length (and fraction traversed),
+/// each with its queue keys, and a line per series.
+#[test]
+fn queue_posted_and_unexpected_on_mpi() {
+    for (kind, pcts) in [("posted", &[0u64, 100][..]), ("unexpected", &[][..])] {
+        let j = tmpdir(&format!("queue-{kind}-mpi")).join("r.json");
+        let mut args = vec!["queue", kind, "--backend", "mpi", "--lengths", "0,32"];
+        if !pcts.is_empty() {
+            args.extend_from_slice(&["--traversed", "0,100"]);
+        }
+        args.extend_from_slice(&["--trials", "20", "--samples", "10000", "--warmup", "5"]);
+        let doc = ok_json(
+            mpirun(2, &with_json(&args, &j)),
+            &j,
+            Duration::from_secs(120),
+        );
+        assert_eq!(doc["status"], "complete", "{kind}: {}", doc["error"]);
+        let q = &doc["config"]["queue"];
+        assert_eq!(q["kind"], kind, "{q}");
+        assert_eq!(q["lengths"], serde_json::json!([0, 32]), "{q}");
+        assert_eq!(q["traversed_pct"], serde_json::json!(pcts), "{q}");
+        assert_eq!(q["any_source"], false, "{q}");
+        let points = doc["points"].as_array().expect("points");
+        let mut seen: Vec<(u64, Option<u64>)> = points
+            .iter()
+            .map(|p| {
+                assert_eq!(p["pattern"], format!("queue_{kind}").as_str(), "{p}");
+                assert_eq!(p["backend"], "mpi", "{p}");
+                assert_eq!(p["trials"], 20, "{p}");
+                assert!(p["one_way_us"]["median"].as_f64().unwrap() > 0.0, "{p}");
+                let l = p["queue_length"].as_u64().expect("queue_length");
+                let pct = p["traversed_pct"].as_u64();
+                match pct {
+                    Some(c) => assert_eq!(p["traversed"], l * c / 100, "{p}"),
+                    None => assert!(p.get("traversed").is_none(), "{p}"),
+                }
+                (l, pct)
+            })
+            .collect();
+        seen.sort_unstable();
+        let mut want: Vec<(u64, Option<u64>)> = if pcts.is_empty() {
+            vec![(0, None), (32, None)]
+        } else {
+            [0, 32]
+                .iter()
+                .flat_map(|&l| pcts.iter().map(move |&c| (l, Some(c))))
+                .collect()
+        };
+        want.sort_unstable();
+        assert_eq!(seen, want, "{kind}: one point per (length, pct)");
+        let lines = doc["queue"].as_array().expect("queue lines");
+        assert_eq!(lines.len(), pcts.len().max(1), "{kind}: {lines:?}");
+        for l in lines {
+            assert_eq!(l["backend"], "mpi", "{l}");
+            assert_eq!(l["all"]["points"], 2, "{l}");
+            assert!(l["all"]["slope_ns_per_entry"].is_number(), "{l}");
+        }
+    }
+}
+
 /// Seed 001's overhead experiments over MPI: the echo through a forwarding rank gives E, the
 /// rest R and the measured sums; S, F, U and A are named as not separable. And the
 /// interference streams through rank 0's program.

@@ -506,3 +506,50 @@ fn queue_without_a_subcommand_shows_both_and_exits_2() {
         assert!(stdout(&o).is_empty(), "{args:?}");
     }
 }
+
+/// Two lengths give each line two points, whose slope has no standard error (written as
+/// null): the document still reads back for `report` and `plot`.
+#[test]
+fn two_lengths_read_back_for_report_and_plot() {
+    let d = tmpdir("queue-two-lengths");
+    let m = machine(&d);
+    let j = d.join("r.json");
+    let doc = run_json(
+        &j,
+        &quick(&[
+            "queue",
+            "posted",
+            "--backend",
+            "sim",
+            "--sim-config",
+            m.to_str().unwrap(),
+            "--lengths",
+            "0,100",
+            "--traversed",
+            "100",
+        ]),
+    );
+    let lines = check_lines(&doc, "sim", &[100], &[8]);
+    let l = line(lines, 8, Some(100));
+    assert_eq!(l["all"]["points"], 2, "{l}");
+    let s = slope(l, "all");
+    assert!((s - MATCH_NS).abs() <= 0.02 * MATCH_NS, "{s}");
+    let o = run(&["report", j.to_str().unwrap()]);
+    assert_ok(&o);
+    let text = stdout(&o);
+    assert_grid(&text, &["100 %"], &[0, 100]);
+    assert!(text.contains("300.00 ns per entry (± undefined)"), "{text}");
+    let svg = d.join("two.svg");
+    let o = run(&[
+        "plot",
+        j.to_str().unwrap(),
+        "--kind",
+        "queue",
+        "-o",
+        svg.to_str().unwrap(),
+    ]);
+    assert_ok(&o);
+    assert!(std::fs::read_to_string(&svg)
+        .unwrap()
+        .contains("length 100: median"));
+}

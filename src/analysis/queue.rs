@@ -16,6 +16,7 @@
 use crate::analysis::document::Point;
 use crate::analysis::inference;
 use commbench_core::method::queue::QueueKind;
+use commbench_core::stats;
 use serde::{Deserialize, Serialize};
 
 /// What a line's x is.
@@ -36,12 +37,16 @@ pub struct EntryLine {
     /// Points fitted.
     pub points: usize,
     /// One-way time at x = 0, us.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
     pub intercept_us: f64,
     /// Added one-way time per entry, ns.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
     pub slope_ns_per_entry: f64,
     /// Standard error of the slope, ns (NaN with two points).
+    #[serde(deserialize_with = "stats::f64_or_nan")]
     pub se_slope_ns: f64,
     /// Largest absolute residual, us (seed 001 App. B's "max. error").
+    #[serde(deserialize_with = "stats::f64_or_nan")]
     pub max_err_us: f64,
 }
 
@@ -61,6 +66,7 @@ pub struct QueueLine {
     /// What x is.
     pub against: Against,
     /// The median one-way time (us) of the shortest queue measured.
+    #[serde(deserialize_with = "stats::f64_or_nan")]
     pub base_us: f64,
     /// The line through every point (`None` with fewer than two distinct x).
     pub all: Option<EntryLine>,

@@ -26,6 +26,7 @@ Examples:
   commbench pingpong --backend tcp --poll --sizes 1..4M:x2 --output out/
   commbench pingpong --backend sim --sim-config ncube7 --source 0 --dest 63
   commbench overhead --backend sim --sim-config ncube7   the six times of Krumme & Greenfield 1988
+  commbench queue posted --any-source         latency behind 0..1000 pre-posted receives
   commbench timer                             the clock's overhead and resolution
   mpirun -np 2 commbench pingpong --backend mpi,tcp,shm   (built with --features mpi)";
 

@@ -116,9 +116,9 @@ fn line_words(l: &EntryLine) -> String {
     format!(
         "{} ns per entry (± {}), {} us at none, max error {} us, {} points from {}",
         text(l.slope_ns_per_entry, Style::Decimals(2)),
-        text(l.se_slope_ns, Style::Decimals(2)),
+        text(l.se_slope_ns, Style::Significant),
         text(l.intercept_us, Style::Decimals(3)),
-        text(l.max_err_us, Style::Decimals(3)),
+        text(l.max_err_us, Style::Significant),
         l.points,
         l.from
     )

@@ -122,7 +122,8 @@ pub fn run_all<S: KernelSpec + Clone>(
     };
     let mut runs = Vec::new();
     for b in chosen {
-        let m = Measurement::new(spec.clone(), method.clone(), Some(progress)).with_stop(&signals::STOP);
+        let m = Measurement::new(spec.clone(), method.clone(), Some(progress))
+            .with_stop(&signals::STOP);
         crate::cli::run::track(b.name(), &m);
         let result = dispatch!(b, x => x.beside_mpi(&mj, &m));
         let mut failed = result.is_err();

@@ -21,12 +21,26 @@ fn num(x: f64) -> String {
     number(x, Style::Exact, CSV_UNDEFINED)
 }
 
+/// The columns a queue benchmark's document adds after [`HEADER`].
+pub const QUEUE_COLUMNS: &str = "queue_length,traversed_pct,traversed";
+
+/// An optional count: empty when absent.
+fn count<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(String::new, |x| x.to_string())
+}
+
 /// One CSV row per point (times in us as the pattern defines them: the one-way time of a
 /// ping-pong, the time per exchange, per message of a window, per transpose; rates in MB/s;
-/// an undefined value is empty).
+/// an undefined value is empty). A queue benchmark's document has three more columns,
+/// [`QUEUE_COLUMNS`] (`traversed_pct` and `traversed` empty for the unexpected queue).
 pub fn render(doc: &ResultDoc) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "{HEADER}");
+    let queue = doc.points.iter().any(|p| p.queue_length.is_some());
+    if queue {
+        let _ = writeln!(s, "{HEADER},{QUEUE_COLUMNS}");
+    } else {
+        let _ = writeln!(s, "{HEADER}");
+    }
     for p in &doc.points {
         let o = &p.one_way_us;
         let f = &p.filtered;
@@ -55,7 +69,17 @@ pub fn render(doc: &ResultDoc) -> String {
             num(f.one_way_us.median),
             num(f.one_way_us.mean),
         ];
-        let _ = writeln!(s, "{}", cells.join(","));
+        let _ = write!(s, "{}", cells.join(","));
+        if queue {
+            let _ = write!(
+                s,
+                ",{},{},{}",
+                count(p.queue_length),
+                count(p.traversed_pct),
+                count(p.traversed)
+            );
+        }
+        let _ = writeln!(s);
     }
     s
 }
@@ -71,5 +95,26 @@ mod tests {
         assert_eq!(field("plain"), "plain");
         assert_eq!(num(f64::NAN), "");
         assert_eq!(HEADER.split(',').count(), 23);
+    }
+
+    #[test]
+    fn queue_points_add_their_columns() {
+        use crate::analysis::testkit::{doc, point_of};
+        let plain = render(&doc(vec![point_of("pingpong", 8, vec![100; 5])]));
+        assert!(!plain.contains("queue_length"));
+        let mut q = point_of("queue_posted", 8, vec![100; 5]);
+        q.queue_length = Some(200);
+        q.traversed_pct = Some(25);
+        q.traversed = Some(50);
+        let mut u = point_of("queue_unexpected", 8, vec![100; 5]);
+        u.queue_length = Some(7);
+        let out = render(&doc(vec![q, u]));
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].ends_with(",queue_length,traversed_pct,traversed"));
+        assert!(lines[1].ends_with(",200,25,50"), "{}", lines[1]);
+        assert!(lines[2].ends_with(",7,,"), "{}", lines[2]);
+        for l in &lines {
+            assert_eq!(l.split(',').count(), 26);
+        }
     }
 }

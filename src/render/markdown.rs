@@ -73,10 +73,16 @@ fn points(s: &mut String, doc: &ResultDoc) {
                 p.pattern, p.size, p.backend
             ));
         }
+        // A queue benchmark's point names its queue beside the pattern.
+        let pattern = match (p.queue_length, p.traversed_pct) {
+            (Some(l), Some(pct)) => format!("{} (length {l}, {pct} % traversed)", p.pattern),
+            (Some(l), None) => format!("{} (length {l})", p.pattern),
+            _ => p.pattern.clone(),
+        };
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {} | {} | [{}, {}] | {} | {} | {} | {} | {} / {} |",
-            p.pattern,
+            pattern,
             p.backend,
             p.size,
             p.npp,

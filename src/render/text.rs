@@ -742,17 +742,20 @@ fn method_words(doc: &ResultDoc) -> String {
     )
 }
 
-/// The default report: what ran, one table per pattern and backend, the fit in brief.
-fn table_report(out: &mut String, doc: &ResultDoc, fits: &[FitSection]) {
+/// The default report's first lines: what ran where, with which settings, method and clock.
+fn report_head(
+    out: &mut String,
+    doc: &ResultDoc,
+    groups: &[(&str, Vec<&Point>)],
+    backends: &[&str],
+) {
     let env = &doc.environment;
-    let groups = by_pattern(&doc.points);
-    let backends = backends_of(&doc.points);
     let over = if backends.is_empty() {
         env.backend.clone()
     } else {
         backends.join(", ")
     };
-    let what = match groups.as_slice() {
+    let what = match groups {
         [(pattern, points)] => measured(pattern, points, doc).cited,
         _ => "measured".to_string(),
     };
@@ -784,6 +787,13 @@ fn table_report(out: &mut String, doc: &ResultDoc, fits: &[FitSection]) {
             t.samples
         );
     }
+}
+
+/// The default report: what ran, one table per pattern and backend, the fit in brief.
+fn table_report(out: &mut String, doc: &ResultDoc, fits: &[FitSection]) {
+    let groups = by_pattern(&doc.points);
+    let backends = backends_of(&doc.points);
+    report_head(out, doc, &groups, &backends);
     if doc.queue.is_some() {
         super::queue::render(out, doc);
         let _ = writeln!(out, "{CI_NOTE}");

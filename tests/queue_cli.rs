@@ -474,6 +474,8 @@ fn bad_queue_options_are_usage_errors_naming_the_flag() {
         (&["queue", "unexpected", "--lengths", ""], "--lengths"),
         (&["queue", "posted", "--sizes", "bad"], "--sizes"),
         (&["queue", "unexpected", "--sizes", "bad"], "--sizes"),
+        // One npp per queue set up: no npp study.
+        (&["queue", "posted", "--npp", "1,9"], "--npp"),
         // The fraction traversed is the posted queue's alone.
         (
             &["queue", "unexpected", "--traversed", "50"],
@@ -552,4 +554,56 @@ fn two_lengths_read_back_for_report_and_plot() {
     assert!(std::fs::read_to_string(&svg)
         .unwrap()
         .contains("length 100: median"));
+}
+
+/// `compare` matches a queue benchmark's points by their queue as well as their size, and
+/// `report --format csv` gives each point's queue; no Hockney line is fitted through queues.
+#[test]
+fn compare_and_csv_know_each_points_queue() {
+    let d = tmpdir("queue-compare");
+    let m = machine(&d);
+    let (a, b) = (d.join("a.json"), d.join("b.json"));
+    for j in [&a, &b] {
+        let doc = run_json(
+            j,
+            &quick(&[
+                "queue",
+                "posted",
+                "--backend",
+                "sim",
+                "--sim-config",
+                m.to_str().unwrap(),
+                "--lengths",
+                "0,64",
+                "--traversed",
+                "0,100",
+                "--sizes",
+                "8,64",
+            ]),
+        );
+        assert!(doc["fit"].is_null(), "no Hockney line through queues");
+    }
+    let o = run(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_ok(&o);
+    let text = stdout(&o);
+    for name in [
+        "queue_posted (length 0, 0 % traversed)",
+        "queue_posted (length 64, 0 % traversed)",
+        "queue_posted (length 0, 100 % traversed)",
+        "queue_posted (length 64, 100 % traversed)",
+    ] {
+        assert!(text.contains(name), "{name} missing from:\n{text}");
+    }
+    let o = run(&["report", a.to_str().unwrap(), "--format", "csv"]);
+    assert_ok(&o);
+    let csv = stdout(&o);
+    let mut lines = csv.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .ends_with(",queue_length,traversed_pct,traversed"));
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 8);
+    assert!(rows.iter().any(|r| r.ends_with(",64,100,64")), "{csv}");
+    assert!(rows.iter().any(|r| r.ends_with(",64,0,0")), "{csv}");
 }

@@ -1,6 +1,7 @@
 //! Comparing two sides, each one or more runs of a benchmark, size by size (beyond the seeds).
 //!
-//! Points are matched by `(pattern, size)`. For each pair the one-way times are recomputed
+//! Points are matched by `(pattern, size)` (a queue benchmark's pattern with its queue,
+//! [`Point::series`]). For each pair the one-way times are recomputed
 //! from the raw trials (`trial_ns / (trips_per_iteration x npp) / 1000`, us).
 //!
 //! **The run is the unit.** Trials of one run share the machine's state (where the ranks were
@@ -182,13 +183,14 @@ fn median_of(v: &[f64]) -> Option<f64> {
     stats::median(&s)
 }
 
-/// A point's identity across documents: `(pattern, size)`.
+/// A point's identity across documents: `(pattern, size)`, the pattern with its queue for a
+/// queue benchmark's point ([`Point::series`]).
 pub type Key = (String, u64);
 
 fn find<'a>(d: &'a ResultDoc, pattern: &str, size: u64) -> Option<&'a Point> {
     d.points
         .iter()
-        .find(|q| q.pattern == pattern && q.size == size)
+        .find(|q| q.size == size && q.series() == pattern)
 }
 
 /// `(pattern, size)` of the points only in `a` and only in `b`.
@@ -196,8 +198,8 @@ pub fn unmatched(a: &ResultDoc, b: &ResultDoc) -> (Vec<Key>, Vec<Key>) {
     let only = |x: &ResultDoc, y: &ResultDoc| {
         let mut keys: Vec<Key> = Vec::new();
         for p in &x.points {
-            let k = (p.pattern.clone(), p.size);
-            if find(y, &p.pattern, p.size).is_none() && !keys.contains(&k) {
+            let k = (p.series(), p.size);
+            if find(y, &k.0, p.size).is_none() && !keys.contains(&k) {
                 keys.push(k);
             }
         }
@@ -342,18 +344,19 @@ pub fn compare_runs(
     let mut pending: Vec<Pending> = Vec::new();
     let mut seen: Vec<Key> = Vec::new();
     for pa in &first_a.points {
-        let key = (pa.pattern.clone(), pa.size);
-        if seen.contains(&key) || find(first_b, &pa.pattern, pa.size).is_none() {
+        let key = (pa.series(), pa.size);
+        let name = key.0.clone();
+        if seen.contains(&key) || find(first_b, &name, pa.size).is_none() {
             continue;
         }
         seen.push(key);
         let (Some(sa), Some(sb)) = (
-            SideAt::gather(a, &pa.pattern, pa.size),
-            SideAt::gather(b, &pa.pattern, pa.size),
+            SideAt::gather(a, &name, pa.size),
+            SideAt::gather(b, &name, pa.size),
         ) else {
             continue;
         };
-        pending.push(compare_point(&pa.pattern, pa.size, &sa, &sb, iters, seed)?);
+        pending.push(compare_point(&name, pa.size, &sa, &sb, iters, seed)?);
     }
     if pending.is_empty() {
         return Err(nothing_in_common(first_a, first_b));
@@ -392,7 +395,7 @@ fn nothing_in_common(first_a: &ResultDoc, first_b: &ResultDoc) -> Error {
     let sizes = |d: &ResultDoc| {
         d.points
             .iter()
-            .map(|p| format!("{} {}", p.pattern, p.size))
+            .map(|p| format!("{} {}", p.series(), p.size))
             .collect::<Vec<_>>()
             .join(", ")
     };

@@ -389,6 +389,17 @@ impl Point {
         })
     }
 
+    /// What the point measured, for matching points across documents and naming them: the
+    /// pattern, with its queue for a queue benchmark's point (`queue_posted (length 200, 25 %
+    /// traversed)`, `queue_unexpected (length 50)`).
+    pub fn series(&self) -> String {
+        match (self.queue_length, self.traversed_pct) {
+            (Some(l), Some(pct)) => format!("{} (length {l}, {pct} % traversed)", self.pattern),
+            (Some(l), None) => format!("{} (length {l})", self.pattern),
+            _ => self.pattern.clone(),
+        }
+    }
+
     /// One-line warnings about what the statistics of this point hide: the `cut_coef`
     /// filter removed more than [`point::FILTER_WARN_FRACTION`] of the trials, the
     /// one-way times have more than one mode ([`point::modality`]; computed from the trial

@@ -446,10 +446,13 @@ fn fit_with_ci(
 
 /// Fit every pattern present in `points` to the median one-way time of each size, with the
 /// median's 95 % confidence interval kept per point. One [`FitSection`] per pattern (in
-/// order of first appearance) that has at least two distinct sizes.
+/// order of first appearance) that has at least two distinct sizes. A queue benchmark's points
+/// are left out: their sizes repeat over queues a line in the size cannot describe (their
+/// lines are against the queue, [`crate::analysis::queue`]).
 pub fn fit_points(points: &[Point], breakpoint: Breakpoint, ips: Option<f64>) -> Vec<FitSection> {
+    let points: Vec<&Point> = points.iter().filter(|p| p.queue_length.is_none()).collect();
     let mut patterns: Vec<&str> = Vec::new();
-    for p in points {
+    for p in &points {
         if !patterns.contains(&p.pattern.as_str()) {
             patterns.push(&p.pattern);
         }
@@ -457,7 +460,11 @@ pub fn fit_points(points: &[Point], breakpoint: Breakpoint, ips: Option<f64>) ->
     patterns
         .into_iter()
         .filter_map(|pat| {
-            let mine: Vec<&Point> = points.iter().filter(|p| p.pattern == pat).collect();
+            let mine: Vec<&Point> = points
+                .iter()
+                .copied()
+                .filter(|p| p.pattern == pat)
+                .collect();
             let sizes: Vec<u64> = mine.iter().map(|p| p.size).collect();
             let times: Vec<f64> = mine.iter().map(|p| p.one_way_us.median).collect();
             let cis: Vec<Interval> = mine.iter().map(|p| p.one_way_us.ci95_median).collect();

@@ -406,11 +406,12 @@ fn check_limits(
         .map_err(fail)
 }
 
-/// The most round trips one trial times: the npp given, or a generous guess for the npp
-/// calculated from the timer (seed 000 §3.3 asks a loop of 50 resolutions).
+/// The most round trips one trial times: the npp given, or, when it is calculated, the
+/// estimation's `npp_init` and a generous guess for the npp calculated from the timer (seed
+/// 000 §3.3 asks a loop of 50 resolutions).
 fn npp_bound(npp: &NppChoice) -> u64 {
     match npp {
-        NppChoice::Auto { .. } => 64,
+        NppChoice::Auto { npp_init, .. } => (*npp_init).max(64),
         other => other.fixed_values().into_iter().max().unwrap_or(1),
     }
 }
@@ -703,6 +704,13 @@ pub fn queue(
     };
     let a = q.common;
     let mut method = method(&a, sizes, false, given)?;
+    if let NppChoice::Study(_) = method.npp {
+        return Err(Fatal::usage(
+            "--npp: a queue benchmark takes one npp, not a list",
+            "give one value (--npp 1 is the paper's one round trip per queue set up), or leave \
+             --npp out to calculate it",
+        ));
+    }
     method.trials = a.trials.unwrap_or(1000);
     method.warmup = a.warmup.unwrap_or(10);
     let fit = FitArgs {

@@ -76,7 +76,7 @@ pub fn track<S: KernelSpec>(backend: &'static str, m: &Measurement<'_, S>) {
     if let Ok(mut live) = LIVE.lock() {
         live.push(Live {
             backend,
-            sizes: m.spec.sizes(&m.cfg).len(),
+            sizes: m.spec.steps(&m.cfg),
             collected: m.collected_handle(),
         });
     }

@@ -74,11 +74,7 @@ fn points(s: &mut String, doc: &ResultDoc) {
             ));
         }
         // A queue benchmark's point names its queue beside the pattern.
-        let pattern = match (p.queue_length, p.traversed_pct) {
-            (Some(l), Some(pct)) => format!("{} (length {l}, {pct} % traversed)", p.pattern),
-            (Some(l), None) => format!("{} (length {l})", p.pattern),
-            _ => p.pattern.clone(),
-        };
+        let pattern = p.series();
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {} | {} | [{}, {}] | {} | {} | {} | {} | {} / {} |",

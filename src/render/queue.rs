@@ -111,10 +111,10 @@ fn grid(out: &mut String, pts: &[&Point]) {
     }
 }
 
-/// `b ns per entry (± se), a us at none, max error e us, over k points`.
+/// `b ns per entry (± se), a us at 0 entries, max error e us, over k points`.
 fn line_words(l: &EntryLine) -> String {
     format!(
-        "{} ns per entry (± {}), {} us at none, max error {} us, {} points from {}",
+        "{} ns per entry (± {}), {} us at 0 entries, max error {} us, {} points from {}",
         text(l.slope_ns_per_entry, Style::Decimals(2)),
         text(l.se_slope_ns, Style::Significant),
         text(l.intercept_us, Style::Decimals(3)),

@@ -445,9 +445,14 @@ fn distribution(out: &mut String, p: &Point, m: &Measured) {
 
 /// Render one point as Appendix C does (and, in `Full`, its distribution).
 pub fn point(out: &mut String, p: &Point, m: &Measured, detail: Detail) {
+    let queue = match (p.queue_length, p.traversed_pct) {
+        (Some(l), Some(pct)) => format!(", queue length {l}, {pct} % traversed"),
+        (Some(l), None) => format!(", queue length {l}"),
+        _ => String::new(),
+    };
     let _ = writeln!(
         out,
-        "\n{} of {} over {}",
+        "\n{} of {} over {}{queue}",
         m.name,
         size_words(p.size),
         p.backend

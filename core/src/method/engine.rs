@@ -509,6 +509,12 @@ pub trait KernelSpec: Sync {
         cfg.sizes.clone()
     }
 
+    /// The points a run measures (its progress steps): one per size, unless the benchmark
+    /// measures every size more than once (a queue benchmark: once per queue).
+    fn steps(&self, cfg: &MethodConfig) -> usize {
+        self.sizes(cfg).len()
+    }
+
     /// What every rank runs: this rank's kernel over every size
     /// ([`Measurement::run_kernel`]). A benchmark made of several kernels in a row (seed 001's
     /// experiments) runs them itself with [`Measurement::start`] and

@@ -29,7 +29,7 @@
 //! Unexpected messages carry no data (0 bytes); every queue entry has its own tag.
 
 use crate::method::engine::{Kernel, KernelSpec, Measurement, Steps};
-use crate::method::limits::{human_bytes, try_with_capacity, try_zeroed};
+use crate::method::limits::{human_bytes, try_with_capacity, try_zeroed, PER_MESSAGE_OVERHEAD};
 use crate::method::MethodConfig;
 use crate::transport::error::{Error, Result, ResultExt};
 use crate::transport::{Completion, Endpoint, Rank, ReqId, Src, Tag, TagSel};
@@ -41,11 +41,16 @@ pub const TAG_LATENCY: Tag = 30;
 /// messages are all in its queue (per-sender order: they were sent before it), or the source
 /// has read its clock and the posted queue may be cleared.
 pub const TAG_READY: Tag = 31;
+/// Tag of the message with which `dest` releases the ranks that do not measure, once its
+/// queue is cleared.
+pub const TAG_DONE: Tag = 32;
 /// Queue entry `i` (a non-matching receive or an unexpected message) has tag
 /// `TAG_QUEUE_BASE + i`: below 32767, the least tag bound MPI guarantees.
 pub const TAG_QUEUE_BASE: Tag = 100;
 /// Longest queue: each entry has its own tag below 32767.
 pub const MAX_QUEUE_LENGTH: u64 = 16384;
+/// Most bytes the latency receives of one trial hold (each a buffer of the message size).
+pub const LATENCY_BYTES_MAX: u64 = 1 << 30;
 /// The default queue lengths of the seed's figures: 0 to 1000 entries.
 pub const DEFAULT_LENGTHS: &str = "0..1000:+100";
 /// The default fractions of the posted queue traversed (§3.1), per cent.
@@ -186,6 +191,10 @@ impl KernelSpec for QueueBench {
         Ok(QueueKernel::new(self, shape, me, cfg))
     }
 
+    fn steps(&self, cfg: &MethodConfig) -> usize {
+        self.shapes().len() * cfg.sizes.len()
+    }
+
     /// Every queue, each over every size, one after the other after one timer
     /// characterisation.
     fn run<E: Endpoint>(&self, m: &Measurement<'_, Self>, ep: &mut E) -> Result<()> {
@@ -294,6 +303,16 @@ impl QueueKernel {
             let r = ep.irecv(from, TagSel::Tag(queue_tag(i)), Vec::new())?;
             self.extra.push(r);
         }
+        let bytes = npp.saturating_mul(self.size.saturating_add(PER_MESSAGE_OVERHEAD));
+        if bytes > LATENCY_BYTES_MAX {
+            return Err(Error::Config(format!(
+                "{npp} latency receives of {} would hold {}: at most {} (fewer round trips \
+                 per trial or a smaller message)",
+                human_bytes(self.size),
+                human_bytes(bytes),
+                human_bytes(LATENCY_BYTES_MAX)
+            )));
+        }
         while (self.pool.len() as u64) < npp {
             let b = self.buffer()?;
             self.pool.push(b);
@@ -345,7 +364,9 @@ impl QueueKernel {
 
     /// Figure 2's set-up: `length` messages to the peer, which it has not posted receives
     /// for; then the source tells the dest, after them, that they were all sent. The dest's
-    /// handshake (after its own messages) tells the source the same.
+    /// handshake (after its own messages) tells the source the same. The sends are waited for
+    /// only when the peer has posted its clearing receives: MPI lets a standard send wait for
+    /// its match.
     fn send_unexpected(&mut self, ep: &mut impl Endpoint) -> Result<()> {
         let peer = self.peer();
         self.extra.clear();
@@ -353,10 +374,6 @@ impl QueueKernel {
             let r = ep.isend(peer, queue_tag(i), Vec::new())?;
             self.extra.push(r);
         }
-        self.done.clear();
-        ep.wait_all(&self.extra, &mut self.done)?;
-        self.done.clear();
-        self.extra.clear();
         if self.me == self.src {
             ep.send(self.dst, TAG_READY, Vec::new())?;
         } else {
@@ -365,18 +382,34 @@ impl QueueKernel {
         Ok(())
     }
 
-    /// Figure 2's clearing: a matching receive for each of the peer's unexpected messages.
+    /// Figure 2's clearing: a matching receive for each of the peer's unexpected messages,
+    /// then this rank's own unexpected sends collected.
     fn clear_unexpected(&mut self, ep: &mut impl Endpoint) -> Result<()> {
         let peer = Src::Rank(self.peer());
-        self.extra.clear();
-        for i in 0..self.shape.length {
-            let r = ep.irecv(peer, TagSel::Tag(queue_tag(i)), Vec::new())?;
-            self.extra.push(r);
+        let n = self.shape.length;
+        let mut recvs = try_with_capacity(n, || "the clearing receives".into())?;
+        for i in 0..n {
+            recvs.push(ep.irecv(peer, TagSel::Tag(queue_tag(i)), Vec::new())?);
         }
         self.done.clear();
+        ep.wait_all(&recvs, &mut self.done)?;
         ep.wait_all(&self.extra, &mut self.done)?;
         self.done.clear();
         self.extra.clear();
+        Ok(())
+    }
+
+    /// The end of a trial for the ranks that do not measure: they wait until the dest has
+    /// cleared its queue, so that their next barrier message cannot reach the dest (and walk
+    /// its queue) while the source is timing; the dest releases them.
+    fn hold_others(&mut self, ep: &mut impl Endpoint) -> Result<()> {
+        if !self.participant() {
+            ep.recv(Src::Rank(self.dst), TagSel::Tag(TAG_DONE), Vec::new())?;
+        } else if self.me == self.dst {
+            for r in (0..ep.size()).filter(|&r| r != self.src && r != self.dst) {
+                ep.send(r, TAG_DONE, Vec::new())?;
+            }
+        }
         Ok(())
     }
 
@@ -514,14 +547,15 @@ impl<E: Endpoint> Kernel<E> for QueueKernel {
     }
 
     fn after_timing(&mut self, ep: &mut E, _npp: u64) -> Result<()> {
-        if !self.participant() {
-            return Ok(());
+        if self.participant() {
+            match self.kind {
+                QueueKind::Posted => self.clear_posted(ep).phase("clearing the posted queue")?,
+                QueueKind::Unexpected => self
+                    .clear_unexpected(ep)
+                    .phase("clearing the unexpected queue")?,
+            }
         }
-        match self.kind {
-            QueueKind::Posted => self.clear_posted(ep).phase("clearing the posted queue"),
-            QueueKind::Unexpected => self
-                .clear_unexpected(ep)
-                .phase("clearing the unexpected queue"),
-        }
+        self.hold_others(ep)
+            .phase("releasing the ranks that do not measure")
     }
 }

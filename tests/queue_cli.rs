@@ -160,6 +160,18 @@ fn slope(l: &Value, which: &str) -> f64 {
         .unwrap_or_else(|| panic!("{which} slope of {l}"))
 }
 
+/// `commbench plot J --kind queue -o SVG`.
+fn plot_queue(j: &Path, svg: &Path) -> std::process::Output {
+    run(&[
+        "plot",
+        j.to_str().unwrap(),
+        "--kind",
+        "queue",
+        "-o",
+        svg.to_str().unwrap(),
+    ])
+}
+
 /// The grid of a text report: the header row of `columns` and one row per length.
 fn assert_grid(text: &str, columns: &[&str], lengths: &[u64]) {
     let head = text
@@ -252,14 +264,7 @@ fn posted_on_sim_recovers_the_matching_cost_per_traversed_entry() {
     }
     // The plot: one marker per point, named by its length.
     let svg = d.join("out.svg");
-    let o = run(&[
-        "plot",
-        j.to_str().unwrap(),
-        "--kind",
-        "queue",
-        "-o",
-        svg.to_str().unwrap(),
-    ]);
+    let o = plot_queue(&j, &svg);
     assert_ok(&o);
     let s = std::fs::read_to_string(&svg).expect("the SVG");
     assert!(
@@ -329,14 +334,7 @@ fn unexpected_on_sim_any_source_climbs_by_half_the_cost_once_no_longer_hidden() 
     assert_grid(&again, &["median"], &[0, 64, 128, 256]);
     assert!(again.contains("receives from any source"), "{again}");
     let svg = d.join("u.svg");
-    let o = run(&[
-        "plot",
-        j.to_str().unwrap(),
-        "--kind",
-        "queue",
-        "-o",
-        svg.to_str().unwrap(),
-    ]);
+    let o = plot_queue(&j, &svg);
     assert_ok(&o);
     let s = std::fs::read_to_string(&svg).expect("the SVG");
     for l in [0, 64, 128, 256] {
@@ -436,14 +434,7 @@ fn queue_plot_of_a_pingpong_document_is_a_usage_error() {
         doc["queue"]
     );
     let svg = d.join("q.svg");
-    let o = run(&[
-        "plot",
-        j.to_str().unwrap(),
-        "--kind",
-        "queue",
-        "-o",
-        svg.to_str().unwrap(),
-    ]);
+    let o = plot_queue(&j, &svg);
     assert_usage_output(&o, "queue", "plot --kind queue of a pingpong");
     assert_eq!(
         stderr(&o)
@@ -542,14 +533,7 @@ fn two_lengths_read_back_for_report_and_plot() {
     assert_grid(&text, &["100 %"], &[0, 100]);
     assert!(text.contains("300.00 ns per entry (± undefined)"), "{text}");
     let svg = d.join("two.svg");
-    let o = run(&[
-        "plot",
-        j.to_str().unwrap(),
-        "--kind",
-        "queue",
-        "-o",
-        svg.to_str().unwrap(),
-    ]);
+    let o = plot_queue(&j, &svg);
     assert_ok(&o);
     assert!(std::fs::read_to_string(&svg)
         .unwrap()

@@ -393,11 +393,20 @@ impl Point {
     /// pattern, with its queue for a queue benchmark's point (`queue_posted (length 200, 25 %
     /// traversed)`, `queue_unexpected (length 50)`).
     pub fn series(&self) -> String {
-        match (self.queue_length, self.traversed_pct) {
-            (Some(l), Some(pct)) => format!("{} (length {l}, {pct} % traversed)", self.pattern),
-            (Some(l), None) => format!("{} (length {l})", self.pattern),
-            _ => self.pattern.clone(),
+        match self.queue_words() {
+            Some(q) => format!("{} ({q})", self.pattern),
+            None => self.pattern.clone(),
         }
+    }
+
+    /// A queue benchmark's point's queue in words (`length 200, 25 % traversed`, `length
+    /// 50`); `None` for every other point.
+    pub fn queue_words(&self) -> Option<String> {
+        let l = self.queue_length?;
+        Some(match self.traversed_pct {
+            Some(pct) => format!("length {l}, {pct} % traversed"),
+            None => format!("length {l}"),
+        })
     }
 
     /// One-line warnings about what the statistics of this point hide: the `cut_coef`

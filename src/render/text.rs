@@ -445,11 +445,9 @@ fn distribution(out: &mut String, p: &Point, m: &Measured) {
 
 /// Render one point as Appendix C does (and, in `Full`, its distribution).
 pub fn point(out: &mut String, p: &Point, m: &Measured, detail: Detail) {
-    let queue = match (p.queue_length, p.traversed_pct) {
-        (Some(l), Some(pct)) => format!(", queue length {l}, {pct} % traversed"),
-        (Some(l), None) => format!(", queue length {l}"),
-        _ => String::new(),
-    };
+    let queue = p
+        .queue_words()
+        .map_or_else(String::new, |q| format!(", queue {q}"));
     let _ = writeln!(
         out,
         "\n{} of {} over {}{queue}",

@@ -299,10 +299,7 @@ impl QueueKernel {
         self.extra.clear();
         self.latency.clear();
         self.next = 0;
-        for i in 0..traversed {
-            let r = ep.irecv(from, TagSel::Tag(queue_tag(i)), Vec::new())?;
-            self.extra.push(r);
-        }
+        self.post_entries(ep, from, 0..traversed)?;
         let bytes = npp.saturating_mul(self.size.saturating_add(PER_MESSAGE_OVERHEAD));
         if bytes > LATENCY_BYTES_MAX {
             return Err(Error::Config(format!(
@@ -322,7 +319,18 @@ impl QueueKernel {
             let r = ep.irecv(from, TagSel::Tag(TAG_LATENCY), b)?;
             self.latency.push(r);
         }
-        for i in traversed..length {
+        self.post_entries(ep, from, traversed..length)
+    }
+
+    /// The queue's receives of entries `range` (no data, tags that the latency message
+    /// does not carry), kept to be cleared.
+    fn post_entries(
+        &mut self,
+        ep: &mut impl Endpoint,
+        from: Src,
+        range: std::ops::Range<u64>,
+    ) -> Result<()> {
+        for i in range {
             let r = ep.irecv(from, TagSel::Tag(queue_tag(i)), Vec::new())?;
             self.extra.push(r);
         }

@@ -559,6 +559,11 @@ impl ReqTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Post a receive with no buffer that no unexpected message matches.
+    fn queued(m: &mut Matcher, req: ReqId, src: Src, tag: TagSel) {
+        assert!(m.post_recv(req, src, tag, vec![]).is_none());
+    }
     use proptest::prelude::*;
 
     fn msg(m: &mut Matcher, src: Rank, tag: Tag, byte: u8, len: usize) {
@@ -607,9 +612,7 @@ mod tests {
     fn wildcard_tag_skips_control_tags() {
         let mut m = Matcher::new();
         msg(&mut m, 0, crate::transport::TAG_BARRIER, 0, 0);
-        assert!(m
-            .post_recv(ReqId(0), Src::Any, TagSel::Any, vec![])
-            .is_none());
+        queued(&mut m, ReqId(0), Src::Any, TagSel::Any);
         assert_eq!(m.unexpected_len(), 1);
     }
 
@@ -962,13 +965,9 @@ mod tests {
     fn exact_arrival_inspects_one_entry_behind_many() {
         let mut m = Matcher::new();
         for t in 0..1024 {
-            assert!(m
-                .post_recv(ReqId(t), Src::Rank(1), TagSel::Tag(t as Tag), vec![])
-                .is_none());
+            queued(&mut m, ReqId(t), Src::Rank(1), TagSel::Tag(t as Tag));
         }
-        assert!(m
-            .post_recv(ReqId(9999), Src::Rank(1), TagSel::Tag(5000), vec![])
-            .is_none());
+        queued(&mut m, ReqId(9999), Src::Rank(1), TagSel::Tag(5000));
         let s = m.searched();
         assert_eq!(m.match_arrival(1, 5000).unwrap().req, ReqId(9999));
         assert_eq!(m.searched() - s, 1);
@@ -986,13 +985,9 @@ mod tests {
     fn wildcard_source_arrival_walks() {
         let mut m = Matcher::new();
         for t in 0..1024 {
-            assert!(m
-                .post_recv(ReqId(t), Src::Any, TagSel::Tag(t as Tag), vec![])
-                .is_none());
+            queued(&mut m, ReqId(t), Src::Any, TagSel::Tag(t as Tag));
         }
-        assert!(m
-            .post_recv(ReqId(9999), Src::Any, TagSel::Tag(5000), vec![])
-            .is_none());
+        queued(&mut m, ReqId(9999), Src::Any, TagSel::Tag(5000));
         let s = m.searched();
         assert_eq!(m.match_arrival(1, 5000).unwrap().req, ReqId(9999));
         assert_eq!(m.searched() - s, 1025);
@@ -1001,13 +996,9 @@ mod tests {
     #[test]
     fn the_walk_stops_at_the_exact_candidate() {
         let mut m = Matcher::new();
-        assert!(m
-            .post_recv(ReqId(0), Src::Rank(1), TagSel::Tag(7), vec![])
-            .is_none());
+        queued(&mut m, ReqId(0), Src::Rank(1), TagSel::Tag(7));
         for t in 1..=500 {
-            assert!(m
-                .post_recv(ReqId(t), Src::Any, TagSel::Tag(7), vec![])
-                .is_none());
+            queued(&mut m, ReqId(t), Src::Any, TagSel::Tag(7));
         }
         let s = m.searched();
         assert_eq!(
@@ -1017,9 +1008,7 @@ mod tests {
         );
         assert_eq!(m.searched() - s, 1);
         // Now the exact receive comes after 500 wildcards: the oldest wildcard wins.
-        assert!(m
-            .post_recv(ReqId(600), Src::Rank(1), TagSel::Tag(7), vec![])
-            .is_none());
+        queued(&mut m, ReqId(600), Src::Rank(1), TagSel::Tag(7));
         let s = m.searched();
         assert_eq!(m.match_arrival(1, 7).unwrap().req, ReqId(1));
         assert_eq!(m.searched() - s, 2);
@@ -1087,9 +1076,7 @@ mod tests {
     fn empty_buckets_are_dropped_only_when_many() {
         let mut m = Matcher::new();
         for t in 0..3000 {
-            assert!(m
-                .post_recv(ReqId(t), Src::Rank(1), TagSel::Tag(t as Tag), vec![])
-                .is_none());
+            queued(&mut m, ReqId(t), Src::Rank(1), TagSel::Tag(t as Tag));
             msg(&mut m, 2, t as Tag, 0, 0);
         }
         for t in 0..3000 {
@@ -1097,18 +1084,14 @@ mod tests {
             let c = m.post_recv(ReqId(t as u64), Src::Rank(2), TagSel::Tag(t), vec![]);
             assert!(c.is_some());
         }
-        assert!(m
-            .post_recv(ReqId(0), Src::Rank(1), TagSel::Tag(0), vec![])
-            .is_none());
+        queued(&mut m, ReqId(0), Src::Rank(1), TagSel::Tag(0));
         msg(&mut m, 2, 0, 0, 0);
         assert_eq!(
             (m.exact.len(), m.arrived.len()),
             (3000, 3000),
             "known keys: kept"
         );
-        assert!(m
-            .post_recv(ReqId(1), Src::Rank(3), TagSel::Tag(0), vec![])
-            .is_none());
+        queued(&mut m, ReqId(1), Src::Rank(3), TagSel::Tag(0));
         msg(&mut m, 4, 0, 0, 0);
         assert_eq!(
             (m.exact.len(), m.arrived.len()),
@@ -1127,14 +1110,10 @@ mod tests {
 
         let mut m = Matcher::new();
         for t in 0..PRUNE_MIN as Tag {
-            assert!(m
-                .post_recv(ReqId(0), Src::Rank(1), TagSel::Tag(t), vec![])
-                .is_none());
+            queued(&mut m, ReqId(0), Src::Rank(1), TagSel::Tag(t));
             assert!(m.match_arrival(1, t).is_some());
         }
-        assert!(m
-            .post_recv(ReqId(0), Src::Rank(2), TagSel::Tag(0), vec![])
-            .is_none());
+        queued(&mut m, ReqId(0), Src::Rank(2), TagSel::Tag(0));
         assert_eq!(m.exact.len(), PRUNE_MIN + 1, "few buckets: kept");
     }
 

@@ -68,19 +68,6 @@ pub fn run_rank_over<P: Program>(
     run_on(TcpEndpoint::connect(rdv, token, cfg)?, p)
 }
 
-/// The run's token, refused when missing or too short to keep from being guessed.
-fn token_of(env: &RankEnv) -> Result<&str> {
-    let token = env.token.as_deref().ok_or_else(|| {
-        Error::Config(format!(
-            "no run token: set {} to the same secret on every rank ({})",
-            commbench_core::launch::ENV_TOKEN,
-            rendezvous::TOKEN_HINT
-        ))
-    })?;
-    rendezvous::check_token(token)?;
-    Ok(token)
-}
-
 /// All `n` ranks as threads of this process, connected over loopback (tests, conformance,
 /// benches). Every rank's output in rank order, or the error that most likely caused the
 /// failure (an error other than a lost peer, when there is one).
@@ -126,27 +113,14 @@ pub fn run_threads<P: Program>(n: u32, cfg: &TcpConfig, p: &P) -> Result<Vec<P::
         }
         out
     });
-    collect(results)
-}
-
-/// All outputs, or the most telling error.
-fn collect<T>(results: Vec<Result<T>>) -> Result<Vec<T>> {
-    if results.iter().all(Result::is_ok) {
-        return Ok(results.into_iter().flatten().collect());
-    }
-    let mut errs: Vec<Error> = results.into_iter().filter_map(Result::err).collect();
-    let i = errs
-        .iter()
-        .position(|e| !matches!(e.root(), Error::PeerLost { .. }))
-        .unwrap_or(0);
-    Err(errs.swap_remove(i))
+    commbench_core::launch::outputs_or_cause(results)
 }
 
 /// This process is one rank of a multi-process run (a child of the local launcher, or under
 /// mpirun/srun): bootstrap through `env.rendezvous` with `env.token` (rank 0 binds it), build
 /// the mesh, run `p`, and close cleanly.
 pub fn run_rank<P: Program>(env: &RankEnv, cfg: &TcpConfig, p: &P) -> Result<P::Output> {
-    let token = token_of(env)?;
+    let token = env.checked_token()?;
     let boot = Bootstrap::from_env(env, cfg.timeout).map_err(|e| e.in_phase("bootstrap"))?;
     rank_main(boot, token, cfg, p)
 }
@@ -165,7 +139,7 @@ pub fn run_rank_with_listener<P: Program>(
             env.rank
         )));
     }
-    let token = token_of(env)?;
+    let token = env.checked_token()?;
     let boot = listener
         .accept_all(env.size, token, cfg.timeout)
         .map_err(|e| e.in_phase("bootstrap"))?;

@@ -154,6 +154,33 @@ impl RankEnv {
     pub fn is_local_launcher(&self) -> bool {
         self.launcher == Launcher::Local
     }
+
+    /// The run's token, refused when missing or too short to keep from being guessed.
+    pub fn checked_token(&self) -> Result<&str> {
+        let token = self.token.as_deref().ok_or_else(|| {
+            Error::Config(format!(
+                "no run token: set {ENV_TOKEN} to the same secret on every rank ({})",
+                rendezvous::TOKEN_HINT
+            ))
+        })?;
+        rendezvous::check_token(token)?;
+        Ok(token)
+    }
+}
+
+/// Every rank's output of a run whose ranks are threads of this process, in rank order; or,
+/// when some failed, the error that most likely caused the failure: the first that is not a
+/// lost peer (a rank that lost its peer only saw the failure of another), else the first.
+pub fn outputs_or_cause<T>(results: Vec<Result<T>>) -> Result<Vec<T>> {
+    if results.iter().all(Result::is_ok) {
+        return Ok(results.into_iter().flatten().collect());
+    }
+    let mut errs: Vec<Error> = results.into_iter().filter_map(Result::err).collect();
+    let i = errs
+        .iter()
+        .position(|e| !matches!(e.root(), Error::PeerLost { .. }))
+        .unwrap_or(0);
+    Err(errs.swap_remove(i))
 }
 
 /// A fresh random token (128 bits from the OS) as hex, for local runs.

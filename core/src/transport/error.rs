@@ -28,9 +28,10 @@ pub enum Error {
         detail: String,
     },
     /// A message was longer than the receive buffer posted for it (MPI_ERR_TRUNCATE).
-    #[error("message truncated: {len} bytes from rank {source_rank} (tag {tag}) for a {cap}-byte receive buffer")]
+    #[error("message truncated: {} from rank {source_rank} (tag {tag}) for a {cap}-byte receive buffer", truncated_len(*len))]
     Truncated {
-        /// Bytes sent.
+        /// Bytes sent; 0 when the transport does not report the length (no message of 0
+        /// bytes is ever truncated).
         len: usize,
         /// Bytes the receive could hold.
         cap: usize,
@@ -204,5 +205,13 @@ impl<T> ResultExt<T> for Result<T> {
             Ok(v) => Ok(v),
             Err(e) => Err(e.in_phase(f())),
         }
+    }
+}
+
+/// How [`Error::Truncated`] words the length of the message.
+fn truncated_len(len: usize) -> String {
+    match len {
+        0 => "a longer message (the transport does not say how long)".into(),
+        n => format!("{n} bytes"),
     }
 }

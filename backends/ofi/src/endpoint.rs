@@ -1,0 +1,795 @@
+//! [`OfiEndpoint`]: the commbench data plane on a tagged FI_EP_RDM endpoint.
+//!
+//! Every operation owns a slot: its `fi_context2` (boxed, so its address is fixed while the
+//! provider holds it), the buffer moved in by the caller, and the state the completion queue
+//! sets. Tags carry the sender's rank in their upper 32 bits and commbench's tag in the lower
+//! 32, so that the provider matches source and tag and a wildcard is an ignore mask.
+
+use crate::fabric::{close_mr, Attrs, Fabric};
+use crate::sys::{self, backend_error, ffi, EAGAIN, EAVAIL};
+use crate::OfiConfig;
+use commbench_core::launch::affinity;
+use commbench_core::transport::{BackendInfo, OpKind, TAG_UB};
+use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Role, Src, Tag, TagSel};
+use std::collections::BTreeMap;
+use std::os::raw::c_void;
+use std::ptr;
+use std::time::{Duration, Instant};
+
+/// Completions read from the queue per `fi_cq_read`.
+const CQ_BATCH: usize = 16;
+/// Memory registrations kept for reuse (only when the provider asks for `FI_MR_LOCAL`).
+const MR_CACHE: usize = 64;
+/// Tests between two readings of the clock while waiting.
+const SPINS_PER_CLOCK_READ: u32 = 1024;
+
+/// The 64-bit tag of a message from `rank` with commbench tag `tag`.
+#[inline(always)]
+fn wire_tag(rank: Rank, tag: Tag) -> u64 {
+    (rank as u64) << 32 | tag as u64
+}
+
+/// The wire tag and ignore mask a receive selects with: source bits ignored for any rank,
+/// the low 30 bits ignored for any user tag (control tags, from [`TAG_UB`] = 2^30, have a
+/// bit above them set and never match).
+#[inline(always)]
+fn select(src: Src, tag: TagSel) -> (u64, u64) {
+    const _: () = assert!(TAG_UB == 1 << 30);
+    let (sbits, signore) = match src {
+        Src::Any => (0, 0xFFFF_FFFF_0000_0000u64),
+        Src::Rank(r) => ((r as u64) << 32, 0),
+    };
+    let (tbits, tignore) = match tag {
+        TagSel::Any => (0, (TAG_UB - 1) as u64),
+        TagSel::Tag(t) => (t as u64, 0),
+    };
+    (sbits | tbits, signore | tignore)
+}
+
+/// What the provider holds while an operation is outstanding: its context (the first field,
+/// so the context pointer is this struct's) and the slot it belongs to.
+#[repr(C)]
+struct OpCtx {
+    fi: ffi::fi_context2,
+    slot: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Free,
+    Posted,
+    Done,
+}
+
+struct Slot {
+    ctx: Box<OpCtx>,
+    gen: u32,
+    state: State,
+    kind: OpKind,
+    /// Destination of a send, source of a receive (`None`: any).
+    peer: Option<Rank>,
+    tag: Tag,
+    len: usize,
+    buf: Vec<u8>,
+    mr: Option<usize>,
+    err: Option<Error>,
+}
+
+/// A cached memory registration.
+struct Mr {
+    addr: usize,
+    len: usize,
+    mr: *mut ffi::fid_mr,
+    desc: *mut c_void,
+    inflight: u32,
+    used: u64,
+}
+
+/// One rank's libfabric endpoint. Created by the launch functions ([`crate::run_threads`],
+/// [`crate::run_rank`], ...), which exchange the addresses and close it cleanly.
+pub struct OfiEndpoint {
+    rank: Rank,
+    size: u32,
+    cfg: OfiConfig,
+    fab: Fabric,
+    addrs: Vec<u64>,
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    /// Registrations, when the provider needs them.
+    mrs: Vec<Option<Mr>>,
+    mr_clock: u64,
+    /// Messages below this many bytes go with `fi_tinject` (0: never).
+    inject_below: usize,
+    /// User-tag message sizes this rank sent, and whether each went with `fi_tinject`.
+    sent: BTreeMap<usize, bool>,
+    last_sent: usize,
+    pinned: Option<usize>,
+    affinity: Vec<usize>,
+    /// Receives posted and not yet completed: the provider holds at most `rx_size`.
+    posted_recvs: usize,
+    /// Why wildcard receives are refused on this provider ([`Attrs::wildcard_defect`]).
+    wildcard_defect: Option<String>,
+}
+
+impl std::fmt::Debug for OfiEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OfiEndpoint")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("provider", &self.fab.attrs.provider)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for OfiEndpoint {
+    fn drop(&mut self) {
+        // The endpoint closes (Fabric's Drop) after the registrations: no operation is
+        // outstanding once fi_close(ep) returns, but a registration may not outlive its domain.
+        for m in self.mrs.iter_mut().filter_map(Option::take) {
+            close_mr(m.mr);
+        }
+    }
+}
+
+impl OfiEndpoint {
+    /// Open this rank's endpoint; the caller then exchanges [`OfiEndpoint::name`]s and calls
+    /// [`OfiEndpoint::connect`].
+    pub(crate) fn open(
+        rank: Rank,
+        size: u32,
+        node: Option<String>,
+        cfg: &OfiConfig,
+    ) -> Result<Self> {
+        let cpu = affinity::cpu_for(&cfg.cpus, rank);
+        let affinity = affinity::pin(cpu)?;
+        let want = crate::fabric::Want {
+            provider: cfg.provider.clone(),
+            node,
+            rx_size: cfg.rx_size,
+        };
+        let fab = Fabric::open(&want, size)?;
+        let inject_below = if cfg.inject { fab.attrs.inject_size } else { 0 };
+        let wildcard_defect = fab.attrs.wildcard_defect();
+        Ok(OfiEndpoint {
+            rank,
+            size,
+            cfg: cfg.clone(),
+            fab,
+            addrs: Vec::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            mrs: Vec::new(),
+            mr_clock: 0,
+            inject_below,
+            sent: BTreeMap::new(),
+            last_sent: usize::MAX,
+            pinned: cpu,
+            affinity,
+            posted_recvs: 0,
+            wildcard_defect,
+        })
+    }
+
+    /// This endpoint's address, to give the other ranks.
+    pub(crate) fn name(&self) -> Result<Vec<u8>> {
+        self.fab.name()
+    }
+
+    /// Insert every rank's address (in rank order): the endpoint can then send.
+    pub(crate) fn connect(&mut self, names: &[Vec<u8>]) -> Result<()> {
+        if names.len() != self.size as usize {
+            return Err(Error::Protocol(format!(
+                "{} addresses for {} ranks",
+                names.len(),
+                self.size
+            )));
+        }
+        self.addrs = self.fab.insert(names)?;
+        Ok(())
+    }
+
+    /// The provider's attributes.
+    pub fn attrs(&self) -> &Attrs {
+        &self.fab.attrs
+    }
+
+    fn check_peer(&self, r: Rank, what: &str) -> Result<()> {
+        commbench_core::transport::error::check_rank(what, r, self.size)
+    }
+
+    /// A free slot for an operation, with its buffer.
+    fn take_slot(&mut self, kind: OpKind, peer: Option<Rank>, tag: Tag, buf: Vec<u8>) -> usize {
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                let i = self.slots.len();
+                self.slots.push(Slot {
+                    ctx: Box::new(OpCtx {
+                        fi: ffi::fi_context2::default(),
+                        slot: i,
+                    }),
+                    gen: 0,
+                    state: State::Free,
+                    kind,
+                    peer,
+                    tag,
+                    len: 0,
+                    buf: Vec::new(),
+                    mr: None,
+                    err: None,
+                });
+                i
+            }
+        };
+        let s = &mut self.slots[i];
+        s.gen = s.gen.wrapping_add(1);
+        s.state = State::Posted;
+        s.kind = kind;
+        s.peer = peer;
+        s.tag = tag;
+        s.len = buf.len();
+        s.buf = buf;
+        s.mr = None;
+        s.err = None;
+        i
+    }
+
+    fn req_of(&self, i: usize) -> ReqId {
+        ReqId((self.slots[i].gen as u64) << 32 | i as u64)
+    }
+
+    /// The slot of a request handle still outstanding or completed but not returned.
+    fn slot_of(&self, req: ReqId) -> Result<usize> {
+        let i = (req.0 & 0xFFFF_FFFF) as usize;
+        match self.slots.get(i) {
+            Some(s) if s.gen as u64 == req.0 >> 32 && s.state != State::Free => Ok(i),
+            _ => Err(Error::Invalid(format!(
+                "ofi: request {} is unknown or was already completed",
+                req.0
+            ))),
+        }
+    }
+
+    /// Give slot `i` back, with its registration's use.
+    fn release(&mut self, i: usize) -> Vec<u8> {
+        let s = &mut self.slots[i];
+        s.state = State::Free;
+        if s.kind == OpKind::Recv {
+            self.posted_recvs = self.posted_recvs.saturating_sub(1);
+        }
+        if let Some(m) =
+            s.mr.take()
+                .and_then(|m| self.mrs.get_mut(m))
+                .and_then(Option::as_mut)
+        {
+            m.inflight -= 1;
+        }
+        self.free.push(i);
+        std::mem::take(&mut self.slots[i].buf)
+    }
+
+    /// The descriptor for `len` bytes at `addr`: null unless the provider asks for
+    /// registration (`FI_MR_LOCAL`); then a cached registration covering them, or a new one.
+    fn desc(&mut self, slot: usize) -> Result<*mut c_void> {
+        if !self.fab.attrs.needs_mr() && !self.cfg.register {
+            return Ok(ptr::null_mut());
+        }
+        let (addr, len) = {
+            let b = &self.slots[slot].buf;
+            (b.as_ptr() as usize, b.len())
+        };
+        if len == 0 {
+            return Ok(ptr::null_mut());
+        }
+        self.mr_clock += 1;
+        let now = self.mr_clock;
+        let hit = self.mrs.iter().position(|m| {
+            m.as_ref()
+                .is_some_and(|m| m.addr <= addr && addr + len <= m.addr + m.len)
+        });
+        let i = match hit {
+            Some(i) => i,
+            None => self.new_mr(addr, len)?,
+        };
+        let Some(m) = self.mrs[i].as_mut() else {
+            return Err(backend_error("a memory registration vanished".into()));
+        };
+        m.inflight += 1;
+        m.used = now;
+        self.slots[slot].mr = Some(i);
+        Ok(m.desc)
+    }
+
+    /// Register a new region, evicting the least recently used idle one when the cache is
+    /// full.
+    fn new_mr(&mut self, addr: usize, len: usize) -> Result<usize> {
+        let (mr, desc) = self.fab.register(addr as *const u8, len, self.mr_clock)?;
+        let fresh = Mr {
+            addr,
+            len,
+            mr,
+            desc,
+            inflight: 0,
+            used: self.mr_clock,
+        };
+        if let Some(i) = self.mrs.iter().position(Option::is_none) {
+            self.mrs[i] = Some(fresh);
+            return Ok(i);
+        }
+        if self.mrs.len() >= MR_CACHE {
+            let victim = self
+                .mrs
+                .iter()
+                .enumerate()
+                .filter_map(|(i, m)| m.as_ref().filter(|m| m.inflight == 0).map(|m| (m.used, i)))
+                .min()
+                .map(|(_, i)| i);
+            if let Some(i) = victim {
+                if let Some(old) = self.mrs[i].replace(fresh) {
+                    close_mr(old.mr);
+                }
+                return Ok(i);
+            }
+        }
+        self.mrs.push(Some(fresh));
+        Ok(self.mrs.len() - 1)
+    }
+
+    /// Read the completion queue once: every completion found marks its slot done.
+    fn progress(&mut self) -> Result<()> {
+        let mut entries = [ffi::fi_cq_tagged_entry::default(); CQ_BATCH];
+        // SAFETY: the queue is open and `entries` has room for CQ_BATCH entries of the
+        // queue's format (FI_CQ_FORMAT_TAGGED).
+        let n = unsafe {
+            ffi::cb_fi_cq_read(self.fab.cq, entries.as_mut_ptr() as *mut c_void, CQ_BATCH)
+        };
+        if n > 0 {
+            for e in &entries[..n as usize] {
+                if let Some(i) = self.slot_of_context(e.op_context) {
+                    self.finish_slot(i, e.len, e.tag);
+                }
+            }
+            return Ok(());
+        }
+        match n {
+            0 | EAGAIN => Ok(()),
+            EAVAIL => self.read_error(),
+            rc => sys::check(rc as i64, "fi_cq_read"),
+        }
+    }
+
+    /// The slot whose context the provider handed back.
+    fn slot_of_context(&self, ctx: *mut c_void) -> Option<usize> {
+        if ctx.is_null() {
+            return None;
+        }
+        // SAFETY: the provider returns the context pointer of an operation this endpoint
+        // posted: a live boxed OpCtx (slots and their boxes live as long as the endpoint), whose
+        // `slot` field the provider never writes (it owns only `fi`).
+        let i = unsafe { (*(ctx as *const OpCtx)).slot };
+        let s = self.slots.get(i)?;
+        (ptr::eq(&*s.ctx as *const OpCtx, ctx as *const OpCtx) && s.state == State::Posted)
+            .then_some(i)
+    }
+
+    fn finish_slot(&mut self, i: usize, len: usize, tag: u64) {
+        let s = &mut self.slots[i];
+        s.state = State::Done;
+        if s.kind == OpKind::Recv {
+            s.len = len;
+            s.peer = Some((tag >> 32) as Rank);
+            s.tag = tag as Tag;
+        }
+    }
+
+    /// An error entry: its operation fails with libfabric's reason.
+    fn read_error(&mut self) -> Result<()> {
+        let mut e = ffi::fi_cq_err_entry::default();
+        // SAFETY: the queue is open and `e` is a zeroed error entry (err_data_size 0: the
+        // provider points err_data at its own buffer, valid until the next read).
+        let rc = unsafe { ffi::cb_fi_cq_readerr(self.fab.cq, &mut e, 0) };
+        if rc < 0 {
+            return if rc == EAGAIN {
+                Ok(())
+            } else {
+                sys::check(rc as i64, "fi_cq_readerr")
+            };
+        }
+        let text = self.provider_error_text(&e);
+        let Some(i) = self.slot_of_context(e.op_context) else {
+            return Err(backend_error(format!(
+                "{}: an operation failed: {text}",
+                self.fab.attrs.provider
+            )));
+        };
+        let s = &mut self.slots[i];
+        s.state = State::Done;
+        s.err = Some(match e.err.unsigned_abs() {
+            // Some providers (tcp;ofi_rxm) leave olen 0: the length is then unknown (len 0).
+            ffi::FI_ETRUNC if s.kind == OpKind::Recv => Error::Truncated {
+                len: if e.olen > 0 { s.buf.len() + e.olen } else { 0 },
+                cap: s.buf.len(),
+                source_rank: s.peer.unwrap_or((e.tag >> 32) as Rank),
+                tag: e.tag as Tag,
+            },
+            ffi::FI_ECONNREFUSED
+            | ffi::FI_ECONNRESET
+            | ffi::FI_ECONNABORTED
+            | ffi::FI_EHOSTUNREACH
+            | ffi::FI_ENOTCONN
+            | ffi::FI_EIO
+                if s.peer.is_some() =>
+            {
+                Error::PeerLost {
+                    peer: s.peer.unwrap_or(0),
+                    detail: text,
+                }
+            }
+            _ => backend_error(format!(
+                "{} of {} bytes {}: {text}",
+                if s.kind == OpKind::Send {
+                    "a send"
+                } else {
+                    "a receive"
+                },
+                s.buf.len(),
+                match (s.kind, s.peer) {
+                    (OpKind::Send, Some(p)) => format!("to rank {p}"),
+                    (_, Some(p)) => format!("from rank {p}"),
+                    _ => "from any rank".into(),
+                }
+            )),
+        });
+        Ok(())
+    }
+
+    /// libfabric's words for an error entry: `fi_strerror` of the error and the provider's
+    /// own (`fi_cq_strerror`).
+    fn provider_error_text(&self, e: &ffi::fi_cq_err_entry) -> String {
+        let mut buf = [0 as std::os::raw::c_char; 256];
+        // SAFETY: the queue is open; err_data is what the provider gave with this entry;
+        // `buf` has room for its length and the result is NUL-terminated or null.
+        let p = unsafe {
+            ffi::cb_fi_cq_strerror(
+                self.fab.cq,
+                e.prov_errno,
+                e.err_data,
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        // SAFETY: null or a NUL-terminated string in `buf` or the provider's storage.
+        let prov = unsafe { sys::text(p) };
+        let base = sys::strerror(e.err as i64);
+        if prov.is_empty() || prov == base {
+            base
+        } else {
+            format!("{base} ({prov})")
+        }
+    }
+
+    /// Call `post` until it does not say `-FI_EAGAIN`, reading completions between tries, at
+    /// most the timeout; `what` names the operation in the timeout.
+    #[inline(always)]
+    fn retry(
+        &mut self,
+        what: &dyn Fn(&Self) -> String,
+        mut post: impl FnMut(&Self) -> isize,
+    ) -> Result<()> {
+        let mut start: Option<Instant> = None;
+        let mut spins: u32 = 0;
+        loop {
+            let rc = post(self);
+            if rc != EAGAIN {
+                return sys::check(rc as i64, "posting an operation")
+                    .map_err(|e| backend_error(format!("{}: {}", what(self), e.root())));
+            }
+            self.progress()?;
+            spins = spins.wrapping_add(1);
+            if spins % SPINS_PER_CLOCK_READ == 0 {
+                let t = *start.get_or_insert_with(Instant::now);
+                if t.elapsed() > self.cfg.timeout {
+                    return Err(Error::Timeout {
+                        rank: self.rank,
+                        what: what(self),
+                        timeout: self.cfg.timeout,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Note the size of a user-tag send and whether it was injected (once per change of size,
+    /// so a loop of one size pays one comparison).
+    #[inline(always)]
+    fn note_sent(&mut self, tag: Tag, len: usize, inject: bool) {
+        if tag < TAG_UB && len != self.last_sent {
+            self.last_sent = len;
+            self.sent.insert(len, inject);
+        }
+    }
+
+    /// Send with `fi_tinject`: the buffer is free again on return, and no completion comes.
+    fn inject(&mut self, dest: Rank, tag: Tag, buf: &[u8]) -> Result<()> {
+        let (ep, addr, wt) = (
+            self.fab.ep,
+            self.addrs[dest as usize],
+            wire_tag(self.rank, tag),
+        );
+        let (p, len) = (buf.as_ptr(), buf.len());
+        self.retry(
+            &|_| format!("rank {dest} to take a {len}-byte message (fi_tinject)"),
+            // SAFETY: the endpoint is open; fi_tinject copies `len` bytes of `buf`, which
+            // outlives the call, before it returns.
+            |_| unsafe { ffi::cb_fi_tinject(ep, p as *const c_void, len, addr, wt) },
+        )?;
+        self.note_sent(tag, len, true);
+        Ok(())
+    }
+
+    fn timeout_error(&self, req: ReqId) -> Error {
+        let what = match self.slot_of(req).map(|i| &self.slots[i]) {
+            Ok(s) => match (s.kind, s.peer) {
+                (OpKind::Recv, Some(p)) => format!("a message from rank {p} (request {})", req.0),
+                (OpKind::Recv, None) => format!("a message from any rank (request {})", req.0),
+                (OpKind::Send, p) => {
+                    format!("rank {} to take a send (request {})", p.unwrap_or(0), req.0)
+                }
+            },
+            Err(_) => format!("request {}", req.0),
+        };
+        Error::Timeout {
+            rank: self.rank,
+            what,
+            timeout: self.cfg.timeout,
+        }
+    }
+
+    /// The completion of slot `i` if it is done (its slot given back), else `None`.
+    #[inline(always)]
+    fn take_done(&mut self, i: usize) -> Result<Option<Completion>> {
+        if self.slots[i].state != State::Done {
+            return Ok(None);
+        }
+        let (kind, peer, tag, len) = {
+            let s = &self.slots[i];
+            (s.kind, s.peer.unwrap_or(0), s.tag, s.len)
+        };
+        let err = self.slots[i].err.take();
+        let buf = self.release(i);
+        if let Some(e) = err {
+            return Err(e);
+        }
+        Ok(Some(match kind {
+            OpKind::Send => Completion::send(buf, peer, tag),
+            OpKind::Recv => Completion::recv(buf, peer, tag, len),
+        }))
+    }
+}
+
+impl Endpoint for OfiEndpoint {
+    commbench_core::endpoint_identity! {
+        backend: "ofi", rank: rank, size: size, timeout: cfg.timeout
+    }
+
+    fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
+        self.check_peer(dest, "send to")?;
+        if buf.len() < self.inject_below {
+            self.inject(dest, tag, &buf)?;
+            let i = self.take_slot(OpKind::Send, Some(dest), tag, buf);
+            self.slots[i].state = State::Done;
+            return Ok(self.req_of(i));
+        }
+        let i = self.take_slot(OpKind::Send, Some(dest), tag, buf);
+        let desc = match self.desc(i) {
+            Ok(d) => d,
+            Err(e) => {
+                self.release(i);
+                return Err(e);
+            }
+        };
+        let (ep, addr, wt) = (
+            self.fab.ep,
+            self.addrs[dest as usize],
+            wire_tag(self.rank, tag),
+        );
+        let (p, len) = (self.slots[i].buf.as_ptr(), self.slots[i].buf.len());
+        let ctx = &mut self.slots[i].ctx.fi as *mut ffi::fi_context2 as *mut c_void;
+        let posted = self.retry(
+            &|_| format!("rank {dest} to take a {len}-byte message (fi_tsend)"),
+            // SAFETY: the endpoint is open; the buffer and the context stay owned by slot `i`
+            // (moved nowhere, freed nowhere) until its completion is read.
+            |_| unsafe { ffi::cb_fi_tsend(ep, p as *const c_void, len, desc, addr, wt, ctx) },
+        );
+        if let Err(e) = posted {
+            self.release(i);
+            return Err(e);
+        }
+        self.note_sent(tag, len, false);
+        Ok(self.req_of(i))
+    }
+
+    fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
+        if let Src::Rank(r) = src {
+            self.check_peer(r, "receive from")?;
+        }
+        let peer = match src {
+            Src::Any => None,
+            Src::Rank(r) => Some(r),
+        };
+        if let (Some(why), true) = (&self.wildcard_defect, peer.is_none() || tag == TagSel::Any) {
+            return Err(Error::Config(why.clone()));
+        }
+        let t = match tag {
+            TagSel::Tag(t) => t,
+            TagSel::Any => 0,
+        };
+        let i = self.take_slot(OpKind::Recv, peer, t, buf);
+        self.posted_recvs += 1;
+        let desc = match self.desc(i) {
+            Ok(d) => d,
+            Err(e) => {
+                self.release(i);
+                return Err(e);
+            }
+        };
+        let (wt, ignore) = select(src, tag);
+        let ep = self.fab.ep;
+        let (p, len) = (self.slots[i].buf.as_mut_ptr(), self.slots[i].buf.len());
+        let ctx = &mut self.slots[i].ctx.fi as *mut ffi::fi_context2 as *mut c_void;
+        let posted = self.retry(
+            &|me| {
+                format!(
+                    "room to post a receive ({} posted; the provider's receive queue holds {})",
+                    me.posted_recvs - 1,
+                    me.fab.attrs.rx_size
+                )
+            },
+            // SAFETY: the endpoint is open; the buffer (len writable bytes) and the context
+            // stay owned by slot `i` until its completion is read.
+            |_| unsafe {
+                ffi::cb_fi_trecv(
+                    ep,
+                    p as *mut c_void,
+                    len,
+                    desc,
+                    sys::FI_ADDR_UNSPEC,
+                    wt,
+                    ignore,
+                    ctx,
+                )
+            },
+        );
+        if let Err(e) = posted {
+            self.release(i);
+            return Err(e);
+        }
+        Ok(self.req_of(i))
+    }
+
+    #[inline]
+    fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
+        let i = self.slot_of(req)?;
+        if self.slots[i].state == State::Posted {
+            self.progress()?;
+        }
+        self.take_done(i)
+    }
+
+    #[inline]
+    fn wait(&mut self, req: ReqId) -> Result<Completion> {
+        let i = self.slot_of(req)?;
+        let mut start: Option<Instant> = None;
+        let mut spins: u32 = 0;
+        loop {
+            if let Some(c) = self.take_done(i)? {
+                return Ok(c);
+            }
+            self.progress()?;
+            spins = spins.wrapping_add(1);
+            if spins % SPINS_PER_CLOCK_READ == 0 {
+                let t = *start.get_or_insert_with(Instant::now);
+                if t.elapsed() > self.cfg.timeout {
+                    return Err(self.timeout_error(req));
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn send(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<Vec<u8>> {
+        if buf.len() < self.inject_below {
+            self.check_peer(dest, "send to")?;
+            self.inject(dest, tag, &buf)?;
+            return Ok(buf);
+        }
+        let r = self.isend(dest, tag, buf)?;
+        Ok(self.wait(r)?.buf)
+    }
+
+    /// The loop fi_pingpong runs: the initiator posts its receive before it injects, so the
+    /// reply always meets a posted receive; above the inject size it sends, waits for the
+    /// send's completion, then receives.
+    fn pingpong(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        buf: &mut Vec<u8>,
+        n: u64,
+        role: Role,
+    ) -> Result<()> {
+        self.check_peer(peer, "ping-pong with")?;
+        let inject = buf.len() < self.inject_below;
+        for _ in 0..n {
+            let b = std::mem::take(buf);
+            *buf = match (role, inject) {
+                (Role::Initiator, true) => {
+                    let r = self.irecv(Src::Rank(peer), TagSel::Tag(tag), b)?;
+                    let i = self.slot_of(r)?;
+                    let p = self.slots[i].buf.as_ptr();
+                    let len = self.slots[i].buf.len();
+                    // SAFETY: the buffer is owned by slot `i` and not written before the
+                    // reply arrives, which cannot happen before fi_tinject has copied it (the
+                    // peer replies only after receiving this message).
+                    let bytes = unsafe { std::slice::from_raw_parts(p, len) };
+                    self.inject(peer, tag, bytes)?;
+                    self.wait(r)?.buf
+                }
+                (Role::Initiator, false) => {
+                    let b = self.send(peer, tag, b)?;
+                    self.recv(Src::Rank(peer), TagSel::Tag(tag), b)?.buf
+                }
+                (Role::Echo, _) => {
+                    let b = self.recv(Src::Rank(peer), TagSel::Tag(tag), b)?.buf;
+                    self.send(peer, tag, b)?
+                }
+            };
+        }
+        Ok(())
+    }
+
+    fn info(&self) -> BackendInfo {
+        crate::info::describe(self)
+    }
+}
+
+impl OfiEndpoint {
+    pub(crate) fn cfg(&self) -> &OfiConfig {
+        &self.cfg
+    }
+    pub(crate) fn inject_below(&self) -> usize {
+        self.inject_below
+    }
+    pub(crate) fn sent(&self) -> &BTreeMap<usize, bool> {
+        &self.sent
+    }
+    pub(crate) fn pinning(&self) -> (Option<usize>, &[usize]) {
+        (self.pinned, &self.affinity)
+    }
+    /// How long waits last.
+    pub fn timeout(&self) -> Duration {
+        self.cfg.timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_never_match_control_tags() {
+        let (t, ignore) = select(Src::Any, TagSel::Any);
+        for (rank, tag) in [(0u32, 0u32), (3, 7), (u32::MAX, TAG_UB - 1)] {
+            assert_eq!(wire_tag(rank, tag) & !ignore, t & !ignore);
+        }
+        for tag in [TAG_UB, TAG_UB + 1, TAG_UB + 4, u32::MAX] {
+            assert_ne!(wire_tag(2, tag) & !ignore, t & !ignore, "tag {tag}");
+        }
+        let (t, ignore) = select(Src::Rank(5), TagSel::Tag(9));
+        assert_eq!(ignore, 0);
+        assert_eq!(t, wire_tag(5, 9));
+        let (t, ignore) = select(Src::Rank(5), TagSel::Any);
+        assert_eq!(wire_tag(5, 123) & !ignore, t & !ignore);
+        assert_ne!(wire_tag(4, 123) & !ignore, t & !ignore);
+    }
+}

@@ -1,0 +1,145 @@
+//! Start-up: [`OfiConfig`], and the ways a rank comes to run a [`Program`] on a libfabric
+//! endpoint. Every way opens the endpoint, exchanges the endpoints' addresses over the
+//! control plane that started the ranks (the tcp rendezvous, or MPI under mpirun), runs the
+//! program, and ends with a barrier on that control plane so that no rank closes its endpoint
+//! while another still runs.
+
+use crate::endpoint::OfiEndpoint;
+use commbench_core::launch::rendezvous::{self, Bootstrap, Listener, Rendezvous};
+use commbench_core::launch::RankEnv;
+use commbench_core::transport::Program;
+use commbench_core::{Error, Result};
+use std::time::Duration;
+
+/// How an ofi endpoint runs.
+#[derive(Debug, Clone)]
+pub struct OfiConfig {
+    /// The libfabric provider (`shm`, `tcp;ofi_rxm`, `udp;ofi_rxd`, ...); `None`: libfabric's
+    /// first choice for a tagged RDM endpoint (the `FI_PROVIDER` variable narrows it).
+    pub provider: Option<String>,
+    /// How long a wait (or a bootstrap step) may see no completion before it is an error.
+    pub timeout: Duration,
+    /// CPUs to pin ranks to: rank `i` goes to `cpus[i % len]`; empty: no pinning.
+    pub cpus: Vec<usize>,
+    /// Send messages below the provider's inject size with `fi_tinject`, as fi_pingpong does.
+    pub inject: bool,
+    /// Register buffers even when the provider does not ask for `FI_MR_LOCAL`.
+    pub register: bool,
+    /// Receive-queue entries to ask the provider for (0: its default): the most receives
+    /// that can be posted at once.
+    pub rx_size: usize,
+}
+
+impl Default for OfiConfig {
+    fn default() -> Self {
+        OfiConfig {
+            provider: None,
+            timeout: Duration::from_secs(30),
+            cpus: Vec::new(),
+            inject: true,
+            register: false,
+            rx_size: 0,
+        }
+    }
+}
+
+/// Open the endpoint, exchange addresses over `rdv`, run `p`, and meet the others at the end.
+fn rank_main<P: Program>(rdv: &mut dyn Rendezvous, cfg: &OfiConfig, p: &P) -> Result<P::Output> {
+    let node = rdv.local_ip().map(|ip| ip.to_string());
+    let mut ep = OfiEndpoint::open(rdv.rank(), rdv.size(), node, cfg)
+        .map_err(|e| e.in_phase("opening the libfabric endpoint"))?;
+    let names = rdv
+        .allgather(&ep.name()?)
+        .map_err(|e| e.in_phase("exchanging endpoint addresses"))?;
+    ep.connect(&names)
+        .map_err(|e| e.in_phase("inserting the endpoint addresses"))?;
+    rdv.barrier().map_err(|e| e.in_phase("bootstrap"))?;
+    let out = p.run(&mut ep)?;
+    rdv.barrier()
+        .map_err(|e| e.in_phase("the closing barrier"))?;
+    drop(ep);
+    Ok(out)
+}
+
+/// This process is one rank of a run whose ranks met through another rendezvous (MPI under
+/// `mpirun`, so that ofi measures the same processes as the MPI backend).
+pub fn run_rank_over<P: Program>(
+    rdv: &mut dyn Rendezvous,
+    cfg: &OfiConfig,
+    p: &P,
+) -> Result<P::Output> {
+    rank_main(rdv, cfg, p)
+}
+
+/// All `n` ranks as threads of this process, meeting over loopback (tests, benches). Every
+/// rank's output in rank order, or the error that most likely caused the failure.
+pub fn run_threads<P: Program>(n: u32, cfg: &OfiConfig, p: &P) -> Result<Vec<P::Output>> {
+    if n == 0 {
+        return Err(Error::Invalid("a run of 0 ranks".into()));
+    }
+    let token = commbench_core::launch::new_token()?;
+    let listener = Bootstrap::listen("127.0.0.1:0")?;
+    let addr = listener.local_addr().to_string();
+    let results: Vec<Result<P::Output>> = std::thread::scope(|sc| {
+        let (token, addr) = (&token, &addr);
+        let handles: Vec<_> = (1..n)
+            .map(|r| {
+                std::thread::Builder::new()
+                    .name(format!("ofi-rank-{r}"))
+                    .spawn_scoped(sc, move || {
+                        let mut boot = Bootstrap::connect(addr, r, n, token, cfg.timeout)?;
+                        rank_main(&mut boot, cfg, p)
+                    })
+            })
+            .collect();
+        let mut out = Vec::with_capacity(n as usize);
+        out.push(
+            listener
+                .accept_all(n, token, cfg.timeout)
+                .and_then(|mut b| rank_main(&mut b, cfg, p)),
+        );
+        for (i, h) in handles.into_iter().enumerate() {
+            out.push(match h {
+                Ok(h) => h.join().unwrap_or_else(|_| {
+                    Err(Error::Backend {
+                        backend: "ofi",
+                        message: format!("rank {} panicked", i + 1),
+                    })
+                }),
+                Err(e) => Err(Error::io("starting a rank thread", e)),
+            });
+        }
+        out
+    });
+    commbench_core::launch::outputs_or_cause(results)
+}
+
+/// This process is one rank of a multi-process run (a child of the local launcher, or under
+/// mpirun/srun, or started by hand): meet the others at `env.rendezvous` with `env.token`.
+pub fn run_rank<P: Program>(env: &RankEnv, cfg: &OfiConfig, p: &P) -> Result<P::Output> {
+    env.checked_token()?;
+    let mut boot = Bootstrap::from_env(env, cfg.timeout).map_err(|e| e.in_phase("bootstrap"))?;
+    rank_main(&mut boot, cfg, p)
+}
+
+/// Rank 0 of a local launch: `listener` was bound (with [`Bootstrap::listen`]) before the
+/// other ranks were spawned with its address; accept them, then run as [`run_rank`].
+pub fn run_rank_with_listener<P: Program>(
+    listener: Listener,
+    env: &RankEnv,
+    cfg: &OfiConfig,
+    p: &P,
+) -> Result<P::Output> {
+    if env.rank != 0 {
+        return Err(Error::Invalid(format!(
+            "rank {} cannot hold the rendezvous (rank 0 does)",
+            env.rank
+        )));
+    }
+    let token = env.checked_token()?;
+    rendezvous::check_token(token)?;
+    let mut boot = listener
+        .accept_all(env.size, token, cfg.timeout)
+        .map_err(|e| e.in_phase("bootstrap"))?;
+    rank_main(&mut boot, cfg, p)
+}

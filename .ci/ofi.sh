@@ -2,7 +2,7 @@
 # The libfabric part of CI (issue 15), called by .ci/run: install libfabric's headers when
 # missing, then build the opt-in ofi backend and run its tests: the conformance suite on the
 # shm and tcp;ofi_rxm providers (2, 3 and 4 ranks), with and without inject, with registered
-# buffers. A minute or two on two cores.
+# buffers; then the CLI built with `--features ofi` and its ofi tests. A few minutes on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,3 +21,8 @@ fi_info -t FI_EP_RDM -c FI_TAGGED 2>/dev/null | awk '/provider:/ {print $2}' | s
 
 cargo clippy -p commbench-ofi --all-targets -- -D warnings
 timeout 600 cargo test -p commbench-ofi
+
+# The CLI over libfabric: runs on shm and tcp;ofi_rxm, an absent provider refused (exit 2),
+# a killed peer named within the timeout.
+cargo build --features ofi
+timeout 600 cargo test --features ofi --test cli ofi

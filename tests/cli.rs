@@ -324,16 +324,15 @@ fn children_of(pid: u32) -> Vec<u32> {
     out
 }
 
-/// A peer killed mid-run ends the run with exit 1, an error naming it, and the sizes already
+/// A peer killed mid-run (`backend`: `--backend NAME` and its options) ends the run with exit 1, an error naming it, and the sizes already
 /// measured still written.
-pub fn killed_peer_gives_error_and_partial_results(backend: &str) {
-    let d = tmpdir(&format!("killed-{backend}"));
+pub fn killed_peer_gives_error_and_partial_results(backend: &[&str]) {
+    let d = tmpdir(&format!("killed-{}", backend[1].replace(';', "-")));
     let sizes: Vec<String> = (1..=400).map(|s| s.to_string()).collect();
     let mut c = commbench(&[])
+        .arg("pingpong")
+        .args(backend)
         .args([
-            "pingpong",
-            "--backend",
-            backend,
             "--trials",
             "200",
             "--samples",
@@ -392,12 +391,12 @@ pub fn killed_peer_gives_error_and_partial_results(backend: &str) {
 
 #[test]
 fn tcp_killed_peer() {
-    killed_peer_gives_error_and_partial_results("tcp");
+    killed_peer_gives_error_and_partial_results(&["--backend", "tcp"]);
 }
 
 #[test]
 fn shm_killed_peer() {
-    killed_peer_gives_error_and_partial_results("shm");
+    killed_peer_gives_error_and_partial_results(&["--backend", "shm"]);
 }
 
 fn nix_kill(pid: u32) -> std::io::Result<()> {
@@ -824,5 +823,69 @@ fn a_closed_standard_output_is_not_a_crash() {
         let e = stderr(&o);
         assert!(!e.contains("panicked"), "{args:?}: {e}");
         assert!(o.status.code() == Some(0), "{args:?}: {:?} {e}", o.status);
+    }
+}
+
+/// The libfabric backend (`--features ofi`): a run on each provider CI tests, its result
+/// naming the provider and the sizes injected, a provider that is not there refused with the
+/// list of those that are, and a killed peer named within the timeout.
+#[cfg(feature = "ofi")]
+mod ofi {
+    use super::*;
+
+    #[test]
+    fn runs_on_shm_and_tcp_recording_the_provider_and_inject() {
+        for provider in ["shm", "tcp;ofi_rxm"] {
+            let d = tmpdir(&format!("ofi-{}", provider.replace(';', "-")));
+            let out = run(&[
+                "pingpong",
+                "--backend",
+                "ofi",
+                "--ofi-provider",
+                provider,
+                "--sizes",
+                "8,100000",
+                "--trials",
+                "50",
+                "--quiet",
+                "--output",
+                d.to_str().unwrap(),
+            ]);
+            assert!(out.status.success(), "{provider}: {out:?}");
+            let doc = read_json(&d.join("result.json"));
+            let info = &doc["environment"]["backend_info"];
+            assert_eq!(info["provider"], provider, "{info}");
+            let inject = info["inject_size"].as_u64().unwrap();
+            assert!(inject > 8 && inject < 100_000, "{info}");
+            let sends = info["sends"].as_array().unwrap();
+            let injected = |bytes: u64| {
+                sends
+                    .iter()
+                    .find(|s| s["bytes"] == bytes)
+                    .map(|s| s["inject"].as_bool().unwrap())
+            };
+            assert_eq!(injected(8), Some(true), "{info}");
+            assert_eq!(injected(100_000), Some(false), "{info}");
+        }
+    }
+
+    #[test]
+    fn an_absent_provider_is_bad_usage_listing_the_available_ones() {
+        let out = run(&[
+            "pingpong",
+            "--backend",
+            "ofi",
+            "--ofi-provider",
+            "no-such-provider",
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("no provider `no-such-provider`"), "{err}");
+        assert!(err.contains("available:") && err.contains("shm"), "{err}");
+    }
+
+    #[test]
+    fn ofi_killed_peer() {
+        killed_peer_gives_error_and_partial_results(&["--backend", "ofi", "--ofi-provider", "shm"]);
     }
 }

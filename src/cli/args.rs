@@ -402,21 +402,27 @@ pub struct BackendArgs {
     #[arg(long, value_name = "POLICY", help_heading = "shm")]
     pub wait: Option<WaitArg>,
 
-    /// shm, tcp: pin rank i to the i-th CPU of this list (e.g. 0,1 or 0-3), one CPU per rank;
+    /// shm, tcp, ofi: pin rank i to the i-th CPU of this list (e.g. 0,1 or 0-3), one CPU per rank;
     /// a single CPU holds every rank. Each must be one this process may run on.
     #[arg(long, value_name = "LIST", help_heading = "shm")]
     pub cpus: Option<String>,
+
+    /// ofi: the libfabric provider, as fi_info names it: shm, "tcp;ofi_rxm", "udp;ofi_rxd",
+    /// ... (default: libfabric's first choice for a tagged RDM endpoint; FI_PROVIDER narrows
+    /// it). `commbench backends` lists the providers found here.
+    #[arg(long, value_name = "NAME", help_heading = "ofi")]
+    pub ofi_provider: Option<String>,
 
     /// sim: a preset (ncube7, generic) or a TOML file describing the simulated machine.
     #[arg(long, value_name = "NAME|FILE", help_heading = "sim")]
     pub sim_config: Option<String>,
 
-    /// shm, tcp: join a run started by hand as this rank of --ranks N (otherwise the rank
+    /// shm, tcp, ofi: join a run started by hand as this rank of --ranks N (otherwise the rank
     /// comes from the launcher's environment).
     #[arg(long, value_name = "R", requires = "ranks", help_heading = HOSTS)]
     pub rank: Option<u32>,
 
-    /// tcp: HOST:PORT where rank 0 holds the rendezvous of a run across hosts. Also
+    /// tcp, ofi: HOST:PORT where rank 0 holds the rendezvous of a run across hosts. Also
     /// COMMBENCH_RENDEZVOUS; the run's token comes from COMMBENCH_TOKEN.
     #[arg(long, value_name = "HOST:PORT", help_heading = HOSTS)]
     pub rendezvous: Option<String>,

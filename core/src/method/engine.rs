@@ -711,6 +711,12 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
             }
             let progress = |stage: Stage, done: u64, of: u64| report(i, stage, done, of);
             self.one_size(ep, kernel, cfg, size, timer, &mut hs, &progress)?;
+            // What the backend records may grow with what it sent (ofi: which sizes were
+            // injected): rank 0's description is taken again after each size.
+            if me == 0 {
+                let info = ep.info();
+                with_collected(&self.collected, |c| c.backend_info = Some(info));
+            }
         }
         Ok(())
     }

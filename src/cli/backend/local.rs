@@ -2,7 +2,10 @@
 //! the rank, the size and the backend's meeting place in the environment, runs its own part,
 //! then reaps the others. Used by the backends whose ranks are processes of this host.
 
-#![cfg_attr(not(any(feature = "tcp", feature = "shm")), allow(dead_code))]
+#![cfg_attr(
+    not(any(feature = "tcp", feature = "shm", feature = "ofi")),
+    allow(dead_code)
+)]
 
 use super::Ran;
 use crate::cli::fatal::Fatal;

@@ -20,13 +20,19 @@ macro_rules! dispatch {
             Chosen::Sim($b) => $body,
             #[cfg(feature = "mpi")]
             Chosen::Mpi($b) => $body,
+            #[cfg(feature = "ofi")]
+            Chosen::Ofi($b) => $body,
         }
     };
 }
 
+#[cfg(any(feature = "tcp", feature = "ofi"))]
+mod joining;
 mod local;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+#[cfg(feature = "ofi")]
+mod ofi;
 #[cfg(feature = "shm")]
 mod shm;
 #[cfg(feature = "sim")]
@@ -116,11 +122,11 @@ pub const BACKENDS: &[BackendName] = &[
     BackendName {
         name: "ofi",
         feature: "ofi",
-        compiled: false,
-        implemented: false,
-        about: "libfabric",
-        options: &[],
-        run_options: &[],
+        compiled: cfg!(feature = "ofi"),
+        implemented: true,
+        about: "libfabric, a tagged RDM endpoint of a provider (--ofi-provider)",
+        options: &["--ofi-provider", "--cpus"],
+        run_options: &["--ranks", "--rank", "--rendezvous", "--timeout"],
     },
     BackendName {
         name: "ucx",
@@ -278,6 +284,8 @@ pub enum Chosen {
     Sim(sim::Sim),
     #[cfg(feature = "mpi")]
     Mpi(mpi::MpiBackend),
+    #[cfg(feature = "ofi")]
+    Ofi(ofi::Ofi),
 }
 
 /// The options of the compiled-in backend `name`.
@@ -292,6 +300,8 @@ fn configure(name: &str, a: &BackendArgs, job: &Job) -> Result<Chosen, Fatal> {
         sim::Sim::NAME => sim::Sim::configure(a, job).map(Chosen::Sim),
         #[cfg(feature = "mpi")]
         mpi::MpiBackend::NAME => mpi::MpiBackend::configure(a, job).map(Chosen::Mpi),
+        #[cfg(feature = "ofi")]
+        ofi::Ofi::NAME => ofi::Ofi::configure(a, job).map(Chosen::Ofi),
         other => Err(Fatal::usage(
             format!("backend `{other}` is not compiled in"),
             "see `commbench backends`",
@@ -560,7 +570,7 @@ pub fn for_timer(name: &str, sim_config: Option<String>) -> Result<Chosen, Fatal
 
 /// `--cpus` as a list of CPU numbers (empty: no pinning), checked before any rank starts: CPUs
 /// this process may run on, and one per rank of the run or one for all.
-#[cfg(any(feature = "tcp", feature = "shm"))]
+#[cfg(any(feature = "tcp", feature = "shm", feature = "ofi"))]
 fn cpu_list(a: &BackendArgs, job: &Job) -> Result<Vec<usize>, Fatal> {
     use commbench::core::launch::affinity;
     let Some(c) = &a.cpus else {

@@ -4,7 +4,7 @@
 
 #[cfg(feature = "mpi")]
 use super::mpi::MpiJob;
-use super::{cpu_list, local, Backend, Job, Ran};
+use super::{cpu_list, joining, local, Backend, Job, Ran};
 use crate::cli::args::BackendArgs;
 use crate::cli::fatal::Fatal;
 use commbench::core::launch::rendezvous::Bootstrap;
@@ -24,7 +24,7 @@ impl Backend for Tcp {
 
     fn configure(a: &BackendArgs, job: &Job) -> Result<Self, Fatal> {
         if let Some(r) = &job.rendezvous {
-            check_rendezvous(r, job)?;
+            joining::check_rendezvous(r, job)?;
         }
         if let Some(host) = &a.bind {
             check_bind(host)?;
@@ -57,28 +57,6 @@ impl Backend for Tcp {
     }
 }
 
-/// `--rendezvous HOST:PORT`, before anything starts: a run across hosts (a local run holds
-/// its own rendezvous on loopback), a port other ranks can be told, a host that resolves.
-fn check_rendezvous(addr: &str, job: &Job) -> Result<(), Fatal> {
-    const EXAMPLE: &str = "rank 0's host and a free port on it, e.g. --rendezvous node1:7000";
-    if job.rank_env()?.is_local_launcher() {
-        return Err(Fatal::usage(
-            "--rendezvous is not used by a local run: rank 0 holds its rendezvous on loopback",
-            "for a run across hosts give each rank --rank R --ranks N (or start them with mpirun or srun); locally, drop --rendezvous",
-        ));
-    }
-    commbench::core::launch::rendezvous::check_address(addr)
-        .map_err(|e| Fatal::usage(format!("--rendezvous: {}", e.reason()), EXAMPLE))?;
-    let bad = |why: String| Fatal::usage(format!("--rendezvous {addr}: {why}"), EXAMPLE);
-    match std::net::ToSocketAddrs::to_socket_addrs(addr) {
-        Ok(mut a) => match a.next() {
-            Some(_) => Ok(()),
-            None => Err(bad("the host resolves to no address".into())),
-        },
-        Err(e) => Err(bad(format!("cannot resolve the host: {e}"))),
-    }
-}
-
 /// `--bind HOST`, before anything starts: an address of this host that can be listened on.
 fn check_bind(host: &str) -> Result<(), Fatal> {
     std::net::TcpListener::bind((host, 0)).map(drop).map_err(|e| {
@@ -92,39 +70,7 @@ fn check_bind(host: &str) -> Result<(), Fatal> {
 impl Tcp {
     /// Under a launcher or by hand: meet the others at the rendezvous with the shared token.
     fn join<P: Program<Output = ()>>(&self, env: RankEnv, prog: &P) -> Result<Ran, Fatal> {
-        if env.rendezvous.is_none() {
-            return Err(Fatal::usage(
-                format!("rank {} of {} has no rendezvous address", env.rank, env.size),
-                "give every rank --rendezvous HOST:PORT (rank 0's host and a free port) or set COMMBENCH_RENDEZVOUS",
-            ));
-        }
-        if env.token.is_none() {
-            return Err(Fatal::usage(
-                "the run has no token",
-                "export COMMBENCH_TOKEN=<the same secret on every rank> (e.g. mpirun -x COMMBENCH_TOKEN)",
-            ));
-        }
-        // Before any connection: a token that could be guessed, an address no rank can use.
-        use commbench::core::launch::rendezvous::{self as rdv, MAX_TOKEN_LEN, MIN_TOKEN_LEN};
-        if let Some(t) = env
-            .token
-            .as_deref()
-            .filter(|t| rdv::check_token(t).is_err())
-        {
-            return Err(Fatal::usage(
-                format!(
-                    "the run token (COMMBENCH_TOKEN) has {} bytes; {MIN_TOKEN_LEN} to {MAX_TOKEN_LEN} are needed",
-                    t.len()
-                ),
-                "make one with `head -c 24 /dev/urandom | base64` and export it as COMMBENCH_TOKEN on every rank",
-            ));
-        }
-        if let Some(Err(e)) = env.rendezvous.as_deref().map(rdv::check_address) {
-            return Err(Fatal::usage(
-                e.reason(),
-                "give every rank --rendezvous HOST:PORT (or COMMBENCH_RENDEZVOUS): rank 0's host and the port it listens on",
-            ));
-        }
+        joining::check_join(&env)?;
         let result = commbench_tcp::run_rank(&env, &self.0, prog).map(drop);
         Ok(Ran::joined(&env, result))
     }

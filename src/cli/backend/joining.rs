@@ -1,0 +1,67 @@
+//! Joining a run across hosts with the tcp rendezvous (the tcp and ofi backends): the checks
+//! of `--rendezvous` and of the run token made before anything connects.
+
+use super::Job;
+use crate::cli::fatal::Fatal;
+use commbench::core::launch::rendezvous::{self as rdv, MAX_TOKEN_LEN, MIN_TOKEN_LEN};
+use commbench::core::launch::RankEnv;
+
+/// `--rendezvous HOST:PORT`, before anything starts: a run across hosts (a local run holds
+/// its own rendezvous on loopback), a port other ranks can be told, a host that resolves.
+pub fn check_rendezvous(addr: &str, job: &Job) -> Result<(), Fatal> {
+    const EXAMPLE: &str = "rank 0's host and a free port on it, e.g. --rendezvous node1:7000";
+    if job.rank_env()?.is_local_launcher() {
+        return Err(Fatal::usage(
+            "--rendezvous is not used by a local run: rank 0 holds its rendezvous on loopback",
+            "for a run across hosts give each rank --rank R --ranks N (or start them with mpirun or srun); locally, drop --rendezvous",
+        ));
+    }
+    commbench::core::launch::rendezvous::check_address(addr)
+        .map_err(|e| Fatal::usage(format!("--rendezvous: {}", e.reason()), EXAMPLE))?;
+    let bad = |why: String| Fatal::usage(format!("--rendezvous {addr}: {why}"), EXAMPLE);
+    match std::net::ToSocketAddrs::to_socket_addrs(addr) {
+        Ok(mut a) => match a.next() {
+            Some(_) => Ok(()),
+            None => Err(bad("the host resolves to no address".into())),
+        },
+        Err(e) => Err(bad(format!("cannot resolve the host: {e}"))),
+    }
+}
+
+/// A rank that joins a run under a launcher or by hand: it has a rendezvous address and a run
+/// token that cannot be guessed, before any connection.
+pub fn check_join(env: &RankEnv) -> Result<(), Fatal> {
+    if env.rendezvous.is_none() {
+        return Err(Fatal::usage(
+                format!("rank {} of {} has no rendezvous address", env.rank, env.size),
+                "give every rank --rendezvous HOST:PORT (rank 0's host and a free port) or set COMMBENCH_RENDEZVOUS",
+            ));
+    }
+    if env.token.is_none() {
+        return Err(Fatal::usage(
+                "the run has no token",
+                "export COMMBENCH_TOKEN=<the same secret on every rank> (e.g. mpirun -x COMMBENCH_TOKEN)",
+            ));
+    }
+    // Before any connection: a token that could be guessed, an address no rank can use.
+    if let Some(t) = env
+        .token
+        .as_deref()
+        .filter(|t| rdv::check_token(t).is_err())
+    {
+        return Err(Fatal::usage(
+                format!(
+                    "the run token (COMMBENCH_TOKEN) has {} bytes; {MIN_TOKEN_LEN} to {MAX_TOKEN_LEN} are needed",
+                    t.len()
+                ),
+                "make one with `head -c 24 /dev/urandom | base64` and export it as COMMBENCH_TOKEN on every rank",
+            ));
+    }
+    if let Some(Err(e)) = env.rendezvous.as_deref().map(rdv::check_address) {
+        return Err(Fatal::usage(
+                e.reason(),
+                "give every rank --rendezvous HOST:PORT (or COMMBENCH_RENDEZVOUS): rank 0's host and the port it listens on",
+            ));
+    }
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! The ofi backend at launch: a libfabric provider's tagged RDM endpoints between processes
+//! started locally (rank 0 holds the rendezvous on loopback, where the endpoints' addresses
+//! are exchanged), across hosts under a launcher or by hand (`--rendezvous` and a shared
+//! token), or beside MPI (addresses exchanged through MPI).
+
+#[cfg(feature = "mpi")]
+use super::mpi::MpiJob;
+use super::{cpu_list, joining, local, Backend, Job, Ran};
+use crate::cli::args::BackendArgs;
+use crate::cli::fatal::Fatal;
+use commbench::core::launch::rendezvous::Bootstrap;
+use commbench::core::launch::{self as cl};
+use commbench::core::method::limits::Transport;
+#[cfg(feature = "mpi")]
+use commbench::core::Error;
+use commbench::core::Program;
+use commbench_ofi::{Attrs, OfiConfig};
+
+/// The ofi backend with its options and the provider it found.
+#[derive(Debug)]
+pub struct Ofi {
+    cfg: OfiConfig,
+    attrs: Attrs,
+}
+
+impl Backend for Ofi {
+    const NAME: &'static str = "ofi";
+
+    fn configure(a: &BackendArgs, job: &Job) -> Result<Self, Fatal> {
+        if let Some(r) = &job.rendezvous {
+            joining::check_rendezvous(r, job)?;
+        }
+        let provider = a.ofi_provider.clone().filter(|p| !p.trim().is_empty());
+        let attrs = commbench_ofi::probe(provider.as_deref()).map_err(|e| {
+            Fatal::usage(
+                format!("--ofi-provider: {}", e.reason()),
+                "name one of the available providers, e.g. --ofi-provider shm or --ofi-provider 'tcp;ofi_rxm' (fi_info -l lists them)",
+            )
+        })?;
+        Ok(Ofi {
+            cfg: OfiConfig {
+                provider,
+                timeout: job.timeout,
+                cpus: cpu_list(a, job)?,
+                ..OfiConfig::default()
+            },
+            attrs,
+        })
+    }
+
+    fn crowding(&self, ranks: u32, cpus: usize) -> Option<String> {
+        (cpus > 0 && ranks as usize > cpus).then(|| {
+            format!(
+                "{ranks} ranks poll their completion queues on {cpus} CPU(s): a rank that waits \
+                 for a CPU delays every message it sends by a scheduler time slice"
+            )
+        })
+    }
+
+    fn transport(&self, _ranks: u32) -> Transport {
+        commbench_ofi::transport(Some(&self.attrs))
+    }
+
+    fn run<P: Program<Output = ()>>(&self, job: &Job, prog: &P) -> Result<Ran, Fatal> {
+        let mut env = job.rank_env()?;
+        if !env.is_local_launcher() {
+            joining::check_join(&env)?;
+            let result = commbench_ofi::run_rank(&env, &self.cfg, prog).map(drop);
+            return Ok(Ran::joined(&env, result));
+        }
+        let token = cl::new_token().map_err(|e| Fatal::run(e.to_string(), None))?;
+        let listener = Bootstrap::listen("127.0.0.1:0")
+            .map_err(|e| Fatal::run(format!("cannot hold the rendezvous: {e}"), None))?;
+        let addr = listener.local_addr().to_string();
+        env.rendezvous = Some(addr.clone());
+        env.token = Some(token.clone());
+        let vars = vec![
+            (cl::ENV_RENDEZVOUS.to_string(), addr),
+            (cl::ENV_TOKEN.to_string(), token),
+        ];
+        local::run_local(job.timeout, env.size, &vars, || {
+            commbench_ofi::run_rank_with_listener(listener, &env, &self.cfg, prog).map(drop)
+        })
+    }
+
+    #[cfg(feature = "mpi")]
+    fn beside_mpi<P: Program<Output = ()>>(&self, job: &MpiJob<'_>, prog: &P) -> Result<(), Error> {
+        let mut r = job.mpi.rendezvous(job.timeout)?;
+        commbench_ofi::run_rank_over(&mut r, &self.cfg, prog)
+    }
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The libfabric part of CI (issue 15), called by .ci/run: install libfabric's headers when
+# The libfabric part of CI, called by .ci/run: install libfabric's headers when
 # missing, then build the opt-in ofi backend and run its tests: the conformance suite on the
 # shm and tcp;ofi_rxm providers (2, 3 and 4 ranks), with and without inject, with registered
 # buffers; then the CLI built with `--features ofi` and its ofi tests. A few minutes on two cores.

@@ -278,6 +278,7 @@ fn build(
         manual: b.rank.zip(b.ranks),
         rendezvous: b.rendezvous.clone(),
         transpose,
+        posted_receives: posted_receives(&work, &method),
     };
     let backends = backend::choose(b, given, &job)?;
     let fixed = backends.iter().find_map(Chosen::fixed_ranks);
@@ -386,6 +387,12 @@ fn check_limits(
                 "fewer ranks, or raise the limit with `ulimit -v`",
             )
         })?;
+        limits::check_posted(posted_receives(work, method), &t).map_err(|e| {
+            Fatal::usage(
+                e,
+                "shorter queues (--lengths), or a provider with a longer receive queue (--ofi-provider 'tcp;ofi_rxm')",
+            )
+        })?;
         // A transpose sends columns, not its matrix.
         if !matches!(work, Work::Transpose(_)) {
             limits::check_sizes(&method.sizes, &t).map_err(fail)?;
@@ -409,6 +416,21 @@ fn check_limits(
 /// The most round trips one trial times: the npp given, or, when it is calculated, the
 /// estimation's `npp_init` and a generous guess for the npp calculated from the timer (seed
 /// 000 §3.3 asks a loop of 50 resolutions).
+/// The receives a rank keeps posted at once, at least: seed 004's posted queue and the latency
+/// receives posted for a trial's round trips (a lower bound where npp is calculated); 0 for
+/// the other benchmarks, which post a handful.
+fn posted_receives(work: &Work, method: &MethodConfig) -> u64 {
+    let Work::Queue(q) = work else {
+        return 0;
+    };
+    let rounds = method.warmup.max(npp_bound(&method.npp)).saturating_add(2);
+    let entries = match q.kind {
+        QueueKind::Posted => q.max_length(),
+        QueueKind::Unexpected => 0,
+    };
+    entries.saturating_add(rounds)
+}
+
 fn npp_bound(npp: &NppChoice) -> u64 {
     match npp {
         NppChoice::Auto { npp_init, .. } => (*npp_init).max(64),

@@ -217,10 +217,16 @@ pub fn no_provider(name: Option<&str>, rc: i32) -> Error {
     Error::Config(format!("{why}; {list}"))
 }
 
-/// The provider `want` names (or libfabric's first choice), checked to offer a tagged RDM
+/// The provider named (or libfabric's first choice), checked to offer a tagged RDM
 /// endpoint: its attributes, or the error listing the available providers.
 pub fn probe(provider: Option<&str>) -> Result<Attrs> {
-    let info = getinfo(provider, None, 0).map_err(|rc| no_provider(provider, rc))?;
+    probe_with_rx(provider, 0)
+}
+
+/// [`probe`] asking for a receive queue of at least `rx_size` entries (0: the provider's
+/// default); an error when the provider offers no queue that long.
+pub fn probe_with_rx(provider: Option<&str>, rx_size: usize) -> Result<Attrs> {
+    let info = getinfo(provider, None, rx_size).map_err(|rc| no_provider(provider, rc))?;
     // SAFETY: the list is valid and non-empty; its first entry is read, then freed once.
     let attrs = unsafe { attrs_of(&*info) };
     // SAFETY: as above.

@@ -38,17 +38,27 @@ mod launch;
 mod sys;
 
 pub use endpoint::OfiEndpoint;
-pub use fabric::{probe, providers, Attrs};
+pub use fabric::{probe, probe_with_rx, providers, Attrs};
 pub use launch::{run_rank, run_rank_over, run_rank_with_listener, run_threads, OfiConfig};
 pub use sys::{library_version, strerror};
 
 use commbench_core::method::limits::Transport;
 
-/// What the ofi backend carries, for the checks before a run: the provider's largest message.
+/// What the ofi backend carries, for the checks before a run: the provider's largest message
+/// and the receives its queue holds (a few are kept for the control plane).
 pub fn transport(attrs: Option<&Attrs>) -> Transport {
     Transport {
         max_message: attrs.map_or(u64::MAX, |a| a.max_msg_size),
         max_message_why: "the provider's max_msg_size",
+        max_posted_receives: attrs.map_or(u64::MAX, |a| {
+            (a.rx_size as u64).saturating_sub(CONTROL_RECEIVES)
+        }),
+        max_posted_why:
+            "the provider's receive queue, rx_attr size, less a few for the control plane",
         ..Transport::unbounded("ofi")
     }
 }
+
+/// Receive-queue entries left for the control plane (a barrier's receives) when a benchmark
+/// fills the queue.
+pub const CONTROL_RECEIVES: u64 = 8;

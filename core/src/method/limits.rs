@@ -268,6 +268,10 @@ pub struct Transport {
     /// Address space each process of the run maps besides its buffers (a shared segment, the
     /// simulator's coroutine stacks), bytes.
     pub process_bytes: u64,
+    /// The most receives one rank can keep posted at once (a provider's receive queue).
+    pub max_posted_receives: u64,
+    /// Why, in a few words (`the shm provider's receive queue`).
+    pub max_posted_why: &'static str,
 }
 
 impl Transport {
@@ -279,8 +283,23 @@ impl Transport {
             max_message_why: "",
             one_process: false,
             process_bytes: 0,
+            max_posted_receives: u64::MAX,
+            max_posted_why: "",
         }
     }
+}
+
+/// A benchmark that keeps `posted` receives posted at once on a rank (seed 004's posted queue
+/// with its latency receives) must fit what the transport holds.
+pub fn check_posted(posted: u64, t: &Transport) -> std::result::Result<(), String> {
+    if posted <= t.max_posted_receives {
+        return Ok(());
+    }
+    Err(format!(
+        "the run keeps {posted} receives posted at once on a rank, and the {} backend holds at \
+         most {} ({})",
+        t.name, t.max_posted_receives, t.max_posted_why
+    ))
 }
 
 /// Each size must be one the transport carries.

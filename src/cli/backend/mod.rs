@@ -153,6 +153,10 @@ pub struct Job {
     /// The transpose measured, if the run is one (MPI also measures its vector variant).
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub transpose: Option<Transpose>,
+    /// The receives a rank keeps posted at once, at least (seed 004's posted queue); 0 when
+    /// only a few.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub posted_receives: u64,
 }
 
 impl Job {
@@ -564,6 +568,7 @@ pub fn for_timer(name: &str, sim_config: Option<String>) -> Result<Chosen, Fatal
         manual: None,
         rendezvous: None,
         transpose: None,
+        posted_receives: 0,
     };
     configure(b.name, &a, &job)
 }

@@ -31,17 +31,30 @@ impl Backend for Ofi {
             joining::check_rendezvous(r, job)?;
         }
         let provider = a.ofi_provider.clone().filter(|p| !p.trim().is_empty());
-        let attrs = commbench_ofi::probe(provider.as_deref()).map_err(|e| {
+        let mut attrs = commbench_ofi::probe(provider.as_deref()).map_err(|e| {
             Fatal::usage(
                 format!("--ofi-provider: {}", e.reason()),
                 "name one of the available providers, e.g. --ofi-provider shm or --ofi-provider 'tcp;ofi_rxm' (fi_info -l lists them)",
             )
         })?;
+        // Seed 004's posted queue: a longer receive queue where the provider offers one (the
+        // checks before the run refuse a queue it cannot hold).
+        let mut rx_size = 0;
+        let want = job
+            .posted_receives
+            .saturating_add(commbench_ofi::CONTROL_RECEIVES);
+        if job.posted_receives > 0 && want > attrs.rx_size as u64 {
+            if let Ok(longer) = commbench_ofi::probe_with_rx(provider.as_deref(), want as usize) {
+                rx_size = want as usize;
+                attrs = longer;
+            }
+        }
         Ok(Ofi {
             cfg: OfiConfig {
                 provider,
                 timeout: job.timeout,
                 cpus: cpu_list(a, job)?,
+                rx_size,
                 ..OfiConfig::default()
             },
             attrs,

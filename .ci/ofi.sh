@@ -26,3 +26,9 @@ timeout 600 cargo test -p commbench-ofi
 # a killed peer named within the timeout.
 cargo build --features ofi
 timeout 600 cargo test --features ofi --test cli ofi
+
+# Beside MPI: `mpirun -np 2 commbench pingpong --backend mpi,ofi,tcp,shm` (addresses through
+# MPI), when Open MPI is there (.ci/run installs it).
+if command -v mpirun >/dev/null; then
+    timeout 600 cargo test --features mpi,ofi --test mpi mpi_ofi
+fi

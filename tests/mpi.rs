@@ -1,4 +1,4 @@
-//! The command line under `mpirun` with the mpi backend (issue 6). Built only with
+//! The command line under `mpirun` with the mpi backend. Built only with
 //! `--features mpi` (`cargo test --features mpi --test mpi`); needs Open MPI's `mpirun`.
 //! Every run is bounded in time: a hang is a failure, not a stuck test.
 #![cfg(feature = "mpi")]
@@ -434,4 +434,31 @@ fn seed001_overhead_and_interference_on_mpi() {
         rows[0]["us_per_message"].as_f64().unwrap() > 0.0,
         "{rows:?}"
     );
+}
+
+/// The libfabric backend beside MPI, between the same two processes (`--features mpi,ofi`):
+/// its endpoint addresses go through MPI, and each backend's results are there.
+#[cfg(feature = "ofi")]
+#[test]
+fn mpi_ofi_tcp_and_shm_between_the_same_processes() {
+    let d = tmpdir("mpi-ofi");
+    let j = d.join("r.json");
+    let mut args = vec![
+        "pingpong",
+        "--backend",
+        "mpi,ofi,tcp,shm",
+        "--ofi-provider",
+        "tcp;ofi_rxm",
+    ];
+    args.extend_from_slice(QUICK);
+    let doc = ok_json(
+        mpirun(2, &with_json(&args, &j)),
+        &j,
+        Duration::from_secs(180),
+    );
+    let text = doc.to_string();
+    for b in ["\"mpi\"", "\"ofi\"", "\"tcp\"", "\"shm\""] {
+        assert!(text.contains(b), "{b} missing from the result");
+    }
+    assert!(text.contains("tcp;ofi_rxm"), "the provider is not recorded");
 }

@@ -13,7 +13,7 @@ const ABOUT: &str = "Point-to-point communication latency and rates, measured wi
 
 const LONG_ABOUT: &str = "\
 Point-to-point communication latency and rates, measured with one statistically sound method on
-every transport (shared memory, TCP, a simulated hypercube, MPI; libfabric and UCX are planned).
+every transport (shared memory, TCP, a simulated hypercube, MPI, libfabric; UCX is planned).
 
 The method is that of Luecke et al. (2009): the clock's overhead and resolution are measured
 first; every timed trial is preceded by a barrier and a handshake; each trial times `npp`

@@ -146,3 +146,36 @@ fn wildcard_receives_are_refused_on_the_shm_provider_of_libfabric_1_17() {
         );
     }
 }
+
+/// Rank 0 waits inside the ping-pong loop for a rank 1 that stays silent past the timeout.
+struct Silent;
+
+impl Program for Silent {
+    type Output = Option<(String, Duration)>;
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<Option<(String, Duration)>> {
+        if ep.rank() == 1 {
+            std::thread::sleep(ep.timeout() + Duration::from_secs(1));
+            return Ok(None);
+        }
+        let t0 = std::time::Instant::now();
+        let mut buf = vec![0u8; 8];
+        let r = ep.pingpong(1, 5, &mut buf, 10, commbench_core::Role::Initiator);
+        Ok(Some((format!("{r:?}"), t0.elapsed())))
+    }
+}
+
+#[test]
+fn a_silent_peer_is_a_timeout_naming_it() {
+    for provider in ["shm", "tcp;ofi_rxm"] {
+        let c = OfiConfig {
+            timeout: Duration::from_secs(2),
+            ..cfg(provider)
+        };
+        // Rank 1 comes back after the timeout, so the run's closing barrier still meets.
+        let outs = run_threads(2, &c, &Silent).expect("the run");
+        let (said, took) = outs[0].clone().expect("rank 0's outcome");
+        assert!(said.contains("Timeout") && said.contains("rank 1 "), "{provider}: {said}");
+        assert!(took >= Duration::from_secs(2), "{provider}: gave up after {took:?}");
+        assert!(took < Duration::from_secs(10), "{provider}: took {took:?}");
+    }
+}

@@ -279,6 +279,7 @@ fn build(
         rendezvous: b.rendezvous.clone(),
         transpose,
         posted_receives: posted_receives(&work, &method),
+        wildcards: wildcards(&work),
     };
     let backends = backend::choose(b, given, &job)?;
     let fixed = backends.iter().find_map(Chosen::fixed_ranks);
@@ -429,6 +430,16 @@ fn posted_receives(work: &Work, method: &MethodConfig) -> u64 {
         QueueKind::Unexpected => 0,
     };
     entries.saturating_add(rounds)
+}
+
+/// Whether the work posts receives of any source or any tag: seed 001's interference streams
+/// (rank 0 forwards whatever arrives) and the queue benchmarks' `--any-source`.
+fn wildcards(work: &Work) -> bool {
+    match work {
+        Work::SixTimes(x) => matches!(x.suite, Suite::Interference { .. }),
+        Work::Queue(q) => q.any_source,
+        Work::Pattern(_) | Work::Transpose(_) => false,
+    }
 }
 
 fn npp_bound(npp: &NppChoice) -> u64 {

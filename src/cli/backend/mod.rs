@@ -157,6 +157,9 @@ pub struct Job {
     /// only a few.
     #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub posted_receives: u64,
+    /// Whether the run posts receives of any source or any tag.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub wildcards: bool,
 }
 
 impl Job {
@@ -569,6 +572,7 @@ pub fn for_timer(name: &str, sim_config: Option<String>) -> Result<Chosen, Fatal
         rendezvous: None,
         transpose: None,
         posted_receives: 0,
+        wildcards: false,
     };
     configure(b.name, &a, &job)
 }

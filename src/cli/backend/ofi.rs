@@ -37,6 +37,12 @@ impl Backend for Ofi {
                 "name one of the available providers, e.g. --ofi-provider shm or --ofi-provider 'tcp;ofi_rxm' (fi_info -l lists them)",
             )
         })?;
+        if let (true, Some(why)) = (job.wildcards, attrs.wildcard_defect()) {
+            return Err(Fatal::usage(
+                format!("this benchmark posts wildcard receives, and {why}"),
+                "run it with --ofi-provider 'tcp;ofi_rxm' (or another provider), or on the shm backend",
+            ));
+        }
         // Seed 004's posted queue: a longer receive queue where the provider offers one (the
         // checks before the run refuse a queue it cannot hold).
         let mut rx_size = 0;

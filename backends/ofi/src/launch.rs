@@ -74,44 +74,9 @@ pub fn run_rank_over<P: Program>(
 /// All `n` ranks as threads of this process, meeting over loopback (tests, benches). Every
 /// rank's output in rank order, or the error that most likely caused the failure.
 pub fn run_threads<P: Program>(n: u32, cfg: &OfiConfig, p: &P) -> Result<Vec<P::Output>> {
-    if n == 0 {
-        return Err(Error::Invalid("a run of 0 ranks".into()));
-    }
-    let token = commbench_core::launch::new_token()?;
-    let listener = Bootstrap::listen("127.0.0.1:0")?;
-    let addr = listener.local_addr().to_string();
-    let results: Vec<Result<P::Output>> = std::thread::scope(|sc| {
-        let (token, addr) = (&token, &addr);
-        let handles: Vec<_> = (1..n)
-            .map(|r| {
-                std::thread::Builder::new()
-                    .name(format!("ofi-rank-{r}"))
-                    .spawn_scoped(sc, move || {
-                        let mut boot = Bootstrap::connect(addr, r, n, token, cfg.timeout)?;
-                        rank_main(&mut boot, cfg, p)
-                    })
-            })
-            .collect();
-        let mut out = Vec::with_capacity(n as usize);
-        out.push(
-            listener
-                .accept_all(n, token, cfg.timeout)
-                .and_then(|mut b| rank_main(&mut b, cfg, p)),
-        );
-        for (i, h) in handles.into_iter().enumerate() {
-            out.push(match h {
-                Ok(h) => h.join().unwrap_or_else(|_| {
-                    Err(Error::Backend {
-                        backend: "ofi",
-                        message: format!("rank {} panicked", i + 1),
-                    })
-                }),
-                Err(e) => Err(Error::io("starting a rank thread", e)),
-            });
-        }
-        out
-    });
-    commbench_core::launch::outputs_or_cause(results)
+    commbench_core::launch::run_threads(n, cfg.timeout, "ofi", |mut boot, _token| {
+        rank_main(&mut boot, cfg, p)
+    })
 }
 
 /// This process is one rank of a multi-process run (a child of the local launcher, or under

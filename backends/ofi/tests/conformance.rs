@@ -174,8 +174,14 @@ fn a_silent_peer_is_a_timeout_naming_it() {
         // Rank 1 comes back after the timeout, so the run's closing barrier still meets.
         let outs = run_threads(2, &c, &Silent).expect("the run");
         let (said, took) = outs[0].clone().expect("rank 0's outcome");
-        assert!(said.contains("Timeout") && said.contains("rank 1 "), "{provider}: {said}");
-        assert!(took >= Duration::from_secs(2), "{provider}: gave up after {took:?}");
+        assert!(
+            said.contains("Timeout") && said.contains("rank 1 "),
+            "{provider}: {said}"
+        );
+        assert!(
+            took >= Duration::from_secs(2),
+            "{provider}: gave up after {took:?}"
+        );
         assert!(took < Duration::from_secs(10), "{provider}: took {took:?}");
     }
 }

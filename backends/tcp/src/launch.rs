@@ -72,48 +72,13 @@ pub fn run_rank_over<P: Program>(
 /// benches). Every rank's output in rank order, or the error that most likely caused the
 /// failure (an error other than a lost peer, when there is one).
 pub fn run_threads<P: Program>(n: u32, cfg: &TcpConfig, p: &P) -> Result<Vec<P::Output>> {
-    if n == 0 {
-        return Err(Error::Invalid("a run of 0 ranks".into()));
-    }
-    let token = commbench_core::launch::new_token()?;
-    let listener = Bootstrap::listen("127.0.0.1:0")?;
-    let addr = listener.local_addr().to_string();
     let mut cfg = cfg.clone();
     if cfg.bind_host.is_none() {
         cfg.bind_host = Some("127.0.0.1".into());
     }
-    let results: Vec<Result<P::Output>> = std::thread::scope(|sc| {
-        let (cfg, token, addr) = (&cfg, &token, &addr);
-        let handles: Vec<_> = (1..n)
-            .map(|r| {
-                std::thread::Builder::new()
-                    .name(format!("tcp-rank-{r}"))
-                    .spawn_scoped(sc, move || {
-                        let boot = Bootstrap::connect(addr, r, n, token, cfg.timeout)?;
-                        rank_main(boot, token, cfg, p)
-                    })
-            })
-            .collect();
-        let mut out = Vec::with_capacity(n as usize);
-        out.push(
-            listener
-                .accept_all(n, token, cfg.timeout)
-                .and_then(|b| rank_main(b, token, cfg, p)),
-        );
-        for (i, h) in handles.into_iter().enumerate() {
-            out.push(match h {
-                Ok(h) => h.join().unwrap_or_else(|_| {
-                    Err(Error::Backend {
-                        backend: "tcp",
-                        message: format!("rank {} panicked", i + 1),
-                    })
-                }),
-                Err(e) => Err(Error::io("starting a rank thread", e)),
-            });
-        }
-        out
-    });
-    commbench_core::launch::outputs_or_cause(results)
+    commbench_core::launch::run_threads(n, cfg.timeout, "tcp", |boot, token| {
+        rank_main(boot, token, &cfg, p)
+    })
 }
 
 /// This process is one rank of a multi-process run (a child of the local launcher, or under

@@ -168,6 +168,58 @@ impl RankEnv {
     }
 }
 
+/// `n` ranks as threads of this process that meet at a rendezvous on loopback with a fresh
+/// token (tests, conformance, benches): `rank` runs on each with its [`Bootstrap`] and the
+/// token. Every rank's output in rank order, or the error that most likely caused the failure
+/// ([`outputs_or_cause`]); `backend` names the threads and a panic.
+///
+/// [`Bootstrap`]: rendezvous::Bootstrap
+pub fn run_threads<T: Send>(
+    n: u32,
+    timeout: std::time::Duration,
+    backend: &'static str,
+    rank: impl Fn(rendezvous::Bootstrap, &str) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    use rendezvous::Bootstrap;
+    if n == 0 {
+        return Err(Error::Invalid("a run of 0 ranks".into()));
+    }
+    let token = new_token()?;
+    let listener = Bootstrap::listen("127.0.0.1:0")?;
+    let addr = listener.local_addr().to_string();
+    let results: Vec<Result<T>> = std::thread::scope(|sc| {
+        let (token, addr, rank) = (&token, &addr, &rank);
+        let handles: Vec<_> = (1..n)
+            .map(|r| {
+                std::thread::Builder::new()
+                    .name(format!("{backend}-rank-{r}"))
+                    .spawn_scoped(sc, move || {
+                        rank(Bootstrap::connect(addr, r, n, token, timeout)?, token)
+                    })
+            })
+            .collect();
+        let mut out = Vec::with_capacity(n as usize);
+        out.push(
+            listener
+                .accept_all(n, token, timeout)
+                .and_then(|b| rank(b, token)),
+        );
+        for (i, h) in handles.into_iter().enumerate() {
+            out.push(match h {
+                Ok(h) => h.join().unwrap_or_else(|_| {
+                    Err(Error::Backend {
+                        backend,
+                        message: format!("rank {} panicked", i + 1),
+                    })
+                }),
+                Err(e) => Err(Error::io("starting a rank thread", e)),
+            });
+        }
+        out
+    });
+    outputs_or_cause(results)
+}
+
 /// Every rank's output of a run whose ranks are threads of this process, in rank order; or,
 /// when some failed, the error that most likely caused the failure: the first that is not a
 /// lost peer (a rank that lost its peer only saw the failure of another), else the first.

@@ -12,6 +12,7 @@ use commbench_core::launch::affinity;
 use commbench_core::transport::{BackendInfo, OpKind, TAG_UB};
 use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Role, Src, Tag, TagSel};
 use std::collections::BTreeMap;
+use std::mem::MaybeUninit;
 use std::os::raw::c_void;
 use std::ptr;
 use std::time::{Duration, Instant};
@@ -337,14 +338,17 @@ impl OfiEndpoint {
 
     /// Read the completion queue once: every completion found marks its slot done.
     fn progress(&mut self) -> Result<()> {
-        let mut entries = [ffi::fi_cq_tagged_entry::default(); CQ_BATCH];
+        // Not zeroed: this runs on every spin of a wait, and the provider writes what it reads.
+        let mut entries = [const { MaybeUninit::<ffi::fi_cq_tagged_entry>::uninit() }; CQ_BATCH];
         // SAFETY: the queue is open and `entries` has room for CQ_BATCH entries of the
         // queue's format (FI_CQ_FORMAT_TAGGED).
         let n = unsafe {
             ffi::cb_fi_cq_read(self.fab.cq, entries.as_mut_ptr() as *mut c_void, CQ_BATCH)
         };
         if n > 0 {
-            for e in &entries[..n as usize] {
+            for e in &entries[..(n as usize).min(CQ_BATCH)] {
+                // SAFETY: fi_cq_read wrote its first `n` entries (n <= CQ_BATCH).
+                let e = unsafe { e.assume_init_ref() };
                 if let Some(i) = self.slot_of_context(e.op_context) {
                     self.finish_slot(i, e.len, e.tag);
                 }

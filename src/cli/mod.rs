@@ -174,6 +174,19 @@ fn list_backends() {
             "not available in this version".to_string()
         };
         println!("{:4} {:52} {state}", b.name, b.about);
+        #[cfg(feature = "ofi")]
+        if b.name == "ofi" {
+            let found = commbench_ofi::providers();
+            let found = if found.is_empty() {
+                "none".to_string()
+            } else {
+                found.join(", ")
+            };
+            println!(
+                "     libfabric {} providers with a tagged RDM endpoint here: {found}",
+                commbench_ofi::library_version()
+            );
+        }
     }
 }
 

@@ -414,9 +414,6 @@ fn check_limits(
         .map_err(fail)
 }
 
-/// The most round trips one trial times: the npp given, or, when it is calculated, the
-/// estimation's `npp_init` and a generous guess for the npp calculated from the timer (seed
-/// 000 §3.3 asks a loop of 50 resolutions).
 /// The receives a rank keeps posted at once, at least: seed 004's posted queue and the latency
 /// receives posted for a trial's round trips (a lower bound where npp is calculated); 0 for
 /// the other benchmarks, which post a handful.
@@ -442,6 +439,9 @@ fn wildcards(work: &Work) -> bool {
     }
 }
 
+/// The most round trips one trial times: the npp given, or, when it is calculated, the
+/// estimation's `npp_init` and a generous guess for the npp calculated from the timer (seed
+/// 000 §3.3 asks a loop of 50 resolutions).
 fn npp_bound(npp: &NppChoice) -> u64 {
     match npp {
         NppChoice::Auto { npp_init, .. } => (*npp_init).max(64),

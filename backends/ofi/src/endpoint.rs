@@ -63,7 +63,9 @@ enum State {
 }
 
 struct Slot {
-    ctx: Box<OpCtx>,
+    /// From `Box::into_raw`, freed by the endpoint's `Drop` once the endpoint is closed: the
+    /// provider may write its `fi` while the operation is outstanding.
+    ctx: *mut OpCtx,
     gen: u32,
     state: State,
     kind: OpKind,
@@ -124,10 +126,21 @@ impl std::fmt::Debug for OfiEndpoint {
 
 impl Drop for OfiEndpoint {
     fn drop(&mut self) {
-        // The endpoint closes (Fabric's Drop) after the registrations: no operation is
-        // outstanding once fi_close(ep) returns, but a registration may not outlive its domain.
+        // The endpoint closes first: once fi_close(ep) has returned, the provider holds no
+        // buffer, context or descriptor of an outstanding operation. Should it fail, they are
+        // leaked rather than freed under the provider.
+        if !self.fab.close_ep() {
+            std::mem::forget(std::mem::take(&mut self.slots));
+            std::mem::forget(std::mem::take(&mut self.mrs));
+            return;
+        }
         for m in self.mrs.iter_mut().filter_map(Option::take) {
             close_mr(m.mr);
+        }
+        for s in &self.slots {
+            // SAFETY: each context came from Box::into_raw, is freed once, here, and the
+            // provider released it when the endpoint closed.
+            drop(unsafe { Box::from_raw(s.ctx) });
         }
     }
 }
@@ -205,10 +218,10 @@ impl OfiEndpoint {
             None => {
                 let i = self.slots.len();
                 self.slots.push(Slot {
-                    ctx: Box::new(OpCtx {
+                    ctx: Box::into_raw(Box::new(OpCtx {
                         fi: ffi::fi_context2::default(),
                         slot: i,
-                    }),
+                    })),
                     gen: 0,
                     state: State::Free,
                     kind,
@@ -372,7 +385,7 @@ impl OfiEndpoint {
         // `slot` field the provider never writes (it owns only `fi`).
         let i = unsafe { (*(ctx as *const OpCtx)).slot };
         let s = self.slots.get(i)?;
-        (ptr::eq(&*s.ctx as *const OpCtx, ctx as *const OpCtx) && s.state == State::Posted)
+        (ptr::eq(s.ctx as *const OpCtx, ctx as *const OpCtx) && s.state == State::Posted)
             .then_some(i)
     }
 
@@ -514,17 +527,18 @@ impl OfiEndpoint {
     }
 
     /// Send with `fi_tinject`: the buffer is free again on return, and no completion comes.
-    fn inject(&mut self, dest: Rank, tag: Tag, buf: &[u8]) -> Result<()> {
+    /// `p` and `len` are the bytes of a buffer the caller keeps alive through the call (raw,
+    /// since the native ping-pong injects from a buffer posted for the reply).
+    fn inject(&mut self, dest: Rank, tag: Tag, p: *const u8, len: usize) -> Result<()> {
         let (ep, addr, wt) = (
             self.fab.ep,
             self.addrs[dest as usize],
             wire_tag(self.rank, tag),
         );
-        let (p, len) = (buf.as_ptr(), buf.len());
         self.retry(
             &|_| format!("rank {dest} to take a {len}-byte message (fi_tinject)"),
-            // SAFETY: the endpoint is open; fi_tinject copies `len` bytes of `buf`, which
-            // outlives the call, before it returns.
+            // SAFETY: the endpoint is open; fi_tinject copies `len` bytes at `p`, which the
+            // caller keeps alive, before it returns.
             |_| unsafe { ffi::cb_fi_tinject(ep, p as *const c_void, len, addr, wt) },
         )?;
         self.note_sent(tag, len, true);
@@ -579,7 +593,7 @@ impl Endpoint for OfiEndpoint {
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
         self.check_peer(dest, "send to")?;
         if buf.len() < self.inject_below {
-            self.inject(dest, tag, &buf)?;
+            self.inject(dest, tag, buf.as_ptr(), buf.len())?;
             let i = self.take_slot(OpKind::Send, Some(dest), tag, buf);
             self.slots[i].state = State::Done;
             return Ok(self.req_of(i));
@@ -598,7 +612,7 @@ impl Endpoint for OfiEndpoint {
             wire_tag(self.rank, tag),
         );
         let (p, len) = (self.slots[i].buf.as_ptr(), self.slots[i].buf.len());
-        let ctx = &mut self.slots[i].ctx.fi as *mut ffi::fi_context2 as *mut c_void;
+        let ctx = self.slots[i].ctx as *mut c_void;
         let posted = self.retry(
             &|_| format!("rank {dest} to take a {len}-byte message (fi_tsend)"),
             // SAFETY: the endpoint is open; the buffer and the context stay owned by slot `i`
@@ -640,7 +654,7 @@ impl Endpoint for OfiEndpoint {
         let (wt, ignore) = select(src, tag);
         let ep = self.fab.ep;
         let (p, len) = (self.slots[i].buf.as_mut_ptr(), self.slots[i].buf.len());
-        let ctx = &mut self.slots[i].ctx.fi as *mut ffi::fi_context2 as *mut c_void;
+        let ctx = self.slots[i].ctx as *mut c_void;
         let posted = self.retry(
             &|me| {
                 format!(
@@ -704,7 +718,7 @@ impl Endpoint for OfiEndpoint {
     fn send(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<Vec<u8>> {
         if buf.len() < self.inject_below {
             self.check_peer(dest, "send to")?;
-            self.inject(dest, tag, &buf)?;
+            self.inject(dest, tag, buf.as_ptr(), buf.len())?;
             return Ok(buf);
         }
         let r = self.isend(dest, tag, buf)?;
@@ -730,13 +744,11 @@ impl Endpoint for OfiEndpoint {
                 (Role::Initiator, true) => {
                     let r = self.irecv(Src::Rank(peer), TagSel::Tag(tag), b)?;
                     let i = self.slot_of(r)?;
-                    let p = self.slots[i].buf.as_ptr();
-                    let len = self.slots[i].buf.len();
-                    // SAFETY: the buffer is owned by slot `i` and not written before the
-                    // reply arrives, which cannot happen before fi_tinject has copied it (the
-                    // peer replies only after receiving this message).
-                    let bytes = unsafe { std::slice::from_raw_parts(p, len) };
-                    self.inject(peer, tag, bytes)?;
+                    // The buffer stays owned by slot `i`; the reply that will be written into
+                    // it cannot come before fi_tinject has copied it out (the peer replies
+                    // only to this message), and no reference to it is made meanwhile.
+                    let (p, len) = (self.slots[i].buf.as_ptr(), self.slots[i].buf.len());
+                    self.inject(peer, tag, p, len)?;
                     self.wait(r)?.buf
                 }
                 (Role::Initiator, false) => {

@@ -49,6 +49,8 @@ pub struct Attrs {
     pub max_msg_size: u64,
     /// Mode bits the provider requires (`FI_CONTEXT`, `FI_CONTEXT2`).
     pub mode: u64,
+    /// The tag bits the provider matches (`ep_attr.mem_tag_format`).
+    pub mem_tag_format: u64,
 }
 
 impl Attrs {
@@ -231,7 +233,21 @@ pub fn probe_with_rx(provider: Option<&str>, rx_size: usize) -> Result<Attrs> {
     let attrs = unsafe { attrs_of(&*info) };
     // SAFETY: as above.
     unsafe { ffi::fi_freeinfo(info) };
+    check_tag_bits(&attrs)?;
     Ok(attrs)
+}
+
+/// The tag carries a rank and a commbench tag in 64 bits: a provider that matches fewer (its
+/// `mem_tag_format` leaves the top bits out) would confuse messages, and is refused.
+fn check_tag_bits(a: &Attrs) -> Result<()> {
+    if a.mem_tag_format != 0 && a.mem_tag_format.leading_zeros() > 1 {
+        return Err(Error::Config(format!(
+            "libfabric provider `{}` matches fewer than the 64 tag bits commbench uses \
+             (mem_tag_format {:#x})",
+            a.provider, a.mem_tag_format
+        )));
+    }
+    Ok(())
 }
 
 /// The attributes of one `fi_info`.
@@ -259,6 +275,7 @@ unsafe fn attrs_of(i: &ffi::fi_info) -> Attrs {
             rx_size: rx.size,
             max_msg_size: (*i.ep_attr).max_msg_size as u64,
             mode: i.mode,
+            mem_tag_format: (*i.ep_attr).mem_tag_format,
         }
     }
 }
@@ -278,11 +295,11 @@ pub(crate) struct Fabric {
 
 impl Drop for Fabric {
     fn drop(&mut self) {
-        // SAFETY: each pointer is null or an object this Fabric opened and closes once, the
-        // endpoint before what it is bound to; fi_close's return code has nowhere to go.
+        self.close_ep();
+        // SAFETY: each pointer is null or an object this Fabric opened and closes once, after
+        // the endpoint bound to it; fi_close's return code has nowhere to go.
         unsafe {
             for fid in [
-                self.ep as *mut ffi::fid,
                 self.av as *mut ffi::fid,
                 self.cq as *mut ffi::fid,
                 self.domain as *mut ffi::fid,
@@ -300,6 +317,19 @@ impl Drop for Fabric {
 }
 
 impl Fabric {
+    /// Close the endpoint (once; later calls do nothing): no operation is outstanding after
+    /// it. Whether it closed (or was never opened).
+    pub fn close_ep(&mut self) -> bool {
+        if self.ep.is_null() {
+            return true;
+        }
+        // SAFETY: the endpoint was opened by this Fabric and is closed once; the pointer is
+        // cleared below.
+        let rc = unsafe { ffi::cb_fi_close(self.ep as *mut ffi::fid) };
+        self.ep = ptr::null_mut();
+        rc == 0
+    }
+
     /// Open the provider `want` asks for, its endpoint bound to `want.node` when its addresses
     /// are IP ones, with an address vector for `ranks` peers.
     pub fn open(want: &Want, ranks: u32) -> Result<Fabric> {
@@ -324,6 +354,7 @@ impl Fabric {
             // SAFETY: a valid fi_info from fi_getinfo.
             attrs: unsafe { attrs_of(&*info) },
         };
+        check_tag_bits(&f.attrs)?;
         f.open_objects(ranks)?;
         Ok(f)
     }

@@ -124,7 +124,7 @@ pub const BACKENDS: &[BackendName] = &[
         feature: "ofi",
         compiled: cfg!(feature = "ofi"),
         implemented: true,
-        about: "libfabric, a tagged RDM endpoint of a provider (--ofi-provider)",
+        about: "libfabric, a provider's tagged RDM endpoint",
         options: &["--ofi-provider", "--cpus"],
         run_options: &["--ranks", "--rank", "--rendezvous", "--timeout"],
     },

@@ -30,34 +30,42 @@ impl Backend for Ofi {
         if let Some(r) = &job.rendezvous {
             joining::check_rendezvous(r, job)?;
         }
-        let provider = a.ofi_provider.clone().filter(|p| !p.trim().is_empty());
+        let provider = a.ofi_provider.clone();
+        if provider.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            return Err(Fatal::usage(
+                "--ofi-provider: an empty provider name",
+                "name a provider, e.g. --ofi-provider shm, or drop --ofi-provider for libfabric's first choice",
+            ));
+        }
         let mut attrs = commbench_ofi::probe(provider.as_deref()).map_err(|e| {
             Fatal::usage(
                 format!("--ofi-provider: {}", e.reason()),
                 "name one of the available providers, e.g. --ofi-provider shm or --ofi-provider 'tcp;ofi_rxm' (fi_info -l lists them)",
             )
         })?;
+        // Seed 004's posted queue: a longer receive queue where the provider offers one (the
+        // checks before the run refuse a queue it cannot hold), the same provider kept.
+        let mut rx_size = 0;
+        let want = job
+            .posted_receives
+            .saturating_add(commbench_ofi::CONTROL_RECEIVES);
+        if job.posted_receives > 0 && want > attrs.rx_size as u64 {
+            let longer = commbench_ofi::probe_with_rx(Some(&attrs.provider), want as usize);
+            if let Ok(longer) = longer {
+                rx_size = want as usize;
+                attrs = longer;
+            }
+        }
         if let (true, Some(why)) = (job.wildcards, attrs.wildcard_defect()) {
             return Err(Fatal::usage(
                 format!("this benchmark posts wildcard receives, and {why}"),
                 "run it with --ofi-provider 'tcp;ofi_rxm' (or another provider), or on the shm backend",
             ));
         }
-        // Seed 004's posted queue: a longer receive queue where the provider offers one (the
-        // checks before the run refuse a queue it cannot hold).
-        let mut rx_size = 0;
-        let want = job
-            .posted_receives
-            .saturating_add(commbench_ofi::CONTROL_RECEIVES);
-        if job.posted_receives > 0 && want > attrs.rx_size as u64 {
-            if let Ok(longer) = commbench_ofi::probe_with_rx(provider.as_deref(), want as usize) {
-                rx_size = want as usize;
-                attrs = longer;
-            }
-        }
         Ok(Ofi {
             cfg: OfiConfig {
-                provider,
+                // The provider probed, so every rank opens the same one.
+                provider: Some(attrs.provider.clone()),
                 timeout: job.timeout,
                 cpus: cpu_list(a, job)?,
                 rx_size,

@@ -1,7 +1,6 @@
 /* See shim.h: each cb_fi_X is the static-inline fi_X of the libfabric headers. */
 #include "shim.h"
 
-uint32_t cb_fi_compiled_version(void) { return FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION); }
 struct fi_info *cb_fi_allocinfo(void) { return fi_allocinfo(); }
 int cb_fi_close(struct fid *fid) { return fi_close(fid); }
 
@@ -56,11 +55,6 @@ int cb_fi_getname(struct fid *fid, void *addr, size_t *addrlen)
     return fi_getname(fid, addr, addrlen);
 }
 
-ssize_t cb_fi_cq_read(struct fid_cq *cq, void *buf, size_t count)
-{
-    return fi_cq_read(cq, buf, count);
-}
-
 ssize_t cb_fi_cq_readerr(struct fid_cq *cq, struct fi_cq_err_entry *buf, uint64_t flags)
 {
     return fi_cq_readerr(cq, buf, flags);
@@ -72,22 +66,3 @@ const char *cb_fi_cq_strerror(struct fid_cq *cq, int prov_errno, const void *err
     return fi_cq_strerror(cq, prov_errno, err_data, buf, len);
 }
 
-ssize_t cb_fi_tsend(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
-                    uint64_t tag, void *context)
-{
-    return fi_tsend(ep, buf, len, desc, dest, tag, context);
-}
-
-ssize_t cb_fi_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
-                    uint64_t tag, uint64_t ignore, void *context)
-{
-    return fi_trecv(ep, buf, len, desc, src, tag, ignore, context);
-}
-
-ssize_t cb_fi_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
-                      uint64_t tag)
-{
-    return fi_tinject(ep, buf, len, dest, tag);
-}
-
-ssize_t cb_fi_cancel(struct fid *fid, void *context) { return fi_cancel(fid, context); }

@@ -1,6 +1,7 @@
 /*
  * Real symbols for the libfabric calls commbench-ofi makes that the headers define as static
- * inline (they dispatch through each object's ops table), so that Rust can call them. Each
+ * inline (they dispatch through each object's ops table), so that Rust can call them (the four
+ * calls of the timed loops are dispatched in Rust, src/sys.rs). Each
  * cb_fi_X(...) is exactly fi_X(...).
  */
 #ifndef COMMBENCH_OFI_SHIM_H
@@ -13,7 +14,6 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_tagged.h>
 
-uint32_t cb_fi_compiled_version(void);
 struct fi_info *cb_fi_allocinfo(void);
 int cb_fi_close(struct fid *fid);
 int cb_fi_domain(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **domain,
@@ -33,16 +33,8 @@ int cb_fi_endpoint(struct fid_domain *domain, struct fi_info *info, struct fid_e
 int cb_fi_ep_bind(struct fid_ep *ep, struct fid *bfid, uint64_t flags);
 int cb_fi_enable(struct fid_ep *ep);
 int cb_fi_getname(struct fid *fid, void *addr, size_t *addrlen);
-ssize_t cb_fi_cq_read(struct fid_cq *cq, void *buf, size_t count);
 ssize_t cb_fi_cq_readerr(struct fid_cq *cq, struct fi_cq_err_entry *buf, uint64_t flags);
 const char *cb_fi_cq_strerror(struct fid_cq *cq, int prov_errno, const void *err_data, char *buf,
                               size_t len);
-ssize_t cb_fi_tsend(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
-                    uint64_t tag, void *context);
-ssize_t cb_fi_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
-                    uint64_t tag, uint64_t ignore, void *context);
-ssize_t cb_fi_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
-                      uint64_t tag);
-ssize_t cb_fi_cancel(struct fid *fid, void *context);
 
 #endif

@@ -355,9 +355,7 @@ impl OfiEndpoint {
         let mut entries = [const { MaybeUninit::<ffi::fi_cq_tagged_entry>::uninit() }; CQ_BATCH];
         // SAFETY: the queue is open and `entries` has room for CQ_BATCH entries of the
         // queue's format (FI_CQ_FORMAT_TAGGED).
-        let n = unsafe {
-            ffi::cb_fi_cq_read(self.fab.cq, entries.as_mut_ptr() as *mut c_void, CQ_BATCH)
-        };
+        let n = unsafe { sys::cq_read(self.fab.cq, entries.as_mut_ptr() as *mut c_void, CQ_BATCH) };
         if n > 0 {
             for e in &entries[..(n as usize).min(CQ_BATCH)] {
                 // SAFETY: fi_cq_read wrote its first `n` entries (n <= CQ_BATCH).
@@ -539,7 +537,7 @@ impl OfiEndpoint {
             &|_| format!("rank {dest} to take a {len}-byte message (fi_tinject)"),
             // SAFETY: the endpoint is open; fi_tinject copies `len` bytes at `p`, which the
             // caller keeps alive, before it returns.
-            |_| unsafe { ffi::cb_fi_tinject(ep, p as *const c_void, len, addr, wt) },
+            |_| unsafe { sys::tinject(ep, p as *const c_void, len, addr, wt) },
         )?;
         self.note_sent(tag, len, true);
         Ok(())
@@ -617,7 +615,7 @@ impl Endpoint for OfiEndpoint {
             &|_| format!("rank {dest} to take a {len}-byte message (fi_tsend)"),
             // SAFETY: the endpoint is open; the buffer and the context stay owned by slot `i`
             // (moved nowhere, freed nowhere) until its completion is read.
-            |_| unsafe { ffi::cb_fi_tsend(ep, p as *const c_void, len, desc, addr, wt, ctx) },
+            |_| unsafe { sys::tsend(ep, p as *const c_void, len, desc, addr, wt, ctx) },
         );
         if let Err(e) = posted {
             self.release(i);
@@ -666,7 +664,7 @@ impl Endpoint for OfiEndpoint {
             // SAFETY: the endpoint is open; the buffer (len writable bytes) and the context
             // stay owned by slot `i` until its completion is read.
             |_| unsafe {
-                ffi::cb_fi_trecv(
+                sys::trecv(
                     ep,
                     p as *mut c_void,
                     len,

@@ -17,6 +17,7 @@ pub(crate) mod ffi {
 
 use commbench_core::{Error, Result};
 use std::ffi::CStr;
+use std::os::raw::c_void;
 
 /// `FI_ADDR_UNSPEC` (`((uint64_t) -1)` in the headers).
 pub(crate) const FI_ADDR_UNSPEC: u64 = u64::MAX;
@@ -145,4 +146,99 @@ pub(crate) unsafe fn text(p: *const std::os::raw::c_char) -> String {
     }
     // SAFETY: the caller promises a live NUL-terminated string.
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// `-FI_ENOSYS`, for an operation a provider's ops table leaves out.
+const ENOSYS: isize = -(ffi::FI_ENOSYS as isize);
+
+// The four calls of the timed loops, dispatched through the object's ops table exactly as the
+// headers' static-inline fi_tinject, fi_tsend, fi_trecv and fi_cq_read do, so that they cost
+// no extra call (the other static-inline calls go through the C shims of csrc/shim.c).
+
+/// `fi_tinject`.
+///
+/// # Safety
+/// `ep` is an open endpoint and `len` bytes at `buf` are readable for the call.
+#[inline(always)]
+pub(crate) unsafe fn tinject(
+    ep: *mut ffi::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    dest: u64,
+    tag: u64,
+) -> isize {
+    // SAFETY: an open endpoint's `tagged` points to its provider's ops table, and the call's
+    // arguments are the caller's promise.
+    unsafe {
+        match (*(*ep).tagged).inject {
+            Some(f) => f(ep, buf, len, dest, tag),
+            None => ENOSYS,
+        }
+    }
+}
+
+/// `fi_tsend`.
+///
+/// # Safety
+/// `ep` is an open endpoint; `len` bytes at `buf` and the context stay valid until the send's
+/// completion is read.
+#[inline(always)]
+pub(crate) unsafe fn tsend(
+    ep: *mut ffi::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    desc: *mut c_void,
+    dest: u64,
+    tag: u64,
+    ctx: *mut c_void,
+) -> isize {
+    // SAFETY: as in tinject; the buffer's and context's lifetimes are the caller's promise.
+    unsafe {
+        match (*(*ep).tagged).send {
+            Some(f) => f(ep, buf, len, desc, dest, tag, ctx),
+            None => ENOSYS,
+        }
+    }
+}
+
+/// `fi_trecv`.
+///
+/// # Safety
+/// `ep` is an open endpoint; `len` writable bytes at `buf` and the context stay valid until
+/// the receive's completion is read.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(crate) unsafe fn trecv(
+    ep: *mut ffi::fid_ep,
+    buf: *mut c_void,
+    len: usize,
+    desc: *mut c_void,
+    src: u64,
+    tag: u64,
+    ignore: u64,
+    ctx: *mut c_void,
+) -> isize {
+    // SAFETY: as in tsend.
+    unsafe {
+        match (*(*ep).tagged).recv {
+            Some(f) => f(ep, buf, len, desc, src, tag, ignore, ctx),
+            None => ENOSYS,
+        }
+    }
+}
+
+/// `fi_cq_read`.
+///
+/// # Safety
+/// `cq` is an open completion queue and `buf` has room for `count` entries of its format.
+#[inline(always)]
+pub(crate) unsafe fn cq_read(cq: *mut ffi::fid_cq, buf: *mut c_void, count: usize) -> isize {
+    // SAFETY: an open queue's `ops` points to its provider's table; the buffer is the caller's
+    // promise.
+    unsafe {
+        match (*(*cq).ops).read {
+            Some(f) => f(cq, buf, count),
+            None => ENOSYS,
+        }
+    }
 }

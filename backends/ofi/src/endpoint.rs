@@ -73,6 +73,8 @@ struct Slot {
     peer: Option<Rank>,
     tag: Tag,
     len: usize,
+    /// Bytes the posted buffer holds.
+    cap: usize,
     buf: Vec<u8>,
     mr: Option<usize>,
     err: Option<Error>,
@@ -228,6 +230,7 @@ impl OfiEndpoint {
                     peer,
                     tag,
                     len: 0,
+                    cap: 0,
                     buf: Vec::new(),
                     mr: None,
                     err: None,
@@ -242,6 +245,7 @@ impl OfiEndpoint {
         s.peer = peer;
         s.tag = tag;
         s.len = buf.len();
+        s.cap = buf.len();
         s.buf = buf;
         s.mr = None;
         s.err = None;
@@ -422,8 +426,8 @@ impl OfiEndpoint {
         s.err = Some(match e.err.unsigned_abs() {
             // Some providers (tcp;ofi_rxm) leave olen 0: the length is then unknown (len 0).
             ffi::FI_ETRUNC if s.kind == OpKind::Recv => Error::Truncated {
-                len: if e.olen > 0 { s.buf.len() + e.olen } else { 0 },
-                cap: s.buf.len(),
+                len: if e.olen > 0 { s.cap + e.olen } else { 0 },
+                cap: s.cap,
                 source_rank: s.peer.unwrap_or((e.tag >> 32) as Rank),
                 tag: e.tag as Tag,
             },
@@ -447,7 +451,7 @@ impl OfiEndpoint {
                 } else {
                     "a receive"
                 },
-                s.buf.len(),
+                s.cap,
                 match (s.kind, s.peer) {
                     (OpKind::Send, Some(p)) => format!("to rank {p}"),
                     (_, Some(p)) => format!("from rank {p}"),
@@ -735,25 +739,17 @@ impl Endpoint for OfiEndpoint {
         role: Role,
     ) -> Result<()> {
         self.check_peer(peer, "ping-pong with")?;
-        let inject = buf.len() < self.inject_below;
+        if buf.len() < self.inject_below && !self.fab.attrs.needs_mr() && !self.cfg.register {
+            return self.pingpong_injected(peer, tag, buf, n, role);
+        }
         for _ in 0..n {
             let b = std::mem::take(buf);
-            *buf = match (role, inject) {
-                (Role::Initiator, true) => {
-                    let r = self.irecv(Src::Rank(peer), TagSel::Tag(tag), b)?;
-                    let i = self.slot_of(r)?;
-                    // The buffer stays owned by slot `i`; the reply that will be written into
-                    // it cannot come before fi_tinject has copied it out (the peer replies
-                    // only to this message), and no reference to it is made meanwhile.
-                    let (p, len) = (self.slots[i].buf.as_ptr(), self.slots[i].buf.len());
-                    self.inject(peer, tag, p, len)?;
-                    self.wait(r)?.buf
-                }
-                (Role::Initiator, false) => {
+            *buf = match role {
+                Role::Initiator => {
                     let b = self.send(peer, tag, b)?;
                     self.recv(Src::Rank(peer), TagSel::Tag(tag), b)?.buf
                 }
-                (Role::Echo, _) => {
+                Role::Echo => {
                     let b = self.recv(Src::Rank(peer), TagSel::Tag(tag), b)?.buf;
                     self.send(peer, tag, b)?
                 }
@@ -768,6 +764,104 @@ impl Endpoint for OfiEndpoint {
 }
 
 impl OfiEndpoint {
+    /// The ping-pong of messages below the inject size, as fi_pingpong runs it: each receive
+    /// posted straight from `buf` into one slot kept for the loop (no buffer moved, no request
+    /// made), the initiator's before it injects, so the reply always meets a posted receive.
+    /// Should the loop fail with the receive still posted, the slot takes `buf` over, so that
+    /// the provider never writes into memory given back.
+    fn pingpong_injected(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        buf: &mut Vec<u8>,
+        n: u64,
+        role: Role,
+    ) -> Result<()> {
+        let i = self.take_slot(OpKind::Recv, Some(peer), tag, Vec::new());
+        self.posted_recvs += 1;
+        let (wt, len) = (wire_tag(peer, tag), buf.len());
+        self.slots[i].cap = len;
+        let mut run = || -> Result<()> {
+            for _ in 0..n {
+                let p = buf.as_mut_ptr();
+                self.post_loop_receive(i, p, len, wt)?;
+                if role == Role::Initiator {
+                    // The reply that the receive just posted will take cannot come before
+                    // fi_tinject has copied the message out: the peer replies only to it.
+                    self.inject(peer, tag, p, len)?;
+                }
+                self.wait_slot(i)?;
+                if role == Role::Echo {
+                    self.inject(peer, tag, p, len)?;
+                }
+            }
+            Ok(())
+        };
+        let out = run();
+        if self.slots[i].state == State::Posted {
+            self.slots[i].buf = std::mem::take(buf);
+        } else {
+            self.release(i);
+        }
+        out
+    }
+
+    /// Post the loop's receive of `len` bytes at `p` into slot `i`.
+    #[inline(always)]
+    fn post_loop_receive(&mut self, i: usize, p: *mut u8, len: usize, wt: u64) -> Result<()> {
+        let s = &mut self.slots[i];
+        s.state = State::Posted;
+        s.len = len;
+        let (ep, ctx) = (self.fab.ep, s.ctx as *mut c_void);
+        self.retry(
+            &|me| {
+                format!(
+                    "room to post a receive ({} posted; the provider's receive queue holds {})",
+                    me.posted_recvs - 1,
+                    me.fab.attrs.rx_size
+                )
+            },
+            // SAFETY: the endpoint is open; `len` writable bytes at `p` (the caller's buffer,
+            // which the slot takes over should the receive outlive the loop) and the slot's
+            // context stay valid until the completion is read.
+            |_| unsafe {
+                sys::trecv(
+                    ep,
+                    p as *mut c_void,
+                    len,
+                    ptr::null_mut(),
+                    sys::FI_ADDR_UNSPEC,
+                    wt,
+                    0,
+                    ctx,
+                )
+            },
+        )
+    }
+
+    /// Wait for slot `i` (kept, not given back) to complete, at most the timeout.
+    #[inline(always)]
+    fn wait_slot(&mut self, i: usize) -> Result<()> {
+        let mut start: Option<Instant> = None;
+        let mut spins: u32 = 0;
+        loop {
+            if self.slots[i].state == State::Done {
+                return match self.slots[i].err.take() {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                };
+            }
+            self.progress()?;
+            spins = spins.wrapping_add(1);
+            if spins % SPINS_PER_CLOCK_READ == 0 {
+                let t = *start.get_or_insert_with(Instant::now);
+                if t.elapsed() > self.cfg.timeout {
+                    return Err(self.timeout_error(self.req_of(i)));
+                }
+            }
+        }
+    }
+
     pub(crate) fn cfg(&self) -> &OfiConfig {
         &self.cfg
     }

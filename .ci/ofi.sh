@@ -32,3 +32,7 @@ timeout 600 cargo test --features ofi --test cli ofi
 if command -v mpirun >/dev/null; then
     timeout 600 cargo test --features mpi,ofi --test mpi mpi_ofi
 fi
+
+# One round of the side-by-side script against fi_pingpong on the debug build: it must keep
+# running end to end (its ratios mean nothing here; docs/ofi.md says how to measure).
+COMMBENCH=target/debug/commbench bash benches/compare_ofi.sh 1

@@ -654,32 +654,8 @@ impl Endpoint for OfiEndpoint {
             }
         };
         let (wt, ignore) = select(src, tag);
-        let ep = self.fab.ep;
         let (p, len) = (self.slots[i].buf.as_mut_ptr(), self.slots[i].buf.len());
-        let ctx = self.slots[i].ctx as *mut c_void;
-        let posted = self.retry(
-            &|me| {
-                format!(
-                    "room to post a receive ({} posted; the provider's receive queue holds {})",
-                    me.posted_recvs - 1,
-                    me.fab.attrs.rx_size
-                )
-            },
-            // SAFETY: the endpoint is open; the buffer (len writable bytes) and the context
-            // stay owned by slot `i` until its completion is read.
-            |_| unsafe {
-                sys::trecv(
-                    ep,
-                    p as *mut c_void,
-                    len,
-                    desc,
-                    sys::FI_ADDR_UNSPEC,
-                    wt,
-                    ignore,
-                    ctx,
-                )
-            },
-        );
+        let posted = self.post_receive(i, p, len, desc, wt, ignore);
         if let Err(e) = posted {
             self.release(i);
             return Err(e);
@@ -742,20 +718,7 @@ impl Endpoint for OfiEndpoint {
         if buf.len() < self.inject_below && !self.fab.attrs.needs_mr() && !self.cfg.register {
             return self.pingpong_injected(peer, tag, buf, n, role);
         }
-        for _ in 0..n {
-            let b = std::mem::take(buf);
-            *buf = match role {
-                Role::Initiator => {
-                    let b = self.send(peer, tag, b)?;
-                    self.recv(Src::Rank(peer), TagSel::Tag(tag), b)?.buf
-                }
-                Role::Echo => {
-                    let b = self.recv(Src::Rank(peer), TagSel::Tag(tag), b)?.buf;
-                    self.send(peer, tag, b)?
-                }
-            };
-        }
-        Ok(())
+        commbench_core::transport::pingpong_loop(self, peer, tag, buf, n, role)
     }
 
     fn info(&self) -> BackendInfo {
@@ -784,7 +747,7 @@ impl OfiEndpoint {
         let mut run = || -> Result<()> {
             for _ in 0..n {
                 let p = buf.as_mut_ptr();
-                self.post_loop_receive(i, p, len, wt)?;
+                self.post_receive(i, p, len, ptr::null_mut(), wt, 0)?;
                 if role == Role::Initiator {
                     // The reply that the receive just posted will take cannot come before
                     // fi_tinject has copied the message out: the peer replies only to it.
@@ -806,9 +769,17 @@ impl OfiEndpoint {
         out
     }
 
-    /// Post the loop's receive of `len` bytes at `p` into slot `i`.
+    /// Post slot `i`'s receive of `len` bytes at `p` (tag `wt`, ignore mask `ignore`).
     #[inline(always)]
-    fn post_loop_receive(&mut self, i: usize, p: *mut u8, len: usize, wt: u64) -> Result<()> {
+    fn post_receive(
+        &mut self,
+        i: usize,
+        p: *mut u8,
+        len: usize,
+        desc: *mut c_void,
+        wt: u64,
+        ignore: u64,
+    ) -> Result<()> {
         let s = &mut self.slots[i];
         s.state = State::Posted;
         s.len = len;
@@ -821,18 +792,18 @@ impl OfiEndpoint {
                     me.fab.attrs.rx_size
                 )
             },
-            // SAFETY: the endpoint is open; `len` writable bytes at `p` (the caller's buffer,
-            // which the slot takes over should the receive outlive the loop) and the slot's
-            // context stay valid until the completion is read.
+            // SAFETY: the endpoint is open; `len` writable bytes at `p` (the slot's buffer, or
+            // the ping-pong loop's, which the slot takes over should the receive outlive the
+            // loop) and the slot's context stay valid until the completion is read.
             |_| unsafe {
                 sys::trecv(
                     ep,
                     p as *mut c_void,
                     len,
-                    ptr::null_mut(),
+                    desc,
                     sys::FI_ADDR_UNSPEC,
                     wt,
-                    0,
+                    ignore,
                     ctx,
                 )
             },

@@ -173,20 +173,7 @@ pub trait Endpoint {
         n: u64,
         role: Role,
     ) -> Result<()> {
-        for _ in 0..n {
-            let b = std::mem::take(buf);
-            *buf = match role {
-                Role::Initiator => {
-                    let b = self.send(peer, tag, b)?;
-                    self.recv(Src::Rank(peer), TagSel::Tag(tag), b)?.buf
-                }
-                Role::Echo => {
-                    let b = self.recv(Src::Rank(peer), TagSel::Tag(tag), b)?.buf;
-                    self.send(peer, tag, b)?
-                }
-            };
-        }
-        Ok(())
+        pingpong_loop(self, peer, tag, buf, n, role)
     }
 
     /// Read this rank's clock in nanoseconds. Real backends: `CLOCK_MONOTONIC`.
@@ -247,6 +234,33 @@ pub trait Endpoint {
     fn gather(&mut self, root: Rank, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
         control::gather(self, root, data)
     }
+}
+
+/// The ping-pong loop of [`Endpoint::pingpong`]'s default, built on [`Endpoint::send`] and
+/// [`Endpoint::recv`]: for a backend whose native loop covers only some cases.
+#[inline]
+pub fn pingpong_loop<E: Endpoint + ?Sized>(
+    ep: &mut E,
+    peer: Rank,
+    tag: Tag,
+    buf: &mut Vec<u8>,
+    n: u64,
+    role: Role,
+) -> Result<()> {
+    for _ in 0..n {
+        let b = std::mem::take(buf);
+        *buf = match role {
+            Role::Initiator => {
+                let b = ep.send(peer, tag, b)?;
+                ep.recv(Src::Rank(peer), TagSel::Tag(tag), b)?.buf
+            }
+            Role::Echo => {
+                let b = ep.recv(Src::Rank(peer), TagSel::Tag(tag), b)?.buf;
+                ep.send(peer, tag, b)?
+            }
+        };
+    }
+    Ok(())
 }
 
 /// Writes the four identity methods of an [`Endpoint`] implementation whose rank, size and

@@ -114,6 +114,9 @@ pub struct OfiEndpoint {
     posted_recvs: usize,
     /// Why wildcard receives are refused on this provider ([`Attrs::wildcard_defect`]).
     wildcard_defect: Option<String>,
+    /// The slot the ping-pong of injected messages posts its receives into, kept from one
+    /// loop to the next (idle in state `Done`).
+    loop_slot: Option<usize>,
 }
 
 impl std::fmt::Debug for OfiEndpoint {
@@ -183,6 +186,7 @@ impl OfiEndpoint {
             affinity,
             posted_recvs: 0,
             wildcard_defect,
+            loop_slot: None,
         })
     }
 
@@ -728,8 +732,9 @@ impl Endpoint for OfiEndpoint {
 
 impl OfiEndpoint {
     /// The ping-pong of messages below the inject size, as fi_pingpong runs it: each receive
-    /// posted straight from `buf` into one slot kept for the loop (no buffer moved, no request
-    /// made), the initiator's before it injects, so the reply always meets a posted receive.
+    /// posted straight from `buf` into one slot kept for these loops (no buffer moved, no
+    /// request made), the initiator's before it injects, so the reply always meets a posted
+    /// receive.
     /// Should the loop fail with the receive still posted, the slot takes `buf` over, so that
     /// the provider never writes into memory given back.
     fn pingpong_injected(
@@ -740,10 +745,18 @@ impl OfiEndpoint {
         n: u64,
         role: Role,
     ) -> Result<()> {
-        let i = self.take_slot(OpKind::Recv, Some(peer), tag, Vec::new());
-        self.posted_recvs += 1;
+        let i = match self.loop_slot {
+            Some(i) => i,
+            None => {
+                let i = self.take_slot(OpKind::Recv, Some(peer), tag, Vec::new());
+                self.slots[i].state = State::Done;
+                self.loop_slot = Some(i);
+                i
+            }
+        };
         let (wt, len) = (wire_tag(peer, tag), buf.len());
-        self.slots[i].cap = len;
+        let slot = &mut self.slots[i];
+        (slot.peer, slot.tag, slot.cap) = (Some(peer), tag, len);
         let mut run = || -> Result<()> {
             for _ in 0..n {
                 let p = buf.as_mut_ptr();
@@ -762,9 +775,10 @@ impl OfiEndpoint {
         };
         let out = run();
         if self.slots[i].state == State::Posted {
+            // The receive outlived the loop: the slot keeps the buffer, and the next loop
+            // takes another slot.
             self.slots[i].buf = std::mem::take(buf);
-        } else {
-            self.release(i);
+            self.loop_slot = None;
         }
         out
     }

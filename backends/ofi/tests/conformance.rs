@@ -197,3 +197,38 @@ fn conformance_sockets_without_skips() {
     }
     suite(&Threads(cfg("sockets")), 2..=4, 4 << 20, &[]);
 }
+
+/// A ping-pong loop of no round trips leaves the buffer with its caller, and the next loop
+/// still runs.
+struct EmptyLoop;
+
+impl Program for EmptyLoop {
+    type Output = ();
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        let (me, role) = match ep.rank() {
+            0 => (0, commbench_core::Role::Initiator),
+            _ => (1, commbench_core::Role::Echo),
+        };
+        let mut buf = vec![me as u8; 8];
+        ep.pingpong(1 - me, 4, &mut buf, 0, role)?;
+        assert_eq!(
+            buf,
+            vec![me as u8; 8],
+            "rank {me}: the buffer after 0 round trips"
+        );
+        ep.pingpong(1 - me, 4, &mut buf, 3, role)?;
+        assert_eq!(
+            buf,
+            vec![0u8; 8],
+            "rank {me}: the buffer after 3 round trips"
+        );
+        ep.barrier()
+    }
+}
+
+#[test]
+fn a_loop_of_no_round_trips_keeps_the_buffer() {
+    for provider in ["shm", "tcp;ofi_rxm"] {
+        run_threads(2, &cfg(provider), &EmptyLoop).unwrap_or_else(|e| panic!("{provider}: {e}"));
+    }
+}

@@ -5,10 +5,10 @@
 //! while another still runs.
 
 use crate::endpoint::OfiEndpoint;
-use commbench_core::launch::rendezvous::{self, Bootstrap, Listener, Rendezvous};
+use commbench_core::launch::rendezvous::{Bootstrap, Listener, Rendezvous};
 use commbench_core::launch::RankEnv;
 use commbench_core::transport::Program;
-use commbench_core::{Error, Result};
+use commbench_core::Result;
 use std::time::Duration;
 
 /// How an ofi endpoint runs.
@@ -95,16 +95,6 @@ pub fn run_rank_with_listener<P: Program>(
     cfg: &OfiConfig,
     p: &P,
 ) -> Result<P::Output> {
-    if env.rank != 0 {
-        return Err(Error::Invalid(format!(
-            "rank {} cannot hold the rendezvous (rank 0 does)",
-            env.rank
-        )));
-    }
-    let token = env.checked_token()?;
-    rendezvous::check_token(token)?;
-    let mut boot = listener
-        .accept_all(env.size, token, cfg.timeout)
-        .map_err(|e| e.in_phase("bootstrap"))?;
+    let mut boot = listener.accept_as_rank0(env, cfg.timeout)?;
     rank_main(&mut boot, cfg, p)
 }

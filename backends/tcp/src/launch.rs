@@ -6,7 +6,7 @@ use crate::TcpEndpoint;
 use commbench_core::launch::rendezvous::{self, Bootstrap, Listener, Rendezvous};
 use commbench_core::launch::RankEnv;
 use commbench_core::transport::Program;
-use commbench_core::{Error, Result};
+use commbench_core::Result;
 use std::time::Duration;
 
 /// How a TCP endpoint runs.
@@ -98,15 +98,6 @@ pub fn run_rank_with_listener<P: Program>(
     cfg: &TcpConfig,
     p: &P,
 ) -> Result<P::Output> {
-    if env.rank != 0 {
-        return Err(Error::Invalid(format!(
-            "rank {} cannot hold the rendezvous (rank 0 does)",
-            env.rank
-        )));
-    }
-    let token = env.checked_token()?;
-    let boot = listener
-        .accept_all(env.size, token, cfg.timeout)
-        .map_err(|e| e.in_phase("bootstrap"))?;
-    rank_main(boot, token, cfg, p)
+    let boot = listener.accept_as_rank0(env, cfg.timeout)?;
+    rank_main(boot, env.checked_token()?, cfg, p)
 }

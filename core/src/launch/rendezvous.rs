@@ -780,6 +780,21 @@ pub struct Listener {
 }
 
 impl Listener {
+    /// Rank 0 of a local launch (`env`), which bound this listener before the other ranks
+    /// were spawned with its address: every rank accepted with the run's token (checked), in
+    /// the phase "bootstrap".
+    pub fn accept_as_rank0(self, env: &RankEnv, timeout: Duration) -> Result<Bootstrap> {
+        if env.rank != 0 {
+            return Err(Error::Invalid(format!(
+                "rank {} cannot hold the rendezvous (rank 0 does)",
+                env.rank
+            )));
+        }
+        let token = env.checked_token()?;
+        self.accept_all(env.size, token, timeout)
+            .map_err(|e| e.in_phase("bootstrap"))
+    }
+
     /// The address actually bound (with the port picked by the OS when 0 was asked).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr

@@ -1,0 +1,697 @@
+//! [`UcxEndpoint`]: the commbench data plane on UCP's tag API.
+//!
+//! Sends go with `ucp_tag_send_nbx`, receives with `ucp_tag_recv_nbx`, neither with a
+//! callback: an operation that finishes in the call is done at once (a receive's length and
+//! sender come back through `recv_info`), one that does not leaves a request that waits poll
+//! with `ucp_worker_progress` and `ucp_request_check_status` / `ucp_tag_recv_request_test`,
+//! then free. Every operation owns a slot holding the caller's buffer until UCX is done with
+//! it. Tags carry the sender's rank in their upper 32 bits and commbench's tag in the lower
+//! 32, so that UCX matches source and tag and a wildcard is a mask.
+
+use crate::proto::Peer;
+use crate::sys::{self, backend_error, decode, ffi, Posted};
+use crate::worker::Worker;
+use crate::UcxConfig;
+use commbench_core::launch::affinity;
+use commbench_core::transport::{BackendInfo, OpKind, TAG_UB};
+use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Role, Src, Tag, TagSel};
+use std::collections::BTreeMap;
+use std::os::raw::c_void;
+use std::ptr;
+use std::time::{Duration, Instant};
+
+/// Tests between two readings of the clock while waiting.
+const SPINS_PER_CLOCK_READ: u32 = 1024;
+
+/// The 64-bit tag of a message from `rank` with commbench tag `tag`.
+#[inline(always)]
+fn wire_tag(rank: Rank, tag: Tag) -> u64 {
+    (rank as u64) << 32 | tag as u64
+}
+
+/// The tag and mask a receive selects with (UCX matches `sender_tag & mask == tag & mask`):
+/// the source bits masked out for any rank, the low 30 bits for any user tag (control tags,
+/// from [`TAG_UB`] = 2^30, have a bit above them set and never match).
+#[inline(always)]
+fn select(src: Src, tag: TagSel) -> (u64, u64) {
+    const _: () = assert!(TAG_UB == 1 << 30);
+    let (sbits, signore) = match src {
+        Src::Any => (0, 0xFFFF_FFFF_0000_0000u64),
+        Src::Rank(r) => ((r as u64) << 32, 0),
+    };
+    let (tbits, tignore) = match tag {
+        TagSel::Any => (0, (TAG_UB - 1) as u64),
+        TagSel::Tag(t) => (t as u64, 0),
+    };
+    (sbits | tbits, !(signore | tignore))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Free,
+    Posted,
+    Done,
+}
+
+struct Slot {
+    /// UCX's request while the operation is in progress; null once it is done or when it
+    /// finished in the call.
+    req: *mut c_void,
+    gen: u32,
+    state: State,
+    kind: OpKind,
+    /// Destination of a send, source of a receive (`None`: any).
+    peer: Option<Rank>,
+    tag: Tag,
+    len: usize,
+    /// Bytes the posted buffer holds.
+    cap: usize,
+    buf: Vec<u8>,
+    err: Option<Error>,
+}
+
+/// One rank's UCX endpoint. Created by the launch functions ([`crate::run_threads`],
+/// [`crate::run_rank`], ...), which exchange the worker addresses and close it cleanly.
+pub struct UcxEndpoint {
+    rank: Rank,
+    size: u32,
+    cfg: UcxConfig,
+    w: Worker,
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    /// Buffers of receives that outlived a failed ping-pong loop: UCX may still write them
+    /// until the worker is destroyed.
+    orphans: Vec<Vec<u8>>,
+    /// What UCX says of the endpoint to each rank (lanes, protocol thresholds).
+    peers: Vec<Peer>,
+    /// User-tag message sizes this rank sent, and the protocol UCX chose for each.
+    sent: BTreeMap<usize, &'static str>,
+    last_sent: usize,
+    pinned: Option<usize>,
+    affinity: Vec<usize>,
+    /// Operation attributes of receives that need their sender and length:
+    /// `UCP_OP_ATTR_FLAG_NO_IMM_CMPL` where UCX would not say them on immediate completion.
+    recv_flags: u32,
+}
+
+impl std::fmt::Debug for UcxEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UcxEndpoint")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("tls", &self.cfg.tls)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for UcxEndpoint {
+    fn drop(&mut self) {
+        // Requests still outstanding are given up; then the worker is destroyed, after which
+        // UCX touches no buffer, and only then are the slots' buffers (fields, dropped after
+        // this) freed.
+        self.abandon_requests();
+        self.w.close(self.cfg.timeout.min(Duration::from_secs(10)));
+    }
+}
+
+impl UcxEndpoint {
+    /// Open this rank's worker; the caller then exchanges [`UcxEndpoint::address`]es and calls
+    /// [`UcxEndpoint::connect`].
+    pub(crate) fn open(rank: Rank, size: u32, cfg: &UcxConfig) -> Result<Self> {
+        let cpu = affinity::cpu_for(&cfg.cpus, rank);
+        let affinity = affinity::pin(cpu)?;
+        let w = Worker::open(cfg.tls.as_deref())?;
+        Ok(UcxEndpoint {
+            rank,
+            size,
+            cfg: cfg.clone(),
+            w,
+            slots: Vec::new(),
+            free: Vec::new(),
+            orphans: Vec::new(),
+            peers: Vec::new(),
+            sent: BTreeMap::new(),
+            last_sent: usize::MAX,
+            pinned: cpu,
+            affinity,
+            recv_flags: if sys::immediate_recv_info() {
+                0
+            } else {
+                ffi::UCP_OP_ATTR_FLAG_NO_IMM_CMPL
+            },
+        })
+    }
+
+    /// Give up every request still outstanding (receives cancelled), then close the
+    /// endpoints in flush mode while the peers close theirs: whether all closed within the
+    /// timeout. The launch functions call it between two barriers.
+    pub(crate) fn close_endpoints(&mut self) -> bool {
+        self.abandon_requests();
+        self.w.close_endpoints(self.cfg.timeout)
+    }
+
+    /// Cancel the receives still posted and free every request still held.
+    fn abandon_requests(&mut self) {
+        for i in 0..self.slots.len() {
+            let req = std::mem::replace(&mut self.slots[i].req, ptr::null_mut());
+            if !req.is_null() {
+                let kind = self.slots[i].kind;
+                self.abandon(req, kind);
+            }
+        }
+    }
+
+    /// This rank's worker address, to give the other ranks.
+    pub(crate) fn address(&self) -> Result<Vec<u8>> {
+        self.w.address()
+    }
+
+    /// An endpoint to every rank (addresses in rank order), then the worker flushed so that
+    /// wire-up is over before anything is timed.
+    pub(crate) fn connect(&mut self, names: &[Vec<u8>]) -> Result<()> {
+        if names.len() != self.size as usize {
+            return Err(Error::Protocol(format!(
+                "{} addresses for {} ranks",
+                names.len(),
+                self.size
+            )));
+        }
+        self.w.connect(names)?;
+        self.w.flush(self.cfg.timeout)?;
+        self.peers = (0..names.len())
+            .map(|r| Peer::parse(&self.w.ep_text(r)))
+            .collect();
+        Ok(())
+    }
+
+    fn check_peer(&self, r: Rank, what: &str) -> Result<()> {
+        commbench_core::transport::error::check_rank(what, r, self.size)
+    }
+
+    /// A free slot for an operation, with its buffer.
+    fn take_slot(&mut self, kind: OpKind, peer: Option<Rank>, tag: Tag, buf: Vec<u8>) -> usize {
+        let i = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(Slot {
+                req: ptr::null_mut(),
+                gen: 0,
+                state: State::Free,
+                kind,
+                peer,
+                tag,
+                len: 0,
+                cap: 0,
+                buf: Vec::new(),
+                err: None,
+            });
+            self.slots.len() - 1
+        });
+        let s = &mut self.slots[i];
+        s.gen = s.gen.wrapping_add(1);
+        s.state = State::Posted;
+        (s.kind, s.peer, s.tag) = (kind, peer, tag);
+        (s.len, s.cap) = (buf.len(), buf.len());
+        s.buf = buf;
+        s.req = ptr::null_mut();
+        s.err = None;
+        i
+    }
+
+    fn req_of(&self, i: usize) -> ReqId {
+        ReqId((self.slots[i].gen as u64) << 32 | i as u64)
+    }
+
+    /// The slot of a request handle still outstanding or completed but not returned.
+    fn slot_of(&self, req: ReqId) -> Result<usize> {
+        let i = (req.0 & 0xFFFF_FFFF) as usize;
+        match self.slots.get(i) {
+            Some(s) if s.gen as u64 == req.0 >> 32 && s.state != State::Free => Ok(i),
+            _ => Err(Error::Invalid(format!(
+                "ucx: request {} is unknown or was already completed",
+                req.0
+            ))),
+        }
+    }
+
+    /// Give slot `i` back, with its buffer.
+    fn release(&mut self, i: usize) -> Vec<u8> {
+        self.slots[i].state = State::Free;
+        self.free.push(i);
+        std::mem::take(&mut self.slots[i].buf)
+    }
+
+    /// Whether slot `i` is done, its request's status read (and the request freed) when UCX
+    /// has finished it.
+    #[inline(always)]
+    fn poll(&mut self, i: usize) -> bool {
+        let s = &mut self.slots[i];
+        if s.state != State::Posted {
+            return true;
+        }
+        let mut info = ffi::ucp_tag_recv_info_t::default();
+        // SAFETY: `s.req` is a live request of this worker (slots clear it when freed): a
+        // receive's for ucp_tag_recv_request_test, which writes `info`.
+        let st = unsafe {
+            if s.kind == OpKind::Recv {
+                ffi::ucp_tag_recv_request_test(s.req, &mut info)
+            } else {
+                ffi::ucp_request_check_status(s.req)
+            }
+        };
+        if st == ffi::UCS_INPROGRESS {
+            return false;
+        }
+        // SAFETY: finished, freed once; the slot forgets it.
+        unsafe { ffi::ucp_request_free(s.req) };
+        s.req = ptr::null_mut();
+        self.finish(i, st, &info);
+        true
+    }
+
+    /// Slot `i` is done with status `st` (a receive's sender and length in `info`).
+    fn finish(&mut self, i: usize, st: ffi::ucs_status_t, info: &ffi::ucp_tag_recv_info_t) {
+        let err = (st != ffi::UCS_OK).then(|| {
+            let s = &self.slots[i];
+            op_error(st, s.kind, s.peer, s.tag, s.cap, info)
+        });
+        let s = &mut self.slots[i];
+        s.state = State::Done;
+        s.err = err;
+        if s.kind == OpKind::Recv && s.err.is_none() {
+            s.len = info.length;
+            s.peer = Some((info.sender_tag >> 32) as Rank);
+            s.tag = info.sender_tag as Tag;
+        }
+    }
+
+    /// One turn of the worker's progress engine.
+    #[inline(always)]
+    fn progress(&mut self) {
+        // SAFETY: the worker is live and used by this thread only.
+        unsafe { ffi::ucp_worker_progress(self.w.worker) };
+    }
+
+    fn timeout_error(&self, kind: OpKind, peer: Option<Rank>, what: String) -> Error {
+        let what = match (kind, peer) {
+            (OpKind::Recv, Some(p)) => format!("a message from rank {p} ({what})"),
+            (OpKind::Recv, None) => format!("a message from any rank ({what})"),
+            (OpKind::Send, p) => format!("rank {} to take a send ({what})", p.unwrap_or(0)),
+        };
+        Error::Timeout {
+            rank: self.rank,
+            what,
+            timeout: self.cfg.timeout,
+        }
+    }
+
+    /// The completion of slot `i` if it is done (its slot given back), else `None`.
+    #[inline(always)]
+    fn take_done(&mut self, i: usize) -> Result<Option<Completion>> {
+        if !self.poll(i) {
+            return Ok(None);
+        }
+        let (kind, peer, tag, len) = {
+            let s = &self.slots[i];
+            (s.kind, s.peer.unwrap_or(0), s.tag, s.len)
+        };
+        let err = self.slots[i].err.take();
+        let buf = self.release(i);
+        if let Some(e) = err {
+            return Err(e);
+        }
+        Ok(Some(match kind {
+            OpKind::Send => Completion::send(buf, peer, tag),
+            OpKind::Recv => Completion::recv(buf, peer, tag, len),
+        }))
+    }
+
+    /// Note the size of a user-tag send and the protocol UCX uses for it (once per change of
+    /// size, so a loop of one size pays one comparison).
+    #[inline(always)]
+    fn note_sent(&mut self, dest: Rank, tag: Tag, len: usize) {
+        if tag < TAG_UB && len != self.last_sent {
+            self.last_sent = len;
+            let proto = self
+                .peers
+                .get(dest as usize)
+                .map_or("unknown", |p| p.protocol(len));
+            self.sent.insert(len, proto);
+        }
+    }
+
+    /// `ucp_tag_send_nbx` of `len` bytes at `p` to `dest`.
+    #[inline(always)]
+    fn post_send(&mut self, dest: Rank, tag: Tag, p: *const u8, len: usize) -> Posted {
+        let param = ffi::ucp_request_param_t {
+            op_attr_mask: ffi::UCP_OP_ATTR_FIELD_DATATYPE,
+            datatype: sys::DT_BYTES,
+            ..Default::default()
+        };
+        let ep = self.w.eps[dest as usize];
+        // SAFETY: `ep` is a live endpoint; the caller keeps `len` bytes at `p` alive and
+        // unmodified until the send is done (in the call, or when its request finishes).
+        let r = unsafe {
+            ffi::ucp_tag_send_nbx(
+                ep,
+                p as *const c_void,
+                len,
+                wire_tag(self.rank, tag),
+                &param,
+            )
+        };
+        self.note_sent(dest, tag, len);
+        decode(r)
+    }
+
+    /// `ucp_tag_recv_nbx` of at most `len` bytes into `p` with operation attributes `flags`
+    /// (beside the datatype and `recv_info`); a receive that finished in the call has its
+    /// sender and length in `info` where UCX fills it ([`sys::immediate_recv_info`]).
+    #[inline(always)]
+    fn post_recv(
+        &mut self,
+        p: *mut u8,
+        len: usize,
+        (wt, mask): (u64, u64),
+        flags: u32,
+        info: &mut ffi::ucp_tag_recv_info_t,
+    ) -> Posted {
+        let mut param = ffi::ucp_request_param_t {
+            op_attr_mask: ffi::UCP_OP_ATTR_FIELD_DATATYPE
+                | ffi::UCP_OP_ATTR_FIELD_RECV_INFO
+                | flags,
+            datatype: sys::DT_BYTES,
+            ..Default::default()
+        };
+        param.recv_info.tag_info = info;
+        // SAFETY: the worker is live; the caller keeps `len` writable bytes at `p` alive
+        // until the receive is done (in the call, or when its request finishes); `info` is
+        // written only during the call.
+        let r = unsafe {
+            ffi::ucp_tag_recv_nbx(self.w.worker, p as *mut c_void, len, wt, mask, &param)
+        };
+        decode(r)
+    }
+
+    /// Wait for request `req` (of a send or a receive into `len` bytes) to finish, at most
+    /// the timeout; the request is freed either way. A receive that did not finish is
+    /// cancelled.
+    #[inline(always)]
+    fn wait_request(
+        &mut self,
+        req: *mut c_void,
+        kind: OpKind,
+        peer: Rank,
+        tag: Tag,
+        len: usize,
+    ) -> Result<()> {
+        let mut start: Option<Instant> = None;
+        let mut spins: u32 = 0;
+        let mut info = ffi::ucp_tag_recv_info_t::default();
+        loop {
+            self.progress();
+            // SAFETY: `req` is a live request of this worker, freed only below.
+            let st = unsafe {
+                if kind == OpKind::Recv {
+                    ffi::ucp_tag_recv_request_test(req, &mut info)
+                } else {
+                    ffi::ucp_request_check_status(req)
+                }
+            };
+            if st != ffi::UCS_INPROGRESS {
+                // SAFETY: finished, freed once.
+                unsafe { ffi::ucp_request_free(req) };
+                return match st {
+                    ffi::UCS_OK => Ok(()),
+                    st => Err(op_error(st, kind, Some(peer), tag, len, &info)),
+                };
+            }
+            spins = spins.wrapping_add(1);
+            if spins % SPINS_PER_CLOCK_READ == 0 {
+                let t = *start.get_or_insert_with(Instant::now);
+                if t.elapsed() > self.cfg.timeout {
+                    self.abandon(req, kind);
+                    let what = format!("{len} bytes, tag {tag}");
+                    return Err(self.timeout_error(kind, Some(peer), what));
+                }
+            }
+        }
+    }
+
+    /// Give up on request `req`: a receive is cancelled; the request is freed (UCX releases
+    /// it when it finishes).
+    fn abandon(&mut self, req: *mut c_void, kind: OpKind) {
+        if kind == OpKind::Recv {
+            // SAFETY: the worker is live; `req` is its request, not yet freed.
+            unsafe { ffi::ucp_request_cancel(self.w.worker, req) };
+            self.progress();
+        }
+        // SAFETY: freed once.
+        unsafe { ffi::ucp_request_free(req) };
+    }
+
+    pub(crate) fn cfg(&self) -> &UcxConfig {
+        &self.cfg
+    }
+    pub(crate) fn peers(&self) -> &[Peer] {
+        &self.peers
+    }
+    pub(crate) fn sent(&self) -> &BTreeMap<usize, &'static str> {
+        &self.sent
+    }
+    pub(crate) fn pinning(&self) -> (Option<usize>, &[usize]) {
+        (self.pinned, &self.affinity)
+    }
+    pub(crate) fn immediate_receives(&self) -> bool {
+        self.recv_flags == 0
+    }
+    pub(crate) fn worker(&self) -> &Worker {
+        &self.w
+    }
+}
+
+/// The error of an operation that finished with status `st`.
+fn op_error(
+    st: ffi::ucs_status_t,
+    kind: OpKind,
+    peer: Option<Rank>,
+    tag: Tag,
+    cap: usize,
+    info: &ffi::ucp_tag_recv_info_t,
+) -> Error {
+    if st == ffi::UCS_ERR_MESSAGE_TRUNCATED && kind == OpKind::Recv {
+        return Error::Truncated {
+            // UCX reports the sender's length for some protocols only; 0 says unknown.
+            len: if info.length > cap { info.length } else { 0 },
+            cap,
+            source_rank: peer.unwrap_or((info.sender_tag >> 32) as Rank),
+            tag: if info.sender_tag != 0 {
+                info.sender_tag as Tag
+            } else {
+                tag
+            },
+        };
+    }
+    let text = sys::status_text(st);
+    if let (true, Some(p)) = (sys::is_peer_failure(st), peer) {
+        return Error::PeerLost {
+            peer: p,
+            detail: text,
+        };
+    }
+    backend_error(format!(
+        "{} of {cap} bytes {}: {text}",
+        if kind == OpKind::Send {
+            "a send"
+        } else {
+            "a receive"
+        },
+        match (kind, peer) {
+            (OpKind::Send, Some(p)) => format!("to rank {p}"),
+            (_, Some(p)) => format!("from rank {p}"),
+            _ => "from any rank".into(),
+        }
+    ))
+}
+
+impl Endpoint for UcxEndpoint {
+    commbench_core::endpoint_identity! {
+        backend: "ucx", rank: rank, size: size, timeout: cfg.timeout
+    }
+
+    fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
+        self.check_peer(dest, "send to")?;
+        let i = self.take_slot(OpKind::Send, Some(dest), tag, buf);
+        let (p, len) = (self.slots[i].buf.as_ptr(), self.slots[i].buf.len());
+        match self.post_send(dest, tag, p, len) {
+            Posted::Done => self.slots[i].state = State::Done,
+            Posted::Pending(req) => self.slots[i].req = req,
+            Posted::Failed(st) => {
+                let info = ffi::ucp_tag_recv_info_t::default();
+                self.release(i);
+                return Err(op_error(st, OpKind::Send, Some(dest), tag, len, &info));
+            }
+        }
+        Ok(self.req_of(i))
+    }
+
+    fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
+        if let Src::Rank(r) = src {
+            self.check_peer(r, "receive from")?;
+        }
+        let peer = match src {
+            Src::Any => None,
+            Src::Rank(r) => Some(r),
+        };
+        let t = match tag {
+            TagSel::Tag(t) => t,
+            TagSel::Any => 0,
+        };
+        let i = self.take_slot(OpKind::Recv, peer, t, buf);
+        let (p, len) = (self.slots[i].buf.as_mut_ptr(), self.slots[i].buf.len());
+        let mut info = ffi::ucp_tag_recv_info_t::default();
+        let posted = self.post_recv(p, len, select(src, tag), self.recv_flags, &mut info);
+        match posted {
+            Posted::Done => self.finish(i, ffi::UCS_OK, &info),
+            Posted::Pending(req) => self.slots[i].req = req,
+            Posted::Failed(st) => self.finish(i, st, &info),
+        }
+        Ok(self.req_of(i))
+    }
+
+    #[inline]
+    fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
+        let i = self.slot_of(req)?;
+        if self.slots[i].state == State::Posted {
+            self.progress();
+        }
+        self.take_done(i)
+    }
+
+    #[inline]
+    fn wait(&mut self, req: ReqId) -> Result<Completion> {
+        let i = self.slot_of(req)?;
+        let mut start: Option<Instant> = None;
+        let mut spins: u32 = 0;
+        loop {
+            if let Some(c) = self.take_done(i)? {
+                return Ok(c);
+            }
+            self.progress();
+            spins = spins.wrapping_add(1);
+            if spins % SPINS_PER_CLOCK_READ == 0 {
+                let t = *start.get_or_insert_with(Instant::now);
+                if t.elapsed() > self.cfg.timeout {
+                    let s = &self.slots[i];
+                    return Err(self.timeout_error(s.kind, s.peer, format!("request {}", req.0)));
+                }
+            }
+        }
+    }
+
+    /// The loop ucx_perftest's tag_lat runs, straight from `buf` (no slot, no buffer moved):
+    /// send and wait, receive and wait; the initiator posts its receive before it sends when
+    /// the message goes eager-short, so the reply always meets a posted receive.
+    fn pingpong(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        buf: &mut Vec<u8>,
+        n: u64,
+        role: Role,
+    ) -> Result<()> {
+        self.check_peer(peer, "ping-pong with")?;
+        let len = buf.len();
+        let prepost = role == Role::Initiator
+            && self
+                .peers
+                .get(peer as usize)
+                .is_some_and(|p| p.protocol(len) == "egr/short");
+        let (sel, flags) = ((wire_tag(peer, tag), u64::MAX), self.recv_flags);
+        for _ in 0..n {
+            let p = buf.as_mut_ptr();
+            let mut info = ffi::ucp_tag_recv_info_t::default();
+            let early = if prepost {
+                Some(self.post_recv(p, len, sel, flags, &mut info))
+            } else {
+                None
+            };
+            if role == Role::Initiator {
+                if let Err(e) = self.send_now(peer, tag, p, len) {
+                    if let Some(Posted::Pending(req)) = early {
+                        // The receive is still posted: the endpoint keeps the buffer.
+                        self.abandon(req, OpKind::Recv);
+                        self.orphans.push(std::mem::take(buf));
+                    }
+                    return Err(e);
+                }
+            }
+            let posted = match early {
+                Some(posted) => posted,
+                None => self.post_recv(p, len, sel, flags, &mut info),
+            };
+            match posted {
+                Posted::Done => {}
+                Posted::Failed(st) => {
+                    return Err(op_error(st, OpKind::Recv, Some(peer), tag, len, &info))
+                }
+                Posted::Pending(req) => {
+                    if let Err(e) = self.wait_request(req, OpKind::Recv, peer, tag, len) {
+                        // The receive may still be posted: the endpoint keeps the buffer.
+                        self.orphans.push(std::mem::take(buf));
+                        return Err(e);
+                    }
+                }
+            }
+            if role == Role::Echo {
+                self.send_now(peer, tag, p, len)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn info(&self) -> BackendInfo {
+        crate::info::describe(self)
+    }
+}
+
+impl UcxEndpoint {
+    /// Send `len` bytes at `p` and wait until the send is done.
+    #[inline(always)]
+    fn send_now(&mut self, dest: Rank, tag: Tag, p: *const u8, len: usize) -> Result<()> {
+        let info = ffi::ucp_tag_recv_info_t::default();
+        match self.post_send(dest, tag, p, len) {
+            Posted::Done => Ok(()),
+            Posted::Pending(req) => self.wait_request(req, OpKind::Send, dest, tag, len),
+            Posted::Failed(st) => Err(op_error(st, OpKind::Send, Some(dest), tag, len, &info)),
+        }
+    }
+
+    /// How long waits last.
+    pub fn timeout(&self) -> Duration {
+        self.cfg.timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_never_match_control_tags() {
+        let matches = |t: u64, (want, mask): (u64, u64)| t & mask == want & mask;
+        let any = select(Src::Any, TagSel::Any);
+        for (rank, tag) in [(0u32, 0u32), (3, 7), (u32::MAX, TAG_UB - 1)] {
+            assert!(matches(wire_tag(rank, tag), any));
+        }
+        for tag in [TAG_UB, TAG_UB + 1, TAG_UB + 4, u32::MAX] {
+            assert!(!matches(wire_tag(2, tag), any), "tag {tag}");
+        }
+        let one = select(Src::Rank(5), TagSel::Tag(9));
+        assert_eq!(one, (wire_tag(5, 9), u64::MAX));
+        let any_tag = select(Src::Rank(5), TagSel::Any);
+        assert!(matches(wire_tag(5, 123), any_tag));
+        assert!(!matches(wire_tag(4, 123), any_tag));
+        let any_src = select(Src::Any, TagSel::Tag(9));
+        assert!(matches(wire_tag(7, 9), any_src));
+        assert!(!matches(wire_tag(7, 8), any_src));
+    }
+}

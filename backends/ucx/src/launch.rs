@@ -1,0 +1,104 @@
+//! Start-up: [`UcxConfig`], and the ways a rank comes to run a [`Program`] on a UCX worker.
+//! Every way opens the worker, exchanges the workers' addresses over the control plane that
+//! started the ranks (the tcp rendezvous, or MPI under mpirun, as ucx_perftest's RTE does),
+//! connects and flushes, runs the program, and ends with a barrier on that control plane so
+//! that no rank closes its endpoints while another still runs.
+
+use crate::endpoint::UcxEndpoint;
+use commbench_core::launch::rendezvous::{Bootstrap, Listener, Rendezvous};
+use commbench_core::launch::RankEnv;
+use commbench_core::transport::Program;
+use commbench_core::Result;
+use std::time::Duration;
+
+/// How a ucx endpoint runs.
+#[derive(Debug, Clone)]
+pub struct UcxConfig {
+    /// The UCX transports (`UCX_TLS`: `posix,self`, `tcp`, `sm`, ...); `None`: UCX's choice
+    /// (the environment's `UCX_TLS`, else every transport it finds).
+    pub tls: Option<String>,
+    /// How long a wait (or a bootstrap step) may see no completion before it is an error.
+    pub timeout: Duration,
+    /// CPUs to pin ranks to: rank `i` goes to `cpus[i % len]`; empty: no pinning.
+    pub cpus: Vec<usize>,
+}
+
+impl Default for UcxConfig {
+    fn default() -> Self {
+        UcxConfig {
+            tls: None,
+            timeout: Duration::from_secs(30),
+            cpus: Vec::new(),
+        }
+    }
+}
+
+/// Open the worker, exchange addresses over `rdv`, connect and flush, run `p`, and meet the others at the end.
+fn rank_main<P: Program>(rdv: &mut dyn Rendezvous, cfg: &UcxConfig, p: &P) -> Result<P::Output> {
+    let mut ep = UcxEndpoint::open(rdv.rank(), rdv.size(), cfg)
+        .map_err(|e| e.in_phase("opening the UCX worker"))?;
+    let names = rdv
+        .allgather(&ep.address()?)
+        .map_err(|e| e.in_phase("exchanging worker addresses"))?;
+    ep.connect(&names)
+        .map_err(|e| e.in_phase("connecting to the other ranks' workers"))?;
+    rdv.barrier().map_err(|e| e.in_phase("bootstrap"))?;
+    let out = p.run(&mut ep)?;
+    rdv.barrier()
+        .map_err(|e| e.in_phase("the closing barrier"))?;
+    // Every rank closes its endpoints while the others do (flush mode), and none destroys its
+    // worker before all have closed, as ucx_perftest ends.
+    let closed = ep.close_endpoints();
+    rdv.barrier()
+        .map_err(|e| e.in_phase("the barrier after closing the endpoints"))?;
+    drop(ep);
+    if !closed {
+        return Err(commbench_core::Error::Backend {
+            backend: "ucx",
+            message: format!(
+                "rank {}: the endpoints did not close within {:?}",
+                rdv.rank(),
+                cfg.timeout
+            ),
+        });
+    }
+    Ok(out)
+}
+
+/// This process is one rank of a run whose ranks met through another rendezvous (MPI under
+/// `mpirun`, so that ucx measures the same processes as the MPI backend).
+pub fn run_rank_over<P: Program>(
+    rdv: &mut dyn Rendezvous,
+    cfg: &UcxConfig,
+    p: &P,
+) -> Result<P::Output> {
+    rank_main(rdv, cfg, p)
+}
+
+/// All `n` ranks as threads of this process, meeting over loopback (tests, benches). Every
+/// rank's output in rank order, or the error that most likely caused the failure.
+pub fn run_threads<P: Program>(n: u32, cfg: &UcxConfig, p: &P) -> Result<Vec<P::Output>> {
+    commbench_core::launch::run_threads(n, cfg.timeout, "ucx", |mut boot, _token| {
+        rank_main(&mut boot, cfg, p)
+    })
+}
+
+/// This process is one rank of a multi-process run (a child of the local launcher, or under
+/// mpirun/srun, or started by hand): meet the others at `env.rendezvous` with `env.token`.
+pub fn run_rank<P: Program>(env: &RankEnv, cfg: &UcxConfig, p: &P) -> Result<P::Output> {
+    env.checked_token()?;
+    let mut boot = Bootstrap::from_env(env, cfg.timeout).map_err(|e| e.in_phase("bootstrap"))?;
+    rank_main(&mut boot, cfg, p)
+}
+
+/// Rank 0 of a local launch: `listener` was bound (with [`Bootstrap::listen`]) before the
+/// other ranks were spawned with its address; accept them, then run as [`run_rank`].
+pub fn run_rank_with_listener<P: Program>(
+    listener: Listener,
+    env: &RankEnv,
+    cfg: &UcxConfig,
+    p: &P,
+) -> Result<P::Output> {
+    let mut boot = listener.accept_as_rank0(env, cfg.timeout)?;
+    rank_main(&mut boot, cfg, p)
+}

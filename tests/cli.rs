@@ -975,3 +975,141 @@ mod ofi {
         killed_peer_gives_error_and_partial_results(&["--backend", "ofi", "--ofi-provider", "shm"]);
     }
 }
+
+/// The UCX backend (`--features ucx`): a run over shared memory and over tcp, its result naming
+/// the transports, lanes and the protocol of each size; transports that are not there, or cma
+/// alone, refused; seed 001's and seed 004's benchmarks; a killed peer named within the
+/// timeout.
+#[cfg(feature = "ucx")]
+mod ucx {
+    use super::*;
+
+    #[test]
+    fn runs_on_shared_memory_and_tcp_recording_lanes_and_protocols() {
+        for (tls, lane) in [("posix,self", "posix/"), ("tcp", "tcp/")] {
+            let d = tmpdir(&format!("ucx-{}", tls.replace(',', "-")));
+            let out = run(&[
+                "pingpong",
+                "--backend",
+                "ucx",
+                "--ucx-tls",
+                tls,
+                "--sizes",
+                "8,1000000",
+                "--trials",
+                "50",
+                "--quiet",
+                "--output",
+                d.to_str().unwrap(),
+            ]);
+            assert!(out.status.success(), "{tls}: {out:?}");
+            let doc = read_json(&d.join("result.json"));
+            let info = &doc["environment"]["backend_info"];
+            assert_eq!(info["tls"], tls, "{info}");
+            assert!(
+                info["peers"][0]["lanes"].to_string().contains(lane),
+                "{info}"
+            );
+            let sends = info["sends"].as_array().unwrap();
+            let proto = |bytes: u64| {
+                sends
+                    .iter()
+                    .find(|s| s["bytes"] == bytes)
+                    .and_then(|s| s["protocol"].as_str())
+                    .unwrap_or("")
+                    .to_string()
+            };
+            assert_eq!(proto(8), "egr/short", "{info}");
+            assert!(proto(1_000_000).starts_with("rndv"), "{info}");
+        }
+    }
+
+    #[test]
+    fn absent_transports_and_cma_alone_are_bad_usage() {
+        for (tls, says) in [
+            ("no-such-tl", "no transport `no-such-tl`"),
+            ("cma,self", "needs posix or sysv"),
+            ("posix,,self", "empty transport name"),
+        ] {
+            let out = run(&["pingpong", "--backend", "ucx", "--ucx-tls", tls]);
+            assert_eq!(out.status.code(), Some(2), "{tls}: {out:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains(says) && err.contains("hint:"), "{tls}: {err}");
+            assert!(out.stdout.is_empty(), "{tls}: measured before refusing");
+        }
+    }
+
+    #[test]
+    fn seed001_and_seed004_benchmarks_run_on_ucx() {
+        let runs: [&[&str]; 4] = [
+            &[
+                "queue",
+                "posted",
+                "--lengths",
+                "0,50",
+                "--traversed",
+                "50",
+                "--trials",
+                "20",
+            ],
+            &[
+                "queue",
+                "unexpected",
+                "--any-source",
+                "--lengths",
+                "0,20",
+                "--trials",
+                "20",
+            ],
+            &[
+                "interference",
+                "--streams",
+                "1",
+                "--repetitions",
+                "2",
+                "--messages",
+                "20",
+            ],
+            &[
+                "echo",
+                "--hops",
+                "1..1",
+                "--repetitions",
+                "2",
+                "--messages",
+                "20",
+                "--sizes",
+                "0,100",
+            ],
+        ];
+        for args in runs {
+            let d = tmpdir(&format!("ucx-{}", args[..2].join("-")));
+            let mut all = args.to_vec();
+            all.extend_from_slice(&[
+                "--backend",
+                "ucx",
+                "--ucx-tls",
+                "posix,self",
+                "--quiet",
+                "--output",
+                d.to_str().unwrap(),
+            ]);
+            let out = run(&all);
+            assert!(out.status.success(), "{args:?}: {out:?}");
+            let doc = read_json(&d.join("result.json"));
+            assert_eq!(doc["status"], "complete", "{args:?}: {doc}");
+            assert!(!doc["points"].as_array().unwrap().is_empty(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn ucx_killed_peer() {
+        killed_peer_gives_error_and_partial_results(&["--backend", "ucx", "--ucx-tls", "tcp"]);
+        killed_peer_gives_error_and_partial_results(&[
+            "--backend",
+            "ucx",
+            "--ucx-tls",
+            "posix,self",
+        ]);
+    }
+}

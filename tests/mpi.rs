@@ -462,3 +462,30 @@ fn mpi_ofi_tcp_and_shm_between_the_same_processes() {
     }
     assert!(text.contains("tcp;ofi_rxm"), "the provider is not recorded");
 }
+
+/// The UCX backend beside MPI, between the same two processes (`--features mpi,ucx`): its
+/// worker addresses go through MPI, and each backend's results are there.
+#[cfg(feature = "ucx")]
+#[test]
+fn mpi_ucx_tcp_and_shm_between_the_same_processes() {
+    let d = tmpdir("mpi-ucx");
+    let j = d.join("r.json");
+    let mut args = vec![
+        "pingpong",
+        "--backend",
+        "mpi,ucx,tcp,shm",
+        "--ucx-tls",
+        "posix,self",
+    ];
+    args.extend_from_slice(QUICK);
+    let doc = ok_json(
+        mpirun(2, &with_json(&args, &j)),
+        &j,
+        Duration::from_secs(180),
+    );
+    let text = doc.to_string();
+    for b in ["\"mpi\"", "\"ucx\"", "\"tcp\"", "\"shm\""] {
+        assert!(text.contains(b), "{b} missing from the result");
+    }
+    assert!(text.contains("posix/memory"), "the lanes are not recorded");
+}

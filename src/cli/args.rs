@@ -402,7 +402,7 @@ pub struct BackendArgs {
     #[arg(long, value_name = "POLICY", help_heading = "shm")]
     pub wait: Option<WaitArg>,
 
-    /// shm, tcp, ofi: pin rank i to the i-th CPU of this list (e.g. 0,1 or 0-3), one CPU per rank;
+    /// shm, tcp, ofi, ucx: pin rank i to the i-th CPU of this list (e.g. 0,1 or 0-3), one CPU per rank;
     /// a single CPU holds every rank. Each must be one this process may run on.
     #[arg(long, value_name = "LIST", help_heading = "shm")]
     pub cpus: Option<String>,
@@ -413,16 +413,22 @@ pub struct BackendArgs {
     #[arg(long, value_name = "NAME", help_heading = "ofi")]
     pub ofi_provider: Option<String>,
 
+    /// ucx: the UCX transports, passed as UCX_TLS: posix,self, tcp, sm, posix,cma,self, ...
+    /// (default: UCX_TLS from the environment, else UCX's choice). cma only beside posix or
+    /// sysv. `commbench backends` lists the transports found here.
+    #[arg(long, value_name = "LIST", help_heading = "ucx")]
+    pub ucx_tls: Option<String>,
+
     /// sim: a preset (ncube7, generic) or a TOML file describing the simulated machine.
     #[arg(long, value_name = "NAME|FILE", help_heading = "sim")]
     pub sim_config: Option<String>,
 
-    /// shm, tcp, ofi: join a run started by hand as this rank of --ranks N (otherwise the rank
+    /// shm, tcp, ofi, ucx: join a run started by hand as this rank of --ranks N (otherwise the rank
     /// comes from the launcher's environment).
     #[arg(long, value_name = "R", requires = "ranks", help_heading = HOSTS)]
     pub rank: Option<u32>,
 
-    /// tcp, ofi: HOST:PORT where rank 0 holds the rendezvous of a run across hosts. Also
+    /// tcp, ofi, ucx: HOST:PORT where rank 0 holds the rendezvous of a run across hosts. Also
     /// COMMBENCH_RENDEZVOUS; the run's token comes from COMMBENCH_TOKEN.
     #[arg(long, value_name = "HOST:PORT", help_heading = HOSTS)]
     pub rendezvous: Option<String>,

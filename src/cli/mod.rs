@@ -187,6 +187,18 @@ fn list_backends() {
                 commbench_ofi::library_version()
             );
         }
+        #[cfg(feature = "ucx")]
+        if b.name == "ucx" {
+            let found = match commbench_ucx::resources(Some("all")) {
+                Ok(r) if !r.is_empty() => r.join(", "),
+                Ok(_) => "none".to_string(),
+                Err(e) => format!("none ({})", e.reason()),
+            };
+            println!(
+                "     UCX {} transports here: {found}",
+                commbench_ucx::library_version()
+            );
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! then reaps the others. Used by the backends whose ranks are processes of this host.
 
 #![cfg_attr(
-    not(any(feature = "tcp", feature = "shm", feature = "ofi")),
+    not(any(feature = "tcp", feature = "shm", feature = "ofi", feature = "ucx")),
     allow(dead_code)
 )]
 

@@ -22,11 +22,13 @@ macro_rules! dispatch {
             Chosen::Mpi($b) => $body,
             #[cfg(feature = "ofi")]
             Chosen::Ofi($b) => $body,
+            #[cfg(feature = "ucx")]
+            Chosen::Ucx($b) => $body,
         }
     };
 }
 
-#[cfg(any(feature = "tcp", feature = "ofi"))]
+#[cfg(any(feature = "tcp", feature = "ofi", feature = "ucx"))]
 mod joining;
 mod local;
 #[cfg(feature = "mpi")]
@@ -39,6 +41,8 @@ mod shm;
 mod sim;
 #[cfg(feature = "tcp")]
 mod tcp;
+#[cfg(feature = "ucx")]
+mod ucx;
 
 use crate::cli::args::{BackendArgs, Given};
 use crate::cli::fatal::Fatal;
@@ -131,11 +135,11 @@ pub const BACKENDS: &[BackendName] = &[
     BackendName {
         name: "ucx",
         feature: "ucx",
-        compiled: false,
-        implemented: false,
-        about: "UCX",
-        options: &[],
-        run_options: &[],
+        compiled: cfg!(feature = "ucx"),
+        implemented: true,
+        about: "UCX, UCP workers on the tag API",
+        options: &["--ucx-tls", "--cpus"],
+        run_options: &["--ranks", "--rank", "--rendezvous", "--timeout"],
     },
 ];
 
@@ -293,6 +297,8 @@ pub enum Chosen {
     Mpi(mpi::MpiBackend),
     #[cfg(feature = "ofi")]
     Ofi(ofi::Ofi),
+    #[cfg(feature = "ucx")]
+    Ucx(ucx::Ucx),
 }
 
 /// The options of the compiled-in backend `name`.
@@ -309,6 +315,8 @@ fn configure(name: &str, a: &BackendArgs, job: &Job) -> Result<Chosen, Fatal> {
         mpi::MpiBackend::NAME => mpi::MpiBackend::configure(a, job).map(Chosen::Mpi),
         #[cfg(feature = "ofi")]
         ofi::Ofi::NAME => ofi::Ofi::configure(a, job).map(Chosen::Ofi),
+        #[cfg(feature = "ucx")]
+        ucx::Ucx::NAME => ucx::Ucx::configure(a, job).map(Chosen::Ucx),
         other => Err(Fatal::usage(
             format!("backend `{other}` is not compiled in"),
             "see `commbench backends`",
@@ -579,7 +587,7 @@ pub fn for_timer(name: &str, sim_config: Option<String>) -> Result<Chosen, Fatal
 
 /// `--cpus` as a list of CPU numbers (empty: no pinning), checked before any rank starts: CPUs
 /// this process may run on, and one per rank of the run or one for all.
-#[cfg(any(feature = "tcp", feature = "shm", feature = "ofi"))]
+#[cfg(any(feature = "tcp", feature = "shm", feature = "ofi", feature = "ucx"))]
 fn cpu_list(a: &BackendArgs, job: &Job) -> Result<Vec<usize>, Fatal> {
     use commbench::core::launch::affinity;
     let Some(c) = &a.cpus else {

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The UCX part of CI, called by .ci/run: install UCX's headers when missing, then build the
+# opt-in ucx backend and run its tests: the conformance suite over shared memory (posix, sysv,
+# posix with cma) and tcp (2, 3 and 4 ranks), what the result document says of lanes and
+# protocols, a silent peer; then the CLI built with `--features ucx` and its ucx tests, and
+# `--backend mpi,ucx,...` under mpirun. A few minutes on two cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for p in libucx-dev ucx-utils libclang-dev pkg-config; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    echo "ucx.sh: installing ${need[*]}"
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
+fi
+
+echo "ucx.sh: UCX $(pkg-config --modversion ucx), transports here:"
+ucx_info -d 2>/dev/null | awk '/Transport:/ {print $3}' | sort -u | sed 's/^/  /'
+
+cargo clippy -p commbench-ucx --all-targets -- -D warnings
+timeout 600 cargo test -p commbench-ucx
+
+# The CLI over UCX: runs over posix shared memory and tcp, bad transports refused (exit 2),
+# seed 001's and seed 004's benchmarks, a killed peer named within the timeout.
+cargo build --features ucx
+timeout 600 cargo test --features ucx --test cli ucx
+
+# Beside MPI: `mpirun -np 2 commbench pingpong --backend mpi,ucx,tcp,shm` (addresses through
+# MPI), when Open MPI is there (.ci/run installs it).
+if command -v mpirun >/dev/null; then
+    timeout 600 cargo test --features mpi,ucx --test mpi mpi_ucx
+fi

@@ -1,0 +1,133 @@
+//! The ucx backend at launch: UCP workers on the tag API between processes started locally
+//! (rank 0 holds the rendezvous on loopback, where the worker addresses are exchanged),
+//! across hosts under a launcher or by hand (`--rendezvous` and a shared token), or beside MPI
+//! (addresses exchanged through MPI).
+
+#[cfg(feature = "mpi")]
+use super::mpi::MpiJob;
+use super::{cpu_list, joining, local, Backend, Job, Ran};
+use crate::cli::args::BackendArgs;
+use crate::cli::fatal::Fatal;
+use commbench::core::launch::rendezvous::Bootstrap;
+use commbench::core::launch::{self as cl};
+use commbench::core::method::limits::Transport;
+#[cfg(feature = "mpi")]
+use commbench::core::Error;
+use commbench::core::Program;
+use commbench_ucx::UcxConfig;
+
+/// The ucx backend with its options.
+#[derive(Debug)]
+pub struct Ucx {
+    cfg: UcxConfig,
+}
+
+impl Backend for Ucx {
+    const NAME: &'static str = "ucx";
+
+    fn configure(a: &BackendArgs, job: &Job) -> Result<Self, Fatal> {
+        if let Some(r) = &job.rendezvous {
+            joining::check_rendezvous(r, job)?;
+        }
+        let tls = match &a.ucx_tls {
+            Some(t) => Some(check_tls(t)?),
+            None => None,
+        };
+        Ok(Ucx {
+            cfg: UcxConfig {
+                tls,
+                timeout: job.timeout,
+                cpus: cpu_list(a, job)?,
+            },
+        })
+    }
+
+    fn crowding(&self, ranks: u32, cpus: usize) -> Option<String> {
+        (cpus > 0 && ranks as usize > cpus).then(|| {
+            format!(
+                "{ranks} ranks poll their UCX workers on {cpus} CPU(s): a rank that waits for a \
+                 CPU delays every message it sends by a scheduler time slice"
+            )
+        })
+    }
+
+    fn transport(&self, _ranks: u32) -> Transport {
+        commbench_ucx::transport()
+    }
+
+    fn run<P: Program<Output = ()>>(&self, job: &Job, prog: &P) -> Result<Ran, Fatal> {
+        let mut env = job.rank_env()?;
+        if !env.is_local_launcher() {
+            joining::check_join(&env)?;
+            let result = commbench_ucx::run_rank(&env, &self.cfg, prog).map(drop);
+            return Ok(Ran::joined(&env, result));
+        }
+        let token = cl::new_token().map_err(|e| Fatal::run(e.to_string(), None))?;
+        let listener = Bootstrap::listen("127.0.0.1:0")
+            .map_err(|e| Fatal::run(format!("cannot hold the rendezvous: {e}"), None))?;
+        let addr = listener.local_addr().to_string();
+        env.rendezvous = Some(addr.clone());
+        env.token = Some(token.clone());
+        let vars = vec![
+            (cl::ENV_RENDEZVOUS.to_string(), addr),
+            (cl::ENV_TOKEN.to_string(), token),
+        ];
+        local::run_local(job.timeout, env.size, &vars, || {
+            commbench_ucx::run_rank_with_listener(listener, &env, &self.cfg, prog).map(drop)
+        })
+    }
+
+    #[cfg(feature = "mpi")]
+    fn beside_mpi<P: Program<Output = ()>>(&self, job: &MpiJob<'_>, prog: &P) -> Result<(), Error> {
+        let mut r = job.mpi.rendezvous(job.timeout)?;
+        commbench_ucx::run_rank_over(&mut r, &self.cfg, prog)
+    }
+}
+
+/// `--ucx-tls`, checked before any rank starts: a list of UCX transports or aliases each
+/// found here, `cma` only beside `posix` or `sysv` (it moves bulk data only).
+fn check_tls(tls: &str) -> Result<String, Fatal> {
+    let hint = "for example --ucx-tls posix,self, --ucx-tls tcp or --ucx-tls sm (ucx_info -d lists the transports)";
+    let names: Vec<&str> = tls.split(',').map(str::trim).collect();
+    if names.iter().any(|n| n.is_empty()) {
+        return Err(Fatal::usage(
+            format!("--ucx-tls {tls:?}: an empty transport name"),
+            hint,
+        ));
+    }
+    let found = commbench_ucx::resources(Some("all")).map_err(|e| {
+        Fatal::run(
+            format!("UCX cannot open a context here: {}", e.reason()),
+            None,
+        )
+    })?;
+    let tl_names: Vec<&str> = found.iter().filter_map(|r| r.split('/').next()).collect();
+    let exclude = names[0].starts_with('^');
+    for n in &names {
+        let n = n.trim_start_matches('^');
+        if !tl_names.contains(&n) && !commbench_ucx::TLS_ALIASES.contains(&n) {
+            let mut have: Vec<&str> = tl_names.clone();
+            have.dedup();
+            return Err(Fatal::usage(
+                format!(
+                    "--ucx-tls: UCX has no transport `{n}` here (found: {}; aliases: sm, shm, all, ...)",
+                    have.join(", ")
+                ),
+                hint,
+            ));
+        }
+    }
+    let with = |x: &str| names.contains(&x);
+    if !exclude
+        && with("cma")
+        && !["posix", "sysv", "sm", "shm", "mm", "all"]
+            .iter()
+            .any(|x| with(x))
+    {
+        return Err(Fatal::usage(
+            format!("--ucx-tls {tls}: cma moves only bulk data (zero-copy) and needs posix or sysv beside it"),
+            "for example --ucx-tls posix,cma,self",
+        ));
+    }
+    Ok(names.join(","))
+}

@@ -79,7 +79,7 @@ pub struct UcxEndpoint {
     w: Worker,
     slots: Vec<Slot>,
     free: Vec<usize>,
-    /// Buffers of receives that outlived a failed ping-pong loop: UCX may still write them
+    /// Buffers of a failed ping-pong loop: a request given up may still read or write them
     /// until the worker is destroyed.
     orphans: Vec<Vec<u8>>,
     /// What UCX says of the endpoint to each rank (lanes, protocol thresholds).
@@ -590,6 +590,8 @@ impl Endpoint for UcxEndpoint {
     /// The loop ucx_perftest's tag_lat runs, straight from `buf` (no slot, no buffer moved):
     /// send and wait, receive and wait; the initiator posts its receive before it sends when
     /// the message goes eager-short, so the reply always meets a posted receive.
+    /// Should the loop fail, the endpoint keeps `buf` until the worker is destroyed (the caller
+    /// gets an empty one): a request given up may still be reading or writing it.
     fn pingpong(
         &mut self,
         peer: Rank,
@@ -599,50 +601,15 @@ impl Endpoint for UcxEndpoint {
         role: Role,
     ) -> Result<()> {
         self.check_peer(peer, "ping-pong with")?;
-        let len = buf.len();
         let prepost = role == Role::Initiator
             && self
                 .peers
                 .get(peer as usize)
-                .is_some_and(|p| p.protocol(len) == "egr/short");
-        let (sel, flags) = ((wire_tag(peer, tag), u64::MAX), self.recv_flags);
+                .is_some_and(|p| p.protocol(buf.len()) == "egr/short");
         for _ in 0..n {
-            let p = buf.as_mut_ptr();
-            let mut info = ffi::ucp_tag_recv_info_t::default();
-            let early = if prepost {
-                Some(self.post_recv(p, len, sel, flags, &mut info))
-            } else {
-                None
-            };
-            if role == Role::Initiator {
-                if let Err(e) = self.send_now(peer, tag, p, len) {
-                    if let Some(Posted::Pending(req)) = early {
-                        // The receive is still posted: the endpoint keeps the buffer.
-                        self.abandon(req, OpKind::Recv);
-                        self.orphans.push(std::mem::take(buf));
-                    }
-                    return Err(e);
-                }
-            }
-            let posted = match early {
-                Some(posted) => posted,
-                None => self.post_recv(p, len, sel, flags, &mut info),
-            };
-            match posted {
-                Posted::Done => {}
-                Posted::Failed(st) => {
-                    return Err(op_error(st, OpKind::Recv, Some(peer), tag, len, &info))
-                }
-                Posted::Pending(req) => {
-                    if let Err(e) = self.wait_request(req, OpKind::Recv, peer, tag, len) {
-                        // The receive may still be posted: the endpoint keeps the buffer.
-                        self.orphans.push(std::mem::take(buf));
-                        return Err(e);
-                    }
-                }
-            }
-            if role == Role::Echo {
-                self.send_now(peer, tag, p, len)?;
+            if let Err(e) = self.round_trip(peer, tag, buf, role, prepost) {
+                self.orphans.push(std::mem::take(buf));
+                return Err(e);
             }
         }
         Ok(())
@@ -654,6 +621,51 @@ impl Endpoint for UcxEndpoint {
 }
 
 impl UcxEndpoint {
+    /// One round trip of [`Endpoint::pingpong`]'s loop. On an error a request may still hold
+    /// `buf` (given up, not finished): the caller must keep it alive.
+    #[inline(always)]
+    fn round_trip(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        buf: &mut [u8],
+        role: Role,
+        prepost: bool,
+    ) -> Result<()> {
+        let (p, len) = (buf.as_mut_ptr(), buf.len());
+        let sel = (wire_tag(peer, tag), u64::MAX);
+        let flags = self.recv_flags;
+        let mut info = ffi::ucp_tag_recv_info_t::default();
+        let early = if prepost {
+            Some(self.post_recv(p, len, sel, flags, &mut info))
+        } else {
+            None
+        };
+        if role == Role::Initiator {
+            if let Err(e) = self.send_now(peer, tag, p, len) {
+                if let Some(Posted::Pending(req)) = early {
+                    self.abandon(req, OpKind::Recv);
+                }
+                return Err(e);
+            }
+        }
+        let posted = match early {
+            Some(posted) => posted,
+            None => self.post_recv(p, len, sel, flags, &mut info),
+        };
+        match posted {
+            Posted::Done => {}
+            Posted::Failed(st) => {
+                return Err(op_error(st, OpKind::Recv, Some(peer), tag, len, &info))
+            }
+            Posted::Pending(req) => self.wait_request(req, OpKind::Recv, peer, tag, len)?,
+        }
+        if role == Role::Echo {
+            self.send_now(peer, tag, p, len)?;
+        }
+        Ok(())
+    }
+
     /// Send `len` bytes at `p` and wait until the send is done.
     #[inline(always)]
     fn send_now(&mut self, dest: Rank, tag: Tag, p: *const u8, len: usize) -> Result<()> {

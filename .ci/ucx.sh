@@ -33,3 +33,7 @@ timeout 600 cargo test --features ucx --test cli ucx
 if command -v mpirun >/dev/null; then
     timeout 600 cargo test --features mpi,ucx --test mpi mpi_ucx
 fi
+
+# One round of the side-by-side script against ucx_perftest on the debug build: it must keep
+# running end to end (its ratios mean nothing here; the script's header says what it compares).
+COMMBENCH=target/debug/commbench bash benches/compare_ucx.sh 1

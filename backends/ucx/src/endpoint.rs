@@ -179,7 +179,14 @@ impl UcxEndpoint {
         self.w.connect(names)?;
         self.w.flush(self.cfg.timeout)?;
         self.peers = (0..names.len())
-            .map(|r| Peer::parse(&self.w.ep_text(r)))
+            .map(|r| {
+                let p = Peer::parse(&self.w.ep_text(r));
+                if crate::proto::proto_v2_enabled() {
+                    p.without_thresholds()
+                } else {
+                    p
+                }
+            })
             .collect();
         Ok(())
     }

@@ -39,9 +39,14 @@ pub(crate) fn describe(ep: &UcxEndpoint) -> BackendInfo {
     m.insert("sends".into(), sent.into());
     m.insert(
         "protocol_source".into(),
-        "ucp_ep_print_info: the endpoint's tag_send thresholds (UCX_PROTO_INFO=y prints the \
-         v2 protocols' choice when UCX_PROTO_ENABLE=y)"
-            .into(),
+        if crate::proto::proto_v2_enabled() {
+            "none: UCX_PROTO_ENABLE selects the v2 protocols, which the tag_send thresholds do \
+             not describe (UCX_PROTO_INFO=y prints their choice)"
+        } else {
+            "ucp_ep_print_info: the endpoint's tag_send thresholds (protocols v1; empty where \
+             UCX prints none, from 1.16 with the v2 protocols on by default)"
+        }
+        .into(),
     );
     m.insert(
         "api".into(),

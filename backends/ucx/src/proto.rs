@@ -51,6 +51,13 @@ impl Peer {
         p
     }
 
+    /// The same endpoint with its thresholds set aside, for when UCX sends by the new protocol
+    /// selection (v2) although it prints the v1 thresholds: every size is then `"unknown"`.
+    pub fn without_thresholds(mut self) -> Peer {
+        self.ranges.clear();
+        self
+    }
+
     /// The protocol of a `len`-byte `ucp_tag_send_nbx`, or `"unknown"` when UCX did not say.
     pub fn protocol(&self, len: usize) -> &'static str {
         self.ranges
@@ -58,6 +65,18 @@ impl Peer {
             .find(|&&(bound, _)| len < bound)
             .map_or("unknown", |&(_, p)| p)
     }
+}
+
+/// Whether UCX selects protocols with its new (v2) scheme: `UCX_PROTO_ENABLE` set to a true
+/// value (UCX 1.13's default is off). Then the `tag_send` thresholds it prints do not say what
+/// it sends with; `UCX_PROTO_INFO=y` prints what it chose.
+pub fn proto_v2_enabled() -> bool {
+    std::env::var("UCX_PROTO_ENABLE").is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "y" | "yes" | "on" | "1" | "true"
+        )
+    })
 }
 
 /// `0..<egr/short>..8185..<egr/bcopy>..8192..<rndv>..(inf)` as `(bound, protocol)` pairs.

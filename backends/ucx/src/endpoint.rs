@@ -23,6 +23,13 @@ use std::time::{Duration, Instant};
 /// Tests between two readings of the clock while waiting.
 const SPINS_PER_CLOCK_READ: u32 = 1024;
 
+/// The control tag of the wire-up handshake ([`UcxEndpoint::handshake`]), above the core's
+/// control tags.
+const TAG_HANDSHAKE: Tag = TAG_UB + 64;
+
+/// The largest rendezvous message the handshake sends to wire the rendezvous protocol up.
+const MAX_HANDSHAKE_BYTES: usize = 16 << 20;
+
 /// The 64-bit tag of a message from `rank` with commbench tag `tag`.
 #[inline(always)]
 fn wire_tag(rank: Rank, tag: Tag) -> u64 {
@@ -89,6 +96,9 @@ pub struct UcxEndpoint {
     last_sent: usize,
     pinned: Option<usize>,
     affinity: Vec<usize>,
+    /// Slots whose requests were given up before the endpoints closed (their buffers are
+    /// leaked at the end).
+    given_up: Vec<usize>,
     /// Operation attributes of receives that need their sender and length:
     /// `UCP_OP_ATTR_FLAG_NO_IMM_CMPL` where UCX would not say them on immediate completion.
     recv_flags: u32,
@@ -109,8 +119,18 @@ impl Drop for UcxEndpoint {
         // Requests still outstanding are given up; then the worker is destroyed, after which
         // UCX touches no buffer, and only then are the slots' buffers (fields, dropped after
         // this) freed.
-        self.abandon_requests();
+        let abandoned = self.abandon_requests();
         self.w.close(self.cfg.timeout.min(Duration::from_secs(10)));
+        // A peer (a thread of this process, or another process through cma) that has not
+        // destroyed its worker yet may still write into the buffer of a receive given up here
+        // (rendezvous put): those buffers are leaked, never handed back to the allocator. Only
+        // a failed run has any.
+        for i in abandoned {
+            std::mem::forget(std::mem::take(&mut self.slots[i].buf));
+        }
+        for b in std::mem::take(&mut self.orphans) {
+            std::mem::forget(b);
+        }
     }
 }
 
@@ -134,6 +154,7 @@ impl UcxEndpoint {
             last_sent: usize::MAX,
             pinned: cpu,
             affinity,
+            given_up: Vec::new(),
             recv_flags: if sys::immediate_recv_info() {
                 0
             } else {
@@ -146,19 +167,24 @@ impl UcxEndpoint {
     /// endpoints in flush mode while the peers close theirs: whether all closed within the
     /// timeout. The launch functions call it between two barriers.
     pub(crate) fn close_endpoints(&mut self) -> bool {
-        self.abandon_requests();
+        let abandoned = self.abandon_requests();
+        self.given_up.extend(abandoned);
         self.w.close_endpoints(self.cfg.timeout)
     }
 
-    /// Cancel the receives still posted and free every request still held.
-    fn abandon_requests(&mut self) {
+    /// Cancel the receives still posted and free every request still held: the slots given
+    /// up, whose buffers UCX may still touch.
+    fn abandon_requests(&mut self) -> Vec<usize> {
+        let mut given_up = std::mem::take(&mut self.given_up);
         for i in 0..self.slots.len() {
             let req = std::mem::replace(&mut self.slots[i].req, ptr::null_mut());
             if !req.is_null() {
                 let kind = self.slots[i].kind;
                 self.abandon(req, kind);
+                given_up.push(i);
             }
         }
+        given_up
     }
 
     /// This rank's worker address, to give the other ranks.
@@ -188,6 +214,40 @@ impl UcxEndpoint {
                 }
             })
             .collect();
+        Ok(())
+    }
+
+    /// Finish wire-up with every other rank before anything is timed: an empty message each
+    /// way, then one of the rendezvous size, so that every connection is accepted on both sides
+    /// (the tcp transport counts a connection only once the accepting side has progressed) and
+    /// every endpoint has resolved its peer for the rendezvous protocol, which a worker flush
+    /// alone leaves to the first large send. Waits progress the worker and keep the timeout.
+    pub(crate) fn handshake(&mut self) -> Result<()> {
+        let rndv = self
+            .peers
+            .iter()
+            .enumerate()
+            .filter(|&(r, _)| r != self.rank as usize)
+            .filter_map(|(_, p)| p.rndv_from())
+            .max();
+        let mut sizes = vec![0usize];
+        if let Some(n) = rndv.filter(|&n| n > 0 && n <= MAX_HANDSHAKE_BYTES) {
+            sizes.push(n);
+        }
+        let me = self.rank;
+        let others: Vec<Rank> = (0..self.size).filter(|&r| r != me).collect();
+        for len in sizes {
+            let mut reqs = Vec::new();
+            for &r in &others {
+                reqs.push(self.irecv(Src::Rank(r), TagSel::Tag(TAG_HANDSHAKE), vec![0; len])?);
+            }
+            for &r in &others {
+                reqs.push(self.isend(r, TAG_HANDSHAKE, vec![0; len])?);
+            }
+            for req in reqs {
+                self.wait(req)?;
+            }
+        }
         Ok(())
     }
 
@@ -253,6 +313,10 @@ impl UcxEndpoint {
         let s = &mut self.slots[i];
         if s.state != State::Posted {
             return true;
+        }
+        if s.req.is_null() {
+            // Given up when the endpoints closed: it never finishes.
+            return false;
         }
         let mut info = ffi::ucp_tag_recv_info_t::default();
         // SAFETY: `s.req` is a live request of this worker (slots clear it when freed): a
@@ -555,7 +619,14 @@ impl Endpoint for UcxEndpoint {
         let i = self.take_slot(OpKind::Recv, peer, t, buf);
         let (p, len) = (self.slots[i].buf.as_mut_ptr(), self.slots[i].buf.len());
         let mut info = ffi::ucp_tag_recv_info_t::default();
-        let posted = self.post_recv(p, len, select(src, tag), self.recv_flags, &mut info);
+        // A wildcard receive that fails in the call (truncated) would not say its sender or
+        // tag: it always takes a request.
+        let flags = if peer.is_none() || tag == TagSel::Any {
+            ffi::UCP_OP_ATTR_FLAG_NO_IMM_CMPL
+        } else {
+            self.recv_flags
+        };
+        let posted = self.post_recv(p, len, select(src, tag), flags, &mut info);
         match posted {
             Posted::Done => self.finish(i, ffi::UCS_OK, &info),
             Posted::Pending(req) => self.slots[i].req = req,

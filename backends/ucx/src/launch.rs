@@ -42,7 +42,10 @@ fn rank_main<P: Program>(rdv: &mut dyn Rendezvous, cfg: &UcxConfig, p: &P) -> Re
         .map_err(|e| e.in_phase("exchanging worker addresses"))?;
     ep.connect(&names)
         .map_err(|e| e.in_phase("connecting to the other ranks' workers"))?;
-    rdv.barrier().map_err(|e| e.in_phase("bootstrap"))?;
+    // Not a barrier on the control plane: a rank blocked there would not progress its worker,
+    // and a peer still waiting for its connection to be accepted would stall.
+    ep.handshake()
+        .map_err(|e| e.in_phase("the wire-up handshake with the other ranks"))?;
     let out = p.run(&mut ep)?;
     rdv.barrier()
         .map_err(|e| e.in_phase("the closing barrier"))?;

@@ -9,8 +9,9 @@
 //!   ([`UcxConfig::tls`], passed as `UCX_TLS`) or UCX's choice, and one worker in
 //!   single-thread mode. Its address is exchanged over the control plane that started the
 //!   ranks (the tcp rendezvous, local or across hosts, or MPI under `mpirun`); each rank makes
-//!   an endpoint to every address and **flushes the worker** before anything is timed, so
-//!   that no trial pays for wire-up.
+//!   an endpoint to every address, **flushes the worker** and exchanges an empty and a
+//!   rendezvous-size message with every other rank (progressing, so that each side accepts
+//!   the other's connection) before anything is timed, so that no trial pays for wire-up.
 //! * **Matching** is UCX's: the 64-bit tag carries the sender's rank (upper 32 bits) and
 //!   commbench's tag (lower 32); a wildcard source or tag is a mask, and control tags (from
 //!   `TAG_UB` = 2^30 up) never match a wildcard.

@@ -51,6 +51,18 @@ impl Peer {
         p
     }
 
+    /// The smallest message that goes with a rendezvous protocol, if UCX said and any does.
+    pub fn rndv_from(&self) -> Option<usize> {
+        let mut from = 0;
+        for &(bound, p) in &self.ranges {
+            if p.starts_with("rndv") {
+                return Some(from);
+            }
+            from = bound;
+        }
+        None
+    }
+
     /// The same endpoint with its thresholds set aside, for when UCX sends by the new protocol
     /// selection (v2) although it prints the v1 thresholds: every size is then `"unknown"`.
     pub fn without_thresholds(mut self) -> Peer {
@@ -144,6 +156,7 @@ mod tests {
         ] {
             assert_eq!(p.protocol(len), want, "{len} bytes");
         }
+        assert_eq!(p.rndv_from(), Some(8192));
     }
 
     #[test]

@@ -190,7 +190,6 @@ pub(crate) fn is_peer_failure(s: ffi::ucs_status_t) -> bool {
             | ffi::UCS_ERR_UNREACHABLE
             | ffi::UCS_ERR_REJECTED
             | ffi::UCS_ERR_NOT_CONNECTED
-            | ffi::UCS_ERR_IO_ERROR
     ) || (ffi::UCS_ERR_LAST_ENDPOINT_FAILURE..=ffi::UCS_ERR_FIRST_ENDPOINT_FAILURE).contains(&s)
         || (ffi::UCS_ERR_LAST_LINK_FAILURE..=ffi::UCS_ERR_FIRST_LINK_FAILURE).contains(&s)
 }

@@ -5,7 +5,7 @@
 //! flush mode, the worker destroyed, the context cleaned up.
 
 use crate::sys::{self, backend_error, check, decode, ffi, Posted};
-use commbench_core::Result;
+use commbench_core::{Error, Result};
 use std::ffi::CString;
 use std::os::raw::c_void;
 use std::ptr;
@@ -100,31 +100,43 @@ impl Worker {
         Ok(w)
     }
 
-    /// This worker's address, to give the other ranks.
+    /// This worker's address, to give the other ranks: [`ADDRESS_MAGIC`], the length of UCX's
+    /// address (8 bytes, little-endian), then the address, so that [`Worker::connect`] can
+    /// check what it hands to UCX, which reads an address without a length.
     pub(crate) fn address(&self) -> Result<Vec<u8>> {
         let mut a: *mut ffi::ucp_address_t = ptr::null_mut();
         let mut len: usize = 0;
         // SAFETY: the worker is live; `a` and `len` are written.
         let s = unsafe { ffi::ucp_worker_get_address(self.worker, &mut a, &mut len) };
         check(s, "ucp_worker_get_address")?;
+        let mut v = ADDRESS_MAGIC.to_vec();
+        v.extend_from_slice(&(len as u64).to_le_bytes());
         // SAFETY: UCX gave `len` readable bytes at `a`, released once after the copy.
-        let v = unsafe { std::slice::from_raw_parts(a as *const u8, len) }.to_vec();
+        v.extend_from_slice(unsafe { std::slice::from_raw_parts(a as *const u8, len) });
         // SAFETY: `a` came from ucp_worker_get_address of this worker.
         unsafe { ffi::ucp_worker_release_address(self.worker, a) };
         Ok(v)
     }
 
-    /// An endpoint to each rank's address (in rank order).
+    /// An endpoint to each rank's address (in rank order), each checked first.
     pub(crate) fn connect(&mut self, names: &[Vec<u8>]) -> Result<()> {
         for (r, name) in names.iter().enumerate() {
+            let addr = unframe(name).ok_or_else(|| {
+                Error::Protocol(format!(
+                    "rank {r} sent {} bytes that are not a commbench ucx worker address \
+                     (another build or version on that rank?)",
+                    name.len()
+                ))
+            })?;
             let p = ffi::ucp_ep_params_t {
                 field_mask: ffi::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS as u64,
-                address: name.as_ptr() as *const ffi::ucp_address_t,
+                address: addr.as_ptr() as *const ffi::ucp_address_t,
                 ..Default::default()
             };
             let mut ep: ffi::ucp_ep_h = ptr::null_mut();
-            // SAFETY: the worker is live; `p.address` points at rank r's worker address,
-            // which UCX reads during the call; `ep` is written.
+            // SAFETY: the worker is live; `p.address` points at rank r's worker address, as
+            // long as UCX's own (checked by `unframe`), which UCX reads during the call; `ep`
+            // is written.
             let s = unsafe { ffi::ucp_ep_create(self.worker, &p, &mut ep) };
             check(s, &format!("ucp_ep_create to rank {r}"))?;
             self.eps.push(ep);
@@ -244,11 +256,36 @@ impl Worker {
     }
 }
 
-/// The transports (`tl/device`) and memory domains a context over `tls` has here, from
-/// `ucp_context_print_info`: what `--ucx-tls` may name.
+/// What starts a worker address from [`Worker::address`].
+const ADDRESS_MAGIC: &[u8; 8] = b"cbucx1\0\0";
+
+/// UCX's address inside a framed one, if the frame is whole.
+fn unframe(name: &[u8]) -> Option<&[u8]> {
+    let rest = name.strip_prefix(ADDRESS_MAGIC)?;
+    let (len, addr) = rest.split_at_checked(8)?;
+    let len = u64::from_le_bytes(len.try_into().ok()?);
+    (len > 0 && addr.len() as u64 == len).then_some(addr)
+}
+
+/// The transports (`tl/device`) a context over `tls` has here, from `ucp_context_print_info`:
+/// what `--ucx-tls` may name. Only a context is made (no worker, no interface opened).
 pub fn resources(tls: Option<&str>) -> Result<Vec<String>> {
-    let w = Worker::open(tls)?;
-    Ok(parse_resources(&w.context_text()))
+    let cfg = Config::read(tls)?;
+    let params = ffi::ucp_params_t {
+        field_mask: ffi::UCP_PARAM_FIELD_FEATURES as u64,
+        features: ffi::UCP_FEATURE_TAG as u64,
+        ..Default::default()
+    };
+    let mut ctx: ffi::ucp_context_h = ptr::null_mut();
+    // SAFETY: `params` and `cfg` are valid for the call; `ctx` is written.
+    let s = unsafe { sys::init(&params, cfg.0, &mut ctx) };
+    check(s, "ucp_init")?;
+    // SAFETY: the context is live; `f` is an open stream.
+    let text =
+        sys::print_to_string(|f| unsafe { ffi::ucp_context_print_info(ctx, f as *mut ffi::FILE) });
+    // SAFETY: the context made above, cleaned up once.
+    unsafe { ffi::ucp_cleanup(ctx) };
+    Ok(parse_resources(&text))
 }
 
 /// The `tl/device` of each `# resource N : md M dev D flags -- tl/device` line.
@@ -267,6 +304,24 @@ pub(crate) fn parse_resources(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn addresses_are_checked_before_ucx_reads_them() {
+        let mut framed = ADDRESS_MAGIC.to_vec();
+        framed.extend_from_slice(&3u64.to_le_bytes());
+        framed.extend_from_slice(&[7, 8, 9]);
+        assert_eq!(unframe(&framed), Some(&[7u8, 8, 9][..]));
+        assert_eq!(unframe(&framed[..framed.len() - 1]), None);
+        let mut longer = framed.clone();
+        longer.push(0);
+        assert_eq!(unframe(&longer), None);
+        assert_eq!(unframe(&framed[..16]), None);
+        assert_eq!(unframe(b""), None);
+        assert_eq!(unframe(b"cbucx1"), None);
+        let mut other = framed.clone();
+        other[0] = b'x';
+        assert_eq!(unframe(&other), None);
+    }
 
     #[test]
     fn resources_are_read_from_the_context_text() {

@@ -665,9 +665,10 @@ impl Endpoint for UcxEndpoint {
         }
     }
 
-    /// The loop ucx_perftest's tag_lat runs, straight from `buf` (no slot, no buffer moved):
-    /// send and wait, receive and wait; the initiator posts its receive before it sends when
-    /// the message goes eager-short, so the reply always meets a posted receive.
+    /// The loop ucx_perftest's tag_lat runs (`run_pingpong` in its `ucp_tests.cc`), straight
+    /// from `buf` (no slot, no buffer moved): send and wait, then post the receive and wait.
+    /// The initiator posts its receive after its send, as ucx_perftest does: posted first, it
+    /// would delay the send by the post, and the reply still finds it posted.
     /// Should the loop fail, the endpoint keeps `buf` until the worker is destroyed (the caller
     /// gets an empty one): a request given up may still be reading or writing it.
     fn pingpong(
@@ -679,13 +680,8 @@ impl Endpoint for UcxEndpoint {
         role: Role,
     ) -> Result<()> {
         self.check_peer(peer, "ping-pong with")?;
-        let prepost = role == Role::Initiator
-            && self
-                .peers
-                .get(peer as usize)
-                .is_some_and(|p| p.protocol(buf.len()) == "egr/short");
         for _ in 0..n {
-            if let Err(e) = self.round_trip(peer, tag, buf, role, prepost) {
+            if let Err(e) = self.round_trip(peer, tag, buf, role) {
                 self.orphans.push(std::mem::take(buf));
                 return Err(e);
             }
@@ -702,36 +698,14 @@ impl UcxEndpoint {
     /// One round trip of [`Endpoint::pingpong`]'s loop. On an error a request may still hold
     /// `buf` (given up, not finished): the caller must keep it alive.
     #[inline(always)]
-    fn round_trip(
-        &mut self,
-        peer: Rank,
-        tag: Tag,
-        buf: &mut [u8],
-        role: Role,
-        prepost: bool,
-    ) -> Result<()> {
+    fn round_trip(&mut self, peer: Rank, tag: Tag, buf: &mut [u8], role: Role) -> Result<()> {
         let (p, len) = (buf.as_mut_ptr(), buf.len());
-        let sel = (wire_tag(peer, tag), u64::MAX);
-        let flags = self.recv_flags;
-        let mut info = ffi::ucp_tag_recv_info_t::default();
-        let early = if prepost {
-            Some(self.post_recv(p, len, sel, flags, &mut info))
-        } else {
-            None
-        };
         if role == Role::Initiator {
-            if let Err(e) = self.send_now(peer, tag, p, len) {
-                if let Some(Posted::Pending(req)) = early {
-                    self.abandon(req, OpKind::Recv);
-                }
-                return Err(e);
-            }
+            self.send_now(peer, tag, p, len)?;
         }
-        let posted = match early {
-            Some(posted) => posted,
-            None => self.post_recv(p, len, sel, flags, &mut info),
-        };
-        match posted {
+        let mut info = ffi::ucp_tag_recv_info_t::default();
+        let sel = (wire_tag(peer, tag), u64::MAX);
+        match self.post_recv(p, len, sel, self.recv_flags, &mut info) {
             Posted::Done => {}
             Posted::Failed(st) => {
                 return Err(op_error(st, OpKind::Recv, Some(peer), tag, len, &info))

@@ -240,35 +240,70 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn spawn_rank(rank: u32, rdv: &str, token: &str, out: Option<&Path>) -> std::process::Child {
+/// Rank `rank` of a 2-rank ping-pong started by hand on `backend` (`--backend NAME` and its
+/// options), meeting at `rdv` with `token`.
+fn spawn_rank(
+    backend: &[&str],
+    rank: u32,
+    rdv: &str,
+    token: &str,
+    out: Option<&Path>,
+) -> std::process::Child {
     let mut c = commbench(&[]);
-    c.args([
-        "pingpong",
-        "--backend",
-        "tcp",
-        "--trials",
-        "30",
-        "--samples",
-        "1000",
-        "--quiet",
-        "--timeout",
-        "10",
-    ])
-    .args([
-        "--rank",
-        &rank.to_string(),
-        "--ranks",
-        "2",
-        "--rendezvous",
-        rdv,
-    ])
-    .env("COMMBENCH_TOKEN", token)
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    c.arg("pingpong")
+        .args(backend)
+        .args([
+            "--trials",
+            "30",
+            "--samples",
+            "1000",
+            "--quiet",
+            "--timeout",
+            "10",
+        ])
+        .args([
+            "--rank",
+            &rank.to_string(),
+            "--ranks",
+            "2",
+            "--rendezvous",
+            rdv,
+        ])
+        .env("COMMBENCH_TOKEN", token)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     if let Some(p) = out {
         c.arg("--json").arg(p);
     }
     c.spawn().unwrap()
+}
+
+const TCP: &[&str] = &["--backend", "tcp"];
+
+/// Two ranks of `backend` started by hand (`--rank/--ranks/--rendezvous` and a shared token)
+/// complete a run, and rank 0's result names the manual launch.
+pub fn ranks_started_by_hand_complete_a_run(backend: &[&str]) {
+    let d = tmpdir(&format!("manual-{}", backend[1]));
+    let rdv = format!("127.0.0.1:{}", free_port());
+    let j = d.join("r.json");
+    let token = "a-shared-token-0123456789";
+    let mut r0 = spawn_rank(backend, 0, &rdv, token, Some(&j));
+    let mut r1 = spawn_rank(backend, 1, &rdv, token, None);
+    let s1 = wait_for(&mut r1, Duration::from_secs(60));
+    let s0 = wait_for(&mut r0, Duration::from_secs(60));
+    let mut e0 = String::new();
+    r0.stderr.take().unwrap().read_to_string(&mut e0).unwrap();
+    assert!(
+        s0.is_some_and(|s| s.success()),
+        "{backend:?}: rank 0 failed: {e0}"
+    );
+    assert!(
+        s1.is_some_and(|s| s.success()),
+        "{backend:?}: rank 1 failed"
+    );
+    let doc = read_json(&j);
+    check_contract(&doc, &[8], 30);
+    assert_eq!(doc["environment"]["launcher"], "manual");
 }
 
 #[test]
@@ -276,16 +311,16 @@ fn ranks_started_by_hand_and_a_wrong_token_is_refused() {
     let d = tmpdir("manual");
     let rdv = format!("127.0.0.1:{}", free_port());
     let j = d.join("r.json");
-    let mut r0 = spawn_rank(0, &rdv, "right-token-0123456789", Some(&j));
+    let mut r0 = spawn_rank(TCP, 0, &rdv, "right-token-0123456789", Some(&j));
     std::thread::sleep(Duration::from_millis(300));
     // An impostor with the wrong token is refused and does not disturb the run.
-    let mut bad = spawn_rank(1, &rdv, "wrong-token-0123456789", None);
+    let mut bad = spawn_rank(TCP, 1, &rdv, "wrong-token-0123456789", None);
     let bad_status = wait_for(&mut bad, Duration::from_secs(15));
     assert!(
         bad_status.map(|s| !s.success()).unwrap_or(true),
         "impostor succeeded"
     );
-    let mut r1 = spawn_rank(1, &rdv, "right-token-0123456789", None);
+    let mut r1 = spawn_rank(TCP, 1, &rdv, "right-token-0123456789", None);
     let s1 = wait_for(&mut r1, Duration::from_secs(30));
     let s0 = wait_for(&mut r0, Duration::from_secs(30));
     let mut e0 = String::new();
@@ -971,6 +1006,16 @@ mod ofi {
     }
 
     #[test]
+    fn ofi_ranks_started_by_hand() {
+        ranks_started_by_hand_complete_a_run(&[
+            "--backend",
+            "ofi",
+            "--ofi-provider",
+            "tcp;ofi_rxm",
+        ]);
+    }
+
+    #[test]
     fn ofi_killed_peer() {
         killed_peer_gives_error_and_partial_results(&["--backend", "ofi", "--ofi-provider", "shm"]);
     }
@@ -1110,6 +1155,11 @@ mod ucx {
             assert_eq!(doc["status"], "complete", "{args:?}: {doc}");
             assert!(!doc["points"].as_array().unwrap().is_empty(), "{args:?}");
         }
+    }
+
+    #[test]
+    fn ucx_ranks_started_by_hand() {
+        ranks_started_by_hand_complete_a_run(&["--backend", "ucx", "--ucx-tls", "tcp"]);
     }
 
     #[test]

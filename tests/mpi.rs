@@ -436,56 +436,42 @@ fn seed001_overhead_and_interference_on_mpi() {
     );
 }
 
-/// The libfabric backend beside MPI, between the same two processes (`--features mpi,ofi`):
-/// its endpoint addresses go through MPI, and each backend's results are there.
+/// `mpirun -np 2 commbench pingpong --backend mpi,B,tcp,shm` with `B`'s options: its addresses
+/// go through MPI, each backend's results are there, and `recorded` (what `B` says it used) is
+/// in the document.
+#[cfg(any(feature = "ofi", feature = "ucx"))]
+fn beside_mpi_between_the_same_processes(b: &str, options: &[&str], recorded: &str) {
+    let d = tmpdir(&format!("mpi-{b}"));
+    let j = d.join("r.json");
+    let backends = format!("mpi,{b},tcp,shm");
+    let mut args = vec!["pingpong", "--backend", &backends];
+    args.extend_from_slice(options);
+    args.extend_from_slice(QUICK);
+    let doc = ok_json(
+        mpirun(2, &with_json(&args, &j)),
+        &j,
+        Duration::from_secs(180),
+    );
+    let text = doc.to_string();
+    for name in ["mpi", b, "tcp", "shm"] {
+        assert!(
+            text.contains(&format!("\"{name}\"")),
+            "{name} missing from the result"
+        );
+    }
+    assert!(text.contains(recorded), "{recorded} is not recorded");
+}
+
+/// The libfabric backend beside MPI (`--features mpi,ofi`), the provider recorded.
 #[cfg(feature = "ofi")]
 #[test]
 fn mpi_ofi_tcp_and_shm_between_the_same_processes() {
-    let d = tmpdir("mpi-ofi");
-    let j = d.join("r.json");
-    let mut args = vec![
-        "pingpong",
-        "--backend",
-        "mpi,ofi,tcp,shm",
-        "--ofi-provider",
-        "tcp;ofi_rxm",
-    ];
-    args.extend_from_slice(QUICK);
-    let doc = ok_json(
-        mpirun(2, &with_json(&args, &j)),
-        &j,
-        Duration::from_secs(180),
-    );
-    let text = doc.to_string();
-    for b in ["\"mpi\"", "\"ofi\"", "\"tcp\"", "\"shm\""] {
-        assert!(text.contains(b), "{b} missing from the result");
-    }
-    assert!(text.contains("tcp;ofi_rxm"), "the provider is not recorded");
+    beside_mpi_between_the_same_processes("ofi", &["--ofi-provider", "tcp;ofi_rxm"], "tcp;ofi_rxm");
 }
 
-/// The UCX backend beside MPI, between the same two processes (`--features mpi,ucx`): its
-/// worker addresses go through MPI, and each backend's results are there.
+/// The UCX backend beside MPI (`--features mpi,ucx`), the lanes recorded.
 #[cfg(feature = "ucx")]
 #[test]
 fn mpi_ucx_tcp_and_shm_between_the_same_processes() {
-    let d = tmpdir("mpi-ucx");
-    let j = d.join("r.json");
-    let mut args = vec![
-        "pingpong",
-        "--backend",
-        "mpi,ucx,tcp,shm",
-        "--ucx-tls",
-        "posix,self",
-    ];
-    args.extend_from_slice(QUICK);
-    let doc = ok_json(
-        mpirun(2, &with_json(&args, &j)),
-        &j,
-        Duration::from_secs(180),
-    );
-    let text = doc.to_string();
-    for b in ["\"mpi\"", "\"ucx\"", "\"tcp\"", "\"shm\""] {
-        assert!(text.contains(b), "{b} missing from the result");
-    }
-    assert!(text.contains("posix/memory"), "the lanes are not recorded");
+    beside_mpi_between_the_same_processes("ucx", &["--ucx-tls", "posix,self"], "posix/memory");
 }

@@ -91,7 +91,7 @@ struct Mr {
 }
 
 /// One rank's libfabric endpoint. Created by the launch functions ([`crate::run_threads`],
-/// [`crate::run_rank`], ...), which exchange the addresses and close it cleanly.
+/// [`crate::run_rank_over`]), which exchange the addresses and close it cleanly.
 pub struct OfiEndpoint {
     rank: Rank,
     size: u32,

@@ -39,7 +39,7 @@ mod sys;
 
 pub use endpoint::OfiEndpoint;
 pub use fabric::{probe, probe_with_rx, providers, Attrs};
-pub use launch::{run_rank, run_rank_over, run_rank_with_listener, run_threads, OfiConfig};
+pub use launch::{run_rank_over, run_threads, OfiConfig};
 pub use sys::{library_version, strerror};
 
 use commbench_core::method::limits::Transport;

@@ -78,7 +78,7 @@ struct Slot {
 }
 
 /// One rank's UCX endpoint. Created by the launch functions ([`crate::run_threads`],
-/// [`crate::run_rank`], ...), which exchange the worker addresses and close it cleanly.
+/// [`crate::run_rank_over`]), which exchange the worker addresses and close it cleanly.
 pub struct UcxEndpoint {
     rank: Rank,
     size: u32,

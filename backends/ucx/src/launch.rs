@@ -5,8 +5,7 @@
 //! that no rank closes its endpoints while another still runs.
 
 use crate::endpoint::UcxEndpoint;
-use commbench_core::launch::rendezvous::{Bootstrap, Listener, Rendezvous};
-use commbench_core::launch::RankEnv;
+use commbench_core::launch::rendezvous::Rendezvous;
 use commbench_core::transport::Program;
 use commbench_core::Result;
 use std::time::Duration;
@@ -68,8 +67,9 @@ fn rank_main<P: Program>(rdv: &mut dyn Rendezvous, cfg: &UcxConfig, p: &P) -> Re
     Ok(out)
 }
 
-/// This process is one rank of a run whose ranks met through another rendezvous (MPI under
-/// `mpirun`, so that ucx measures the same processes as the MPI backend).
+/// This process is one rank of a run whose ranks met through `rdv`: the tcp rendezvous (a
+/// local launch, a launcher, or ranks started by hand, joined by the CLI) or MPI under `mpirun`
+/// (so that ucx measures the same processes as the MPI backend).
 pub fn run_rank_over<P: Program>(
     rdv: &mut dyn Rendezvous,
     cfg: &UcxConfig,
@@ -84,24 +84,4 @@ pub fn run_threads<P: Program>(n: u32, cfg: &UcxConfig, p: &P) -> Result<Vec<P::
     commbench_core::launch::run_threads(n, cfg.timeout, "ucx", |mut boot, _token| {
         rank_main(&mut boot, cfg, p)
     })
-}
-
-/// This process is one rank of a multi-process run (a child of the local launcher, or under
-/// mpirun/srun, or started by hand): meet the others at `env.rendezvous` with `env.token`.
-pub fn run_rank<P: Program>(env: &RankEnv, cfg: &UcxConfig, p: &P) -> Result<P::Output> {
-    env.checked_token()?;
-    let mut boot = Bootstrap::from_env(env, cfg.timeout).map_err(|e| e.in_phase("bootstrap"))?;
-    rank_main(&mut boot, cfg, p)
-}
-
-/// Rank 0 of a local launch: `listener` was bound (with [`Bootstrap::listen`]) before the
-/// other ranks were spawned with its address; accept them, then run as [`run_rank`].
-pub fn run_rank_with_listener<P: Program>(
-    listener: Listener,
-    env: &RankEnv,
-    cfg: &UcxConfig,
-    p: &P,
-) -> Result<P::Output> {
-    let mut boot = listener.accept_as_rank0(env, cfg.timeout)?;
-    rank_main(&mut boot, cfg, p)
 }

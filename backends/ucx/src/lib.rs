@@ -36,7 +36,7 @@ mod sys;
 mod worker;
 
 pub use endpoint::UcxEndpoint;
-pub use launch::{run_rank, run_rank_over, run_rank_with_listener, run_threads, UcxConfig};
+pub use launch::{run_rank_over, run_threads, UcxConfig};
 pub use proto::Peer;
 pub use sys::{api_version, library_version, status_text};
 pub use worker::{resources, TLS_ALIASES};

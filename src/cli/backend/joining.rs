@@ -1,10 +1,16 @@
-//! Joining a run across hosts with the tcp rendezvous (the tcp and ofi backends): the checks
-//! of `--rendezvous` and of the run token made before anything connects.
+//! Joining a run across hosts with the tcp rendezvous (the tcp, ofi and ucx backends): the
+//! checks of `--rendezvous` and of the run token made before anything connects, and the start
+//! of a backend whose ranks meet over the rendezvous ([`over_rendezvous`]).
 
 use super::Job;
 use crate::cli::fatal::Fatal;
 use commbench::core::launch::rendezvous::{self as rdv, MAX_TOKEN_LEN, MIN_TOKEN_LEN};
 use commbench::core::launch::RankEnv;
+#[cfg(any(feature = "ofi", feature = "ucx"))]
+use {
+    super::{local, Ran},
+    commbench::core::launch::{self as cl, rendezvous::Bootstrap, rendezvous::Rendezvous},
+};
 
 /// `--rendezvous HOST:PORT`, before anything starts: a run across hosts (a local run holds
 /// its own rendezvous on loopback), a port other ranks can be told, a host that resolves.
@@ -64,4 +70,39 @@ pub fn check_join(env: &RankEnv) -> Result<(), Fatal> {
             ));
     }
     Ok(())
+}
+
+/// This process's rank of a backend whose ranks meet over the tcp rendezvous, exchange their
+/// addresses there and run (`rank`, given the rendezvous; the ofi and ucx backends): joined under
+/// a launcher or by hand (`--rank/--ranks/--rendezvous` and the shared token), or as rank 0 of a
+/// local launch, which holds the rendezvous on loopback with a fresh token and starts the others.
+#[cfg(any(feature = "ofi", feature = "ucx"))]
+pub fn over_rendezvous(
+    job: &Job,
+    rank: impl FnOnce(&mut dyn Rendezvous) -> commbench::core::Result<()>,
+) -> Result<Ran, Fatal> {
+    let mut env = job.rank_env()?;
+    if !env.is_local_launcher() {
+        check_join(&env)?;
+        let result = env.checked_token().and_then(|_| {
+            let mut boot =
+                Bootstrap::from_env(&env, job.timeout).map_err(|e| e.in_phase("bootstrap"))?;
+            rank(&mut boot)
+        });
+        return Ok(Ran::joined(&env, result));
+    }
+    let token = cl::new_token().map_err(|e| Fatal::run(e.to_string(), None))?;
+    let listener = Bootstrap::listen("127.0.0.1:0")
+        .map_err(|e| Fatal::run(format!("cannot hold the rendezvous: {e}"), None))?;
+    let addr = listener.local_addr().to_string();
+    env.rendezvous = Some(addr.clone());
+    env.token = Some(token.clone());
+    let vars = vec![
+        (cl::ENV_RENDEZVOUS.to_string(), addr),
+        (cl::ENV_TOKEN.to_string(), token),
+    ];
+    local::run_local(job.timeout, env.size, &vars, || {
+        let mut boot = listener.accept_as_rank0(&env, job.timeout)?;
+        rank(&mut boot)
+    })
 }

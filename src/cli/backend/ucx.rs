@@ -5,11 +5,9 @@
 
 #[cfg(feature = "mpi")]
 use super::mpi::MpiJob;
-use super::{cpu_list, joining, local, Backend, Job, Ran};
+use super::{cpu_list, joining, Backend, Job, Ran};
 use crate::cli::args::BackendArgs;
 use crate::cli::fatal::Fatal;
-use commbench::core::launch::rendezvous::Bootstrap;
-use commbench::core::launch::{self as cl};
 use commbench::core::method::limits::Transport;
 #[cfg(feature = "mpi")]
 use commbench::core::Error;
@@ -56,24 +54,8 @@ impl Backend for Ucx {
     }
 
     fn run<P: Program<Output = ()>>(&self, job: &Job, prog: &P) -> Result<Ran, Fatal> {
-        let mut env = job.rank_env()?;
-        if !env.is_local_launcher() {
-            joining::check_join(&env)?;
-            let result = commbench_ucx::run_rank(&env, &self.cfg, prog).map(drop);
-            return Ok(Ran::joined(&env, result));
-        }
-        let token = cl::new_token().map_err(|e| Fatal::run(e.to_string(), None))?;
-        let listener = Bootstrap::listen("127.0.0.1:0")
-            .map_err(|e| Fatal::run(format!("cannot hold the rendezvous: {e}"), None))?;
-        let addr = listener.local_addr().to_string();
-        env.rendezvous = Some(addr.clone());
-        env.token = Some(token.clone());
-        let vars = vec![
-            (cl::ENV_RENDEZVOUS.to_string(), addr),
-            (cl::ENV_TOKEN.to_string(), token),
-        ];
-        local::run_local(job.timeout, env.size, &vars, || {
-            commbench_ucx::run_rank_with_listener(listener, &env, &self.cfg, prog).map(drop)
+        joining::over_rendezvous(job, |rdv| {
+            commbench_ucx::run_rank_over(rdv, &self.cfg, prog)
         })
     }
 

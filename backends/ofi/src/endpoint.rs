@@ -9,6 +9,7 @@ use crate::fabric::{close_mr, Attrs, Fabric};
 use crate::sys::{self, backend_error, ffi, EAGAIN, EAVAIL};
 use crate::OfiConfig;
 use commbench_core::launch::affinity;
+use commbench_core::transport::slots::{SlotState as State, Slots};
 use commbench_core::transport::{BackendInfo, OpKind, TAG_UB};
 use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Role, Src, Tag, TagSel};
 use std::collections::BTreeMap;
@@ -55,29 +56,13 @@ struct OpCtx {
     slot: usize,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Free,
-    Posted,
-    Done,
-}
-
-struct Slot {
+/// What an ofi slot keeps beside the operation ([`Slots`]).
+struct Extra {
     /// From `Box::into_raw`, freed by the endpoint's `Drop` once the endpoint is closed: the
     /// provider may write its `fi` while the operation is outstanding.
     ctx: *mut OpCtx,
-    gen: u32,
-    state: State,
-    kind: OpKind,
-    /// Destination of a send, source of a receive (`None`: any).
-    peer: Option<Rank>,
-    tag: Tag,
-    len: usize,
-    /// Bytes the posted buffer holds.
-    cap: usize,
-    buf: Vec<u8>,
+    /// The cached registration the operation's buffer uses.
     mr: Option<usize>,
-    err: Option<Error>,
 }
 
 /// A cached memory registration.
@@ -98,8 +83,7 @@ pub struct OfiEndpoint {
     cfg: OfiConfig,
     fab: Fabric,
     addrs: Vec<u64>,
-    slots: Vec<Slot>,
-    free: Vec<usize>,
+    slots: Slots<Extra>,
     /// Registrations, when the provider needs them.
     mrs: Vec<Option<Mr>>,
     mr_clock: u64,
@@ -135,17 +119,17 @@ impl Drop for OfiEndpoint {
         // buffer, context or descriptor of an outstanding operation. Should it fail, they are
         // leaked rather than freed under the provider.
         if !self.fab.close_ep() {
-            std::mem::forget(std::mem::take(&mut self.slots));
+            std::mem::forget(self.slots.take_all());
             std::mem::forget(std::mem::take(&mut self.mrs));
             return;
         }
         for m in self.mrs.iter_mut().filter_map(Option::take) {
             close_mr(m.mr);
         }
-        for s in &self.slots {
+        for s in self.slots.iter() {
             // SAFETY: each context came from Box::into_raw, is freed once, here, and the
             // provider released it when the endpoint closed.
-            drop(unsafe { Box::from_raw(s.ctx) });
+            drop(unsafe { Box::from_raw(s.extra.ctx) });
         }
     }
 }
@@ -175,8 +159,7 @@ impl OfiEndpoint {
             cfg: cfg.clone(),
             fab,
             addrs: Vec::new(),
-            slots: Vec::new(),
-            free: Vec::new(),
+            slots: Slots::new("ofi"),
             mrs: Vec::new(),
             mr_clock: 0,
             inject_below,
@@ -219,75 +202,38 @@ impl OfiEndpoint {
 
     /// A free slot for an operation, with its buffer.
     fn take_slot(&mut self, kind: OpKind, peer: Option<Rank>, tag: Tag, buf: Vec<u8>) -> usize {
-        let i = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                let i = self.slots.len();
-                self.slots.push(Slot {
-                    ctx: Box::into_raw(Box::new(OpCtx {
-                        fi: ffi::fi_context2::default(),
-                        slot: i,
-                    })),
-                    gen: 0,
-                    state: State::Free,
-                    kind,
-                    peer,
-                    tag,
-                    len: 0,
-                    cap: 0,
-                    buf: Vec::new(),
-                    mr: None,
-                    err: None,
-                });
-                i
-            }
-        };
-        let s = &mut self.slots[i];
-        s.gen = s.gen.wrapping_add(1);
-        s.state = State::Posted;
-        s.kind = kind;
-        s.peer = peer;
-        s.tag = tag;
-        s.len = buf.len();
-        s.cap = buf.len();
-        s.buf = buf;
-        s.mr = None;
-        s.err = None;
+        let i = self.slots.take(kind, peer, tag, buf, |i| Extra {
+            ctx: Box::into_raw(Box::new(OpCtx {
+                fi: ffi::fi_context2::default(),
+                slot: i,
+            })),
+            mr: None,
+        });
+        self.slots[i].extra.mr = None;
         i
-    }
-
-    fn req_of(&self, i: usize) -> ReqId {
-        ReqId((self.slots[i].gen as u64) << 32 | i as u64)
-    }
-
-    /// The slot of a request handle still outstanding or completed but not returned.
-    fn slot_of(&self, req: ReqId) -> Result<usize> {
-        let i = (req.0 & 0xFFFF_FFFF) as usize;
-        match self.slots.get(i) {
-            Some(s) if s.gen as u64 == req.0 >> 32 && s.state != State::Free => Ok(i),
-            _ => Err(Error::Invalid(format!(
-                "ofi: request {} is unknown or was already completed",
-                req.0
-            ))),
-        }
     }
 
     /// Give slot `i` back, with its registration's use.
     fn release(&mut self, i: usize) -> Vec<u8> {
+        self.unuse(i);
+        self.slots.release(i)
+    }
+
+    /// The bookkeeping of slot `i`'s end: a posted receive fewer, its registration's use.
+    fn unuse(&mut self, i: usize) {
         let s = &mut self.slots[i];
-        s.state = State::Free;
         if s.kind == OpKind::Recv {
             self.posted_recvs = self.posted_recvs.saturating_sub(1);
         }
-        if let Some(m) =
-            s.mr.take()
-                .and_then(|m| self.mrs.get_mut(m))
-                .and_then(Option::as_mut)
+        if let Some(m) = s
+            .extra
+            .mr
+            .take()
+            .and_then(|m| self.mrs.get_mut(m))
+            .and_then(Option::as_mut)
         {
             m.inflight -= 1;
         }
-        self.free.push(i);
-        std::mem::take(&mut self.slots[i].buf)
     }
 
     /// The descriptor for `len` bytes at `addr`: null unless the provider asks for
@@ -318,7 +264,7 @@ impl OfiEndpoint {
         };
         m.inflight += 1;
         m.used = now;
-        self.slots[slot].mr = Some(i);
+        self.slots[slot].extra.mr = Some(i);
         Ok(m.desc)
     }
 
@@ -390,8 +336,8 @@ impl OfiEndpoint {
         // posted: a live boxed OpCtx (slots and their boxes live as long as the endpoint), whose
         // `slot` field the provider never writes (it owns only `fi`).
         let i = unsafe { (*(ctx as *const OpCtx)).slot };
-        let s = self.slots.get(i)?;
-        (ptr::eq(s.ctx as *const OpCtx, ctx as *const OpCtx) && s.state == State::Posted)
+        let s = (i < self.slots.len()).then(|| &self.slots[i])?;
+        (ptr::eq(s.extra.ctx as *const OpCtx, ctx as *const OpCtx) && s.state == State::Posted)
             .then_some(i)
     }
 
@@ -552,20 +498,16 @@ impl OfiEndpoint {
     }
 
     fn timeout_error(&self, req: ReqId) -> Error {
-        let what = match self.slot_of(req).map(|i| &self.slots[i]) {
-            Ok(s) => match (s.kind, s.peer) {
-                (OpKind::Recv, Some(p)) => format!("a message from rank {p} (request {})", req.0),
-                (OpKind::Recv, None) => format!("a message from any rank (request {})", req.0),
-                (OpKind::Send, p) => {
-                    format!("rank {} to take a send (request {})", p.unwrap_or(0), req.0)
-                }
+        let what = format!("request {}", req.0);
+        match self.slots.index_of(req) {
+            Ok(i) => self
+                .slots
+                .timeout_error(self.rank, i, &what, self.cfg.timeout),
+            Err(_) => Error::Timeout {
+                rank: self.rank,
+                what,
+                timeout: self.cfg.timeout,
             },
-            Err(_) => format!("request {}", req.0),
-        };
-        Error::Timeout {
-            rank: self.rank,
-            what,
-            timeout: self.cfg.timeout,
         }
     }
 
@@ -575,19 +517,8 @@ impl OfiEndpoint {
         if self.slots[i].state != State::Done {
             return Ok(None);
         }
-        let (kind, peer, tag, len) = {
-            let s = &self.slots[i];
-            (s.kind, s.peer.unwrap_or(0), s.tag, s.len)
-        };
-        let err = self.slots[i].err.take();
-        let buf = self.release(i);
-        if let Some(e) = err {
-            return Err(e);
-        }
-        Ok(Some(match kind {
-            OpKind::Send => Completion::send(buf, peer, tag),
-            OpKind::Recv => Completion::recv(buf, peer, tag, len),
-        }))
+        self.unuse(i);
+        self.slots.complete(i).map(Some)
     }
 }
 
@@ -602,7 +533,7 @@ impl Endpoint for OfiEndpoint {
             self.inject(dest, tag, buf.as_ptr(), buf.len())?;
             let i = self.take_slot(OpKind::Send, Some(dest), tag, buf);
             self.slots[i].state = State::Done;
-            return Ok(self.req_of(i));
+            return Ok(self.slots.req_of(i));
         }
         let i = self.take_slot(OpKind::Send, Some(dest), tag, buf);
         let desc = match self.desc(i) {
@@ -618,7 +549,7 @@ impl Endpoint for OfiEndpoint {
             wire_tag(self.rank, tag),
         );
         let (p, len) = (self.slots[i].buf.as_ptr(), self.slots[i].buf.len());
-        let ctx = self.slots[i].ctx as *mut c_void;
+        let ctx = self.slots[i].extra.ctx as *mut c_void;
         let posted = self.retry(
             &|_| format!("rank {dest} to take a {len}-byte message (fi_tsend)"),
             // SAFETY: the endpoint is open; the buffer and the context stay owned by slot `i`
@@ -630,7 +561,7 @@ impl Endpoint for OfiEndpoint {
             return Err(e);
         }
         self.note_sent(tag, len, false);
-        Ok(self.req_of(i))
+        Ok(self.slots.req_of(i))
     }
 
     fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
@@ -664,12 +595,12 @@ impl Endpoint for OfiEndpoint {
             self.release(i);
             return Err(e);
         }
-        Ok(self.req_of(i))
+        Ok(self.slots.req_of(i))
     }
 
     #[inline]
     fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
-        let i = self.slot_of(req)?;
+        let i = self.slots.index_of(req)?;
         if self.slots[i].state == State::Posted {
             self.progress()?;
         }
@@ -678,7 +609,7 @@ impl Endpoint for OfiEndpoint {
 
     #[inline]
     fn wait(&mut self, req: ReqId) -> Result<Completion> {
-        let i = self.slot_of(req)?;
+        let i = self.slots.index_of(req)?;
         let mut start: Option<Instant> = None;
         let mut spins: u32 = 0;
         loop {
@@ -797,7 +728,7 @@ impl OfiEndpoint {
         let s = &mut self.slots[i];
         s.state = State::Posted;
         s.len = len;
-        let (ep, ctx) = (self.fab.ep, s.ctx as *mut c_void);
+        let (ep, ctx) = (self.fab.ep, s.extra.ctx as *mut c_void);
         self.retry(
             &|me| {
                 format!(
@@ -841,7 +772,7 @@ impl OfiEndpoint {
             if spins % SPINS_PER_CLOCK_READ == 0 {
                 let t = *start.get_or_insert_with(Instant::now);
                 if t.elapsed() > self.cfg.timeout {
-                    return Err(self.timeout_error(self.req_of(i)));
+                    return Err(self.timeout_error(self.slots.req_of(i)));
                 }
             }
         }

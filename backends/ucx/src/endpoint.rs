@@ -13,6 +13,7 @@ use crate::sys::{self, backend_error, decode, ffi, Posted};
 use crate::worker::Worker;
 use crate::UcxConfig;
 use commbench_core::launch::affinity;
+use commbench_core::transport::slots::{timeout_awaiting, SlotState as State, Slots};
 use commbench_core::transport::{BackendInfo, OpKind, TAG_UB};
 use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Role, Src, Tag, TagSel};
 use std::collections::BTreeMap;
@@ -53,30 +54,6 @@ fn select(src: Src, tag: TagSel) -> (u64, u64) {
     (sbits | tbits, !(signore | tignore))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Free,
-    Posted,
-    Done,
-}
-
-struct Slot {
-    /// UCX's request while the operation is in progress; null once it is done or when it
-    /// finished in the call.
-    req: *mut c_void,
-    gen: u32,
-    state: State,
-    kind: OpKind,
-    /// Destination of a send, source of a receive (`None`: any).
-    peer: Option<Rank>,
-    tag: Tag,
-    len: usize,
-    /// Bytes the posted buffer holds.
-    cap: usize,
-    buf: Vec<u8>,
-    err: Option<Error>,
-}
-
 /// One rank's UCX endpoint. Created by the launch functions ([`crate::run_threads`],
 /// [`crate::run_rank_over`]), which exchange the worker addresses and close it cleanly.
 pub struct UcxEndpoint {
@@ -84,8 +61,9 @@ pub struct UcxEndpoint {
     size: u32,
     cfg: UcxConfig,
     w: Worker,
-    slots: Vec<Slot>,
-    free: Vec<usize>,
+    /// The outstanding operations; each slot's `extra` is UCX's request while the operation
+    /// is in progress, null once it is done or when it finished in the call.
+    slots: Slots<*mut c_void>,
     /// Buffers of a failed ping-pong loop: a request given up may still read or write them
     /// until the worker is destroyed.
     orphans: Vec<Vec<u8>>,
@@ -146,8 +124,7 @@ impl UcxEndpoint {
             size,
             cfg: cfg.clone(),
             w,
-            slots: Vec::new(),
-            free: Vec::new(),
+            slots: Slots::new("ucx"),
             orphans: Vec::new(),
             peers: Vec::new(),
             sent: BTreeMap::new(),
@@ -177,7 +154,7 @@ impl UcxEndpoint {
     fn abandon_requests(&mut self) -> Vec<usize> {
         let mut given_up = std::mem::take(&mut self.given_up);
         for i in 0..self.slots.len() {
-            let req = std::mem::replace(&mut self.slots[i].req, ptr::null_mut());
+            let req = std::mem::replace(&mut self.slots[i].extra, ptr::null_mut());
             if !req.is_null() {
                 let kind = self.slots[i].kind;
                 self.abandon(req, kind);
@@ -257,53 +234,9 @@ impl UcxEndpoint {
 
     /// A free slot for an operation, with its buffer.
     fn take_slot(&mut self, kind: OpKind, peer: Option<Rank>, tag: Tag, buf: Vec<u8>) -> usize {
-        let i = self.free.pop().unwrap_or_else(|| {
-            self.slots.push(Slot {
-                req: ptr::null_mut(),
-                gen: 0,
-                state: State::Free,
-                kind,
-                peer,
-                tag,
-                len: 0,
-                cap: 0,
-                buf: Vec::new(),
-                err: None,
-            });
-            self.slots.len() - 1
-        });
-        let s = &mut self.slots[i];
-        s.gen = s.gen.wrapping_add(1);
-        s.state = State::Posted;
-        (s.kind, s.peer, s.tag) = (kind, peer, tag);
-        (s.len, s.cap) = (buf.len(), buf.len());
-        s.buf = buf;
-        s.req = ptr::null_mut();
-        s.err = None;
+        let i = self.slots.take(kind, peer, tag, buf, |_| ptr::null_mut());
+        self.slots[i].extra = ptr::null_mut();
         i
-    }
-
-    fn req_of(&self, i: usize) -> ReqId {
-        ReqId((self.slots[i].gen as u64) << 32 | i as u64)
-    }
-
-    /// The slot of a request handle still outstanding or completed but not returned.
-    fn slot_of(&self, req: ReqId) -> Result<usize> {
-        let i = (req.0 & 0xFFFF_FFFF) as usize;
-        match self.slots.get(i) {
-            Some(s) if s.gen as u64 == req.0 >> 32 && s.state != State::Free => Ok(i),
-            _ => Err(Error::Invalid(format!(
-                "ucx: request {} is unknown or was already completed",
-                req.0
-            ))),
-        }
-    }
-
-    /// Give slot `i` back, with its buffer.
-    fn release(&mut self, i: usize) -> Vec<u8> {
-        self.slots[i].state = State::Free;
-        self.free.push(i);
-        std::mem::take(&mut self.slots[i].buf)
     }
 
     /// Whether slot `i` is done, its request's status read (and the request freed) when UCX
@@ -314,26 +247,26 @@ impl UcxEndpoint {
         if s.state != State::Posted {
             return true;
         }
-        if s.req.is_null() {
+        if s.extra.is_null() {
             // Given up when the endpoints closed: it never finishes.
             return false;
         }
         let mut info = ffi::ucp_tag_recv_info_t::default();
-        // SAFETY: `s.req` is a live request of this worker (slots clear it when freed): a
+        // SAFETY: `s.extra` is a live request of this worker (slots clear it when freed): a
         // receive's for ucp_tag_recv_request_test, which writes `info`.
         let st = unsafe {
             if s.kind == OpKind::Recv {
-                ffi::ucp_tag_recv_request_test(s.req, &mut info)
+                ffi::ucp_tag_recv_request_test(s.extra, &mut info)
             } else {
-                ffi::ucp_request_check_status(s.req)
+                ffi::ucp_request_check_status(s.extra)
             }
         };
         if st == ffi::UCS_INPROGRESS {
             return false;
         }
         // SAFETY: finished, freed once; the slot forgets it.
-        unsafe { ffi::ucp_request_free(s.req) };
-        s.req = ptr::null_mut();
+        unsafe { ffi::ucp_request_free(s.extra) };
+        s.extra = ptr::null_mut();
         self.finish(i, st, &info);
         true
     }
@@ -361,38 +294,13 @@ impl UcxEndpoint {
         unsafe { ffi::ucp_worker_progress(self.w.worker) };
     }
 
-    fn timeout_error(&self, kind: OpKind, peer: Option<Rank>, what: String) -> Error {
-        let what = match (kind, peer) {
-            (OpKind::Recv, Some(p)) => format!("a message from rank {p} ({what})"),
-            (OpKind::Recv, None) => format!("a message from any rank ({what})"),
-            (OpKind::Send, p) => format!("rank {} to take a send ({what})", p.unwrap_or(0)),
-        };
-        Error::Timeout {
-            rank: self.rank,
-            what,
-            timeout: self.cfg.timeout,
-        }
-    }
-
     /// The completion of slot `i` if it is done (its slot given back), else `None`.
     #[inline(always)]
     fn take_done(&mut self, i: usize) -> Result<Option<Completion>> {
         if !self.poll(i) {
             return Ok(None);
         }
-        let (kind, peer, tag, len) = {
-            let s = &self.slots[i];
-            (s.kind, s.peer.unwrap_or(0), s.tag, s.len)
-        };
-        let err = self.slots[i].err.take();
-        let buf = self.release(i);
-        if let Some(e) = err {
-            return Err(e);
-        }
-        Ok(Some(match kind {
-            OpKind::Send => Completion::send(buf, peer, tag),
-            OpKind::Recv => Completion::recv(buf, peer, tag, len),
-        }))
+        self.slots.complete(i).map(Some)
     }
 
     /// Note the size of a user-tag send and the protocol UCX uses for it (once per change of
@@ -501,7 +409,13 @@ impl UcxEndpoint {
                 if t.elapsed() > self.cfg.timeout {
                     self.abandon(req, kind);
                     let what = format!("{len} bytes, tag {tag}");
-                    return Err(self.timeout_error(kind, Some(peer), what));
+                    return Err(timeout_awaiting(
+                        self.rank,
+                        kind,
+                        Some(peer),
+                        &what,
+                        self.cfg.timeout,
+                    ));
                 }
             }
         }
@@ -594,14 +508,14 @@ impl Endpoint for UcxEndpoint {
         let (p, len) = (self.slots[i].buf.as_ptr(), self.slots[i].buf.len());
         match self.post_send(dest, tag, p, len) {
             Posted::Done => self.slots[i].state = State::Done,
-            Posted::Pending(req) => self.slots[i].req = req,
+            Posted::Pending(req) => self.slots[i].extra = req,
             Posted::Failed(st) => {
                 let info = ffi::ucp_tag_recv_info_t::default();
-                self.release(i);
+                self.slots.release(i);
                 return Err(op_error(st, OpKind::Send, Some(dest), tag, len, &info));
             }
         }
-        Ok(self.req_of(i))
+        Ok(self.slots.req_of(i))
     }
 
     fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
@@ -629,15 +543,15 @@ impl Endpoint for UcxEndpoint {
         let posted = self.post_recv(p, len, select(src, tag), flags, &mut info);
         match posted {
             Posted::Done => self.finish(i, ffi::UCS_OK, &info),
-            Posted::Pending(req) => self.slots[i].req = req,
+            Posted::Pending(req) => self.slots[i].extra = req,
             Posted::Failed(st) => self.finish(i, st, &info),
         }
-        Ok(self.req_of(i))
+        Ok(self.slots.req_of(i))
     }
 
     #[inline]
     fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
-        let i = self.slot_of(req)?;
+        let i = self.slots.index_of(req)?;
         if self.slots[i].state == State::Posted {
             self.progress();
         }
@@ -646,7 +560,7 @@ impl Endpoint for UcxEndpoint {
 
     #[inline]
     fn wait(&mut self, req: ReqId) -> Result<Completion> {
-        let i = self.slot_of(req)?;
+        let i = self.slots.index_of(req)?;
         let mut start: Option<Instant> = None;
         let mut spins: u32 = 0;
         loop {
@@ -658,8 +572,10 @@ impl Endpoint for UcxEndpoint {
             if spins % SPINS_PER_CLOCK_READ == 0 {
                 let t = *start.get_or_insert_with(Instant::now);
                 if t.elapsed() > self.cfg.timeout {
-                    let s = &self.slots[i];
-                    return Err(self.timeout_error(s.kind, s.peer, format!("request {}", req.0)));
+                    let what = format!("request {}", req.0);
+                    return Err(self
+                        .slots
+                        .timeout_error(self.rank, i, &what, self.cfg.timeout));
                 }
             }
         }

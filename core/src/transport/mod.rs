@@ -18,6 +18,7 @@ pub mod error;
 pub mod ids;
 pub mod matching;
 pub mod noop;
+pub mod slots;
 pub mod work;
 
 pub use ids::*;

@@ -4,12 +4,14 @@
 
 use super::Job;
 use crate::cli::fatal::Fatal;
-use commbench::core::launch::rendezvous::{self as rdv, MAX_TOKEN_LEN, MIN_TOKEN_LEN};
-use commbench::core::launch::RankEnv;
+use commbench::core::launch::rendezvous::{
+    self as rdv, Bootstrap, Listener, MAX_TOKEN_LEN, MIN_TOKEN_LEN,
+};
+use commbench::core::launch::{self as cl, RankEnv};
 #[cfg(any(feature = "ofi", feature = "ucx"))]
 use {
     super::{local, Ran},
-    commbench::core::launch::{self as cl, rendezvous::Bootstrap, rendezvous::Rendezvous},
+    commbench::core::launch::rendezvous::Rendezvous,
 };
 
 /// `--rendezvous HOST:PORT`, before anything starts: a run across hosts (a local run holds
@@ -91,8 +93,22 @@ pub fn over_rendezvous(
         });
         return Ok(Ran::joined(&env, result));
     }
+    let (listener, vars) = hold_rendezvous(&mut env, "127.0.0.1")?;
+    local::run_local(job.timeout, env.size, &vars, || {
+        let mut boot = listener.accept_as_rank0(&env, job.timeout)?;
+        rank(&mut boot)
+    })
+}
+
+/// Rank 0 of a local launch holds the rendezvous on `host` with a fresh token: the listener,
+/// and the variables that tell the ranks it starts where to meet and with what token (`env`
+/// gets both too).
+pub fn hold_rendezvous(
+    env: &mut RankEnv,
+    host: &str,
+) -> Result<(Listener, Vec<(String, String)>), Fatal> {
     let token = cl::new_token().map_err(|e| Fatal::run(e.to_string(), None))?;
-    let listener = Bootstrap::listen("127.0.0.1:0")
+    let listener = Bootstrap::listen(&format!("{host}:0"))
         .map_err(|e| Fatal::run(format!("cannot hold the rendezvous: {e}"), None))?;
     let addr = listener.local_addr().to_string();
     env.rendezvous = Some(addr.clone());
@@ -101,8 +117,5 @@ pub fn over_rendezvous(
         (cl::ENV_RENDEZVOUS.to_string(), addr),
         (cl::ENV_TOKEN.to_string(), token),
     ];
-    local::run_local(job.timeout, env.size, &vars, || {
-        let mut boot = listener.accept_as_rank0(&env, job.timeout)?;
-        rank(&mut boot)
-    })
+    Ok((listener, vars))
 }

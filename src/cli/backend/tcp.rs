@@ -7,8 +7,7 @@ use super::mpi::MpiJob;
 use super::{cpu_list, joining, local, Backend, Job, Ran};
 use crate::cli::args::BackendArgs;
 use crate::cli::fatal::Fatal;
-use commbench::core::launch::rendezvous::Bootstrap;
-use commbench::core::launch::{self as cl, RankEnv};
+use commbench::core::launch::RankEnv;
 use commbench::core::method::limits::Transport;
 #[cfg(feature = "mpi")]
 use commbench::core::Error;
@@ -83,17 +82,8 @@ impl Tcp {
         mut env: RankEnv,
         prog: &P,
     ) -> Result<Ran, Fatal> {
-        let token = cl::new_token().map_err(|e| Fatal::run(e.to_string(), None))?;
         let host = self.0.bind_host.as_deref().unwrap_or("127.0.0.1");
-        let listener = Bootstrap::listen(&format!("{host}:0"))
-            .map_err(|e| Fatal::run(format!("cannot hold the rendezvous: {e}"), None))?;
-        let addr = listener.local_addr().to_string();
-        env.rendezvous = Some(addr.clone());
-        env.token = Some(token.clone());
-        let vars = vec![
-            (cl::ENV_RENDEZVOUS.to_string(), addr),
-            (cl::ENV_TOKEN.to_string(), token),
-        ];
+        let (listener, vars) = joining::hold_rendezvous(&mut env, host)?;
         local::run_local(job.timeout, env.size, &vars, || {
             commbench_tcp::run_rank_with_listener(listener, &env, &self.0, prog).map(drop)
         })

@@ -9,45 +9,21 @@ use crate::fabric::{close_mr, Attrs, Fabric};
 use crate::sys::{self, backend_error, ffi, EAGAIN, EAVAIL};
 use crate::OfiConfig;
 use commbench_core::launch::affinity;
+use commbench_core::transport::clock::SpinTimer;
 use commbench_core::transport::slots::{SlotState as State, Slots};
+use commbench_core::transport::{select64 as select, tag64 as wire_tag};
 use commbench_core::transport::{BackendInfo, OpKind, TAG_UB};
 use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Role, Src, Tag, TagSel};
 use std::collections::BTreeMap;
 use std::mem::MaybeUninit;
 use std::os::raw::c_void;
 use std::ptr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Completions read from the queue per `fi_cq_read`.
 const CQ_BATCH: usize = 16;
 /// Memory registrations kept for reuse (only when the provider asks for `FI_MR_LOCAL`).
 const MR_CACHE: usize = 64;
-/// Tests between two readings of the clock while waiting.
-const SPINS_PER_CLOCK_READ: u32 = 1024;
-
-/// The 64-bit tag of a message from `rank` with commbench tag `tag`.
-#[inline(always)]
-fn wire_tag(rank: Rank, tag: Tag) -> u64 {
-    (rank as u64) << 32 | tag as u64
-}
-
-/// The wire tag and ignore mask a receive selects with: source bits ignored for any rank,
-/// the low 30 bits ignored for any user tag (control tags, from [`TAG_UB`] = 2^30, have a
-/// bit above them set and never match).
-#[inline(always)]
-fn select(src: Src, tag: TagSel) -> (u64, u64) {
-    const _: () = assert!(TAG_UB == 1 << 30);
-    let (sbits, signore) = match src {
-        Src::Any => (0, 0xFFFF_FFFF_0000_0000u64),
-        Src::Rank(r) => ((r as u64) << 32, 0),
-    };
-    let (tbits, tignore) = match tag {
-        TagSel::Any => (0, (TAG_UB - 1) as u64),
-        TagSel::Tag(t) => (t as u64, 0),
-    };
-    (sbits | tbits, signore | tignore)
-}
-
 /// What the provider holds while an operation is outstanding: its context (the first field,
 /// so the context pointer is this struct's) and the slot it belongs to.
 #[repr(C)]
@@ -445,8 +421,7 @@ impl OfiEndpoint {
         what: &dyn Fn(&Self) -> String,
         mut post: impl FnMut(&Self) -> isize,
     ) -> Result<()> {
-        let mut start: Option<Instant> = None;
-        let mut spins: u32 = 0;
+        let mut timer = SpinTimer::new();
         loop {
             let rc = post(self);
             if rc != EAGAIN {
@@ -454,16 +429,12 @@ impl OfiEndpoint {
                     .map_err(|e| backend_error(format!("{}: {}", what(self), e.root())));
             }
             self.progress()?;
-            spins = spins.wrapping_add(1);
-            if spins % SPINS_PER_CLOCK_READ == 0 {
-                let t = *start.get_or_insert_with(Instant::now);
-                if t.elapsed() > self.cfg.timeout {
-                    return Err(Error::Timeout {
-                        rank: self.rank,
-                        what: what(self),
-                        timeout: self.cfg.timeout,
-                    });
-                }
+            if timer.expired(self.cfg.timeout) {
+                return Err(Error::Timeout {
+                    rank: self.rank,
+                    what: what(self),
+                    timeout: self.cfg.timeout,
+                });
             }
         }
     }
@@ -610,19 +581,14 @@ impl Endpoint for OfiEndpoint {
     #[inline]
     fn wait(&mut self, req: ReqId) -> Result<Completion> {
         let i = self.slots.index_of(req)?;
-        let mut start: Option<Instant> = None;
-        let mut spins: u32 = 0;
+        let mut timer = SpinTimer::new();
         loop {
             if let Some(c) = self.take_done(i)? {
                 return Ok(c);
             }
             self.progress()?;
-            spins = spins.wrapping_add(1);
-            if spins % SPINS_PER_CLOCK_READ == 0 {
-                let t = *start.get_or_insert_with(Instant::now);
-                if t.elapsed() > self.cfg.timeout {
-                    return Err(self.timeout_error(req));
-                }
+            if timer.expired(self.cfg.timeout) {
+                return Err(self.timeout_error(req));
             }
         }
     }
@@ -758,8 +724,7 @@ impl OfiEndpoint {
     /// Wait for slot `i` (kept, not given back) to complete, at most the timeout.
     #[inline(always)]
     fn wait_slot(&mut self, i: usize) -> Result<()> {
-        let mut start: Option<Instant> = None;
-        let mut spins: u32 = 0;
+        let mut timer = SpinTimer::new();
         loop {
             if self.slots[i].state == State::Done {
                 return match self.slots[i].err.take() {
@@ -768,12 +733,8 @@ impl OfiEndpoint {
                 };
             }
             self.progress()?;
-            spins = spins.wrapping_add(1);
-            if spins % SPINS_PER_CLOCK_READ == 0 {
-                let t = *start.get_or_insert_with(Instant::now);
-                if t.elapsed() > self.cfg.timeout {
-                    return Err(self.timeout_error(self.slots.req_of(i)));
-                }
+            if timer.expired(self.cfg.timeout) {
+                return Err(self.timeout_error(self.slots.req_of(i)));
             }
         }
     }

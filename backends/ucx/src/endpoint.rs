@@ -13,16 +13,15 @@ use crate::sys::{self, backend_error, decode, ffi, Posted};
 use crate::worker::Worker;
 use crate::UcxConfig;
 use commbench_core::launch::affinity;
+use commbench_core::transport::clock::SpinTimer;
 use commbench_core::transport::slots::{timeout_awaiting, SlotState as State, Slots};
+use commbench_core::transport::{select64, tag64 as wire_tag};
 use commbench_core::transport::{BackendInfo, OpKind, TAG_UB};
 use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Role, Src, Tag, TagSel};
 use std::collections::BTreeMap;
 use std::os::raw::c_void;
 use std::ptr;
-use std::time::{Duration, Instant};
-
-/// Tests between two readings of the clock while waiting.
-const SPINS_PER_CLOCK_READ: u32 = 1024;
+use std::time::Duration;
 
 /// The control tag of the wire-up handshake ([`UcxEndpoint::handshake`]), above the core's
 /// control tags.
@@ -31,27 +30,12 @@ const TAG_HANDSHAKE: Tag = TAG_UB + 64;
 /// The largest rendezvous message the handshake sends to wire the rendezvous protocol up.
 const MAX_HANDSHAKE_BYTES: usize = 16 << 20;
 
-/// The 64-bit tag of a message from `rank` with commbench tag `tag`.
-#[inline(always)]
-fn wire_tag(rank: Rank, tag: Tag) -> u64 {
-    (rank as u64) << 32 | tag as u64
-}
-
-/// The tag and mask a receive selects with (UCX matches `sender_tag & mask == tag & mask`):
-/// the source bits masked out for any rank, the low 30 bits for any user tag (control tags,
-/// from [`TAG_UB`] = 2^30, have a bit above them set and never match).
+/// The tag and mask a receive selects with (UCX matches when `(sender_tag ^ tag) & mask` is
+/// 0): the mask is the complement of the ignore mask of [`select64`].
 #[inline(always)]
 fn select(src: Src, tag: TagSel) -> (u64, u64) {
-    const _: () = assert!(TAG_UB == 1 << 30);
-    let (sbits, signore) = match src {
-        Src::Any => (0, 0xFFFF_FFFF_0000_0000u64),
-        Src::Rank(r) => ((r as u64) << 32, 0),
-    };
-    let (tbits, tignore) = match tag {
-        TagSel::Any => (0, (TAG_UB - 1) as u64),
-        TagSel::Tag(t) => (t as u64, 0),
-    };
-    (sbits | tbits, !(signore | tignore))
+    let (t, ignore) = select64(src, tag);
+    (t, !ignore)
 }
 
 /// One rank's UCX endpoint. Created by the launch functions ([`crate::run_threads`],
@@ -382,8 +366,7 @@ impl UcxEndpoint {
         tag: Tag,
         len: usize,
     ) -> Result<()> {
-        let mut start: Option<Instant> = None;
-        let mut spins: u32 = 0;
+        let mut timer = SpinTimer::new();
         let mut info = ffi::ucp_tag_recv_info_t::default();
         loop {
             self.progress();
@@ -403,20 +386,16 @@ impl UcxEndpoint {
                     st => Err(op_error(st, kind, Some(peer), tag, len, &info)),
                 };
             }
-            spins = spins.wrapping_add(1);
-            if spins % SPINS_PER_CLOCK_READ == 0 {
-                let t = *start.get_or_insert_with(Instant::now);
-                if t.elapsed() > self.cfg.timeout {
-                    self.abandon(req, kind);
-                    let what = format!("{len} bytes, tag {tag}");
-                    return Err(timeout_awaiting(
-                        self.rank,
-                        kind,
-                        Some(peer),
-                        &what,
-                        self.cfg.timeout,
-                    ));
-                }
+            if timer.expired(self.cfg.timeout) {
+                self.abandon(req, kind);
+                let what = format!("{len} bytes, tag {tag}");
+                return Err(timeout_awaiting(
+                    self.rank,
+                    kind,
+                    Some(peer),
+                    &what,
+                    self.cfg.timeout,
+                ));
             }
         }
     }
@@ -561,22 +540,17 @@ impl Endpoint for UcxEndpoint {
     #[inline]
     fn wait(&mut self, req: ReqId) -> Result<Completion> {
         let i = self.slots.index_of(req)?;
-        let mut start: Option<Instant> = None;
-        let mut spins: u32 = 0;
+        let mut timer = SpinTimer::new();
         loop {
             if let Some(c) = self.take_done(i)? {
                 return Ok(c);
             }
             self.progress();
-            spins = spins.wrapping_add(1);
-            if spins % SPINS_PER_CLOCK_READ == 0 {
-                let t = *start.get_or_insert_with(Instant::now);
-                if t.elapsed() > self.cfg.timeout {
-                    let what = format!("request {}", req.0);
-                    return Err(self
-                        .slots
-                        .timeout_error(self.rank, i, &what, self.cfg.timeout));
-                }
+            if timer.expired(self.cfg.timeout) {
+                let what = format!("request {}", req.0);
+                return Err(self
+                    .slots
+                    .timeout_error(self.rank, i, &what, self.cfg.timeout));
             }
         }
     }

@@ -57,6 +57,32 @@ impl TagSel {
     }
 }
 
+/// The 64-bit tag a tag-matching library (libfabric, UCX) carries for a message from `rank`
+/// with tag `tag`: the rank in the upper 32 bits, the tag in the lower 32, so that the library
+/// matches source and tag at once.
+#[inline(always)]
+pub fn tag64(rank: Rank, tag: Tag) -> u64 {
+    (rank as u64) << 32 | tag as u64
+}
+
+/// The 64-bit tag and the ignore mask (bits set: not compared) a receive selects with in the
+/// [`tag64`] encoding: the source bits ignored for any rank, the low 30 bits for any user tag.
+/// Control tags, from [`TAG_UB`] = 2^30, have a bit above those set, so a wildcard never
+/// matches them.
+#[inline(always)]
+pub fn select64(src: Src, tag: TagSel) -> (u64, u64) {
+    const _: () = assert!(TAG_UB == 1 << 30);
+    let (sbits, signore) = match src {
+        Src::Any => (0, 0xFFFF_FFFF_0000_0000u64),
+        Src::Rank(r) => ((r as u64) << 32, 0),
+    };
+    let (tbits, tignore) = match tag {
+        TagSel::Any => (0, (TAG_UB - 1) as u64),
+        TagSel::Tag(t) => (t as u64, 0),
+    };
+    (sbits | tbits, signore | tignore)
+}
+
 /// Handle of a posted operation, valid until its completion has been returned once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ReqId(pub u64);

@@ -24,7 +24,7 @@ pub mod work;
 pub use ids::*;
 
 use error::{Error, Result};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Whether a completion is of a send or a receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,26 +113,17 @@ pub trait Endpoint {
     /// 1024 unsuccessful tests, so a short wait reads none inside a timed region.
     #[inline(always)]
     fn wait(&mut self, req: ReqId) -> Result<Completion> {
-        let mut start: Option<Instant> = None;
-        let mut spins: u32 = 0;
+        let mut timer = clock::SpinTimer::new();
         loop {
             if let Some(c) = self.test(req)? {
                 return Ok(c);
             }
-            spins = spins.wrapping_add(1);
-            if spins % 1024 == 0 {
-                let limit = self.timeout();
-                match start {
-                    None => start = Some(Instant::now()),
-                    Some(t) if t.elapsed() > limit => {
-                        return Err(Error::Timeout {
-                            rank: self.rank(),
-                            what: format!("request {}", req.0),
-                            timeout: limit,
-                        })
-                    }
-                    Some(_) => {}
-                }
+            if timer.expired(self.timeout()) {
+                return Err(Error::Timeout {
+                    rank: self.rank(),
+                    what: format!("request {}", req.0),
+                    timeout: self.timeout(),
+                });
             }
         }
     }

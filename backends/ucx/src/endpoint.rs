@@ -58,9 +58,6 @@ pub struct UcxEndpoint {
     last_sent: usize,
     pinned: Option<usize>,
     affinity: Vec<usize>,
-    /// Slots whose requests were given up before the endpoints closed (their buffers are
-    /// leaked at the end).
-    given_up: Vec<usize>,
     /// Operation attributes of receives that need their sender and length:
     /// `UCP_OP_ATTR_FLAG_NO_IMM_CMPL` where UCX would not say them on immediate completion.
     recv_flags: u32,
@@ -81,14 +78,16 @@ impl Drop for UcxEndpoint {
         // Requests still outstanding are given up; then the worker is destroyed, after which
         // UCX touches no buffer, and only then are the slots' buffers (fields, dropped after
         // this) freed.
-        let abandoned = self.abandon_requests();
+        self.abandon_requests();
         self.w.close(self.cfg.timeout.min(Duration::from_secs(10)));
         // A peer (a thread of this process, or another process through cma) that has not
-        // destroyed its worker yet may still write into the buffer of a receive given up here
-        // (rendezvous put): those buffers are leaked, never handed back to the allocator. Only
-        // a failed run has any.
-        for i in abandoned {
-            std::mem::forget(std::mem::take(&mut self.slots[i].buf));
+        // destroyed its worker yet may still write into the buffer of a receive given up (a
+        // slot still posted; rendezvous put): those buffers are leaked, never handed back to
+        // the allocator. Only a failed run has any.
+        for i in 0..self.slots.len() {
+            if self.slots[i].state == State::Posted {
+                std::mem::forget(std::mem::take(&mut self.slots[i].buf));
+            }
         }
         for b in std::mem::take(&mut self.orphans) {
             std::mem::forget(b);
@@ -115,7 +114,6 @@ impl UcxEndpoint {
             last_sent: usize::MAX,
             pinned: cpu,
             affinity,
-            given_up: Vec::new(),
             recv_flags: if sys::immediate_recv_info() {
                 0
             } else {
@@ -128,24 +126,21 @@ impl UcxEndpoint {
     /// endpoints in flush mode while the peers close theirs: whether all closed within the
     /// timeout. The launch functions call it between two barriers.
     pub(crate) fn close_endpoints(&mut self) -> bool {
-        let abandoned = self.abandon_requests();
-        self.given_up.extend(abandoned);
+        self.abandon_requests();
         self.w.close_endpoints(self.cfg.timeout)
     }
 
-    /// Cancel the receives still posted and free every request still held: the slots given
-    /// up, whose buffers UCX may still touch.
-    fn abandon_requests(&mut self) -> Vec<usize> {
-        let mut given_up = std::mem::take(&mut self.given_up);
+    /// Cancel the receives still posted and free every request still held. The slots given
+    /// up stay posted with no request ([`UcxEndpoint::poll`] never finishes them); UCX may
+    /// still touch their buffers.
+    fn abandon_requests(&mut self) {
         for i in 0..self.slots.len() {
             let req = std::mem::replace(&mut self.slots[i].extra, ptr::null_mut());
             if !req.is_null() {
                 let kind = self.slots[i].kind;
                 self.abandon(req, kind);
-                given_up.push(i);
             }
         }
-        given_up
     }
 
     /// This rank's worker address, to give the other ranks.

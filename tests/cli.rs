@@ -193,22 +193,30 @@ fn tcp_run_writes_the_documented_outputs() {
     assert_eq!(doc["environment"]["backend_info"]["mode"], "blocking");
 }
 
-/// A 20-trial 8-byte tcp ping-pong with `extra` arguments; its result document, checked
-/// against the contract.
-fn tcp_doc(name: &str, extra: &[&str]) -> serde_json::Value {
+/// A 20-trial ping-pong of `sizes` on `backend` (`--backend NAME` and its options) with
+/// `extra` arguments; its result document, checked against the contract.
+fn quick_doc(name: &str, backend: &[&str], sizes: &[u64], extra: &[&str]) -> serde_json::Value {
+    let list: Vec<String> = sizes.iter().map(u64::to_string).collect();
+    let list = list.join(",");
     let mut args = vec![
         "pingpong",
-        "--backend",
-        "tcp",
         "--trials",
         "20",
         "--samples",
         "1000",
+        "--sizes",
+        &list,
     ];
+    args.extend_from_slice(backend);
     args.extend_from_slice(extra);
     let doc = run_json(&tmpdir(name).join("r.json"), &args);
-    check_contract(&doc, &[8], 20);
+    check_contract(&doc, sizes, 20);
     doc
+}
+
+/// [`quick_doc`] of an 8-byte tcp ping-pong.
+fn tcp_doc(name: &str, extra: &[&str]) -> serde_json::Value {
+    quick_doc(name, TCP, &[8], extra)
 }
 
 #[test]
@@ -875,23 +883,12 @@ mod ofi {
     #[test]
     fn runs_on_shm_and_tcp_recording_the_provider_and_inject() {
         for provider in ["shm", "tcp;ofi_rxm"] {
-            let d = tmpdir(&format!("ofi-{}", provider.replace(';', "-")));
-            let out = run(&[
-                "pingpong",
-                "--backend",
-                "ofi",
-                "--ofi-provider",
-                provider,
-                "--sizes",
-                "8,100000",
-                "--trials",
-                "50",
-                "--quiet",
-                "--output",
-                d.to_str().unwrap(),
-            ]);
-            assert!(out.status.success(), "{provider}: {out:?}");
-            let doc = read_json(&d.join("result.json"));
+            let doc = quick_doc(
+                &format!("ofi-{}", provider.replace(';', "-")),
+                &["--backend", "ofi", "--ofi-provider", provider],
+                &[8, 100_000],
+                &[],
+            );
             let info = &doc["environment"]["backend_info"];
             assert_eq!(info["provider"], provider, "{info}");
             let inject = info["inject_size"].as_u64().unwrap();
@@ -1036,23 +1033,12 @@ mod ucx {
     #[test]
     fn runs_on_shared_memory_and_tcp_recording_lanes_and_protocols() {
         for (tls, lane) in [("posix,self", "posix/"), ("tcp", "tcp/")] {
-            let d = tmpdir(&format!("ucx-{}", tls.replace(',', "-")));
-            let out = run(&[
-                "pingpong",
-                "--backend",
-                "ucx",
-                "--ucx-tls",
-                tls,
-                "--sizes",
-                "8,1000000",
-                "--trials",
-                "50",
-                "--quiet",
-                "--output",
-                d.to_str().unwrap(),
-            ]);
-            assert!(out.status.success(), "{tls}: {out:?}");
-            let doc = read_json(&d.join("result.json"));
+            let doc = quick_doc(
+                &format!("ucx-{}", tls.replace(',', "-")),
+                &["--backend", "ucx", "--ucx-tls", tls],
+                &[8, 1_000_000],
+                &[],
+            );
             let info = &doc["environment"]["backend_info"];
             assert_eq!(info["tls"], tls, "{info}");
             assert!(

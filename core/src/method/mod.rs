@@ -4,6 +4,7 @@
 //! patterns of [`engine`]). The analysis of the trial times (§3.4) runs on rank 0 outside
 //! this crate.
 
+pub mod allpairs;
 pub mod engine;
 pub mod kernels;
 pub mod limits;

@@ -1,0 +1,113 @@
+//! The all-pairs program on the simulated hypercube: every cell measured once per pass, the
+//! rounds of the XOR tournament free of contention, retests run alone.
+
+use commbench_core::method::allpairs::{AllPairs, AllPairsCollected, AllPairsConfig, Schedule};
+use commbench_core::method::{MethodConfig, NppChoice};
+use commbench_core::Rank;
+use commbench_sim::{run, SimConfig};
+use std::collections::HashMap;
+
+fn machine(dimensions: u32) -> SimConfig {
+    let mut c = SimConfig::preset("generic").unwrap();
+    c.dimensions = dimensions;
+    c.stack_kib = 128;
+    c
+}
+
+fn method(sizes: Vec<u64>) -> MethodConfig {
+    MethodConfig {
+        sizes,
+        trials: 5,
+        warmup: 2,
+        npp: NppChoice::Fixed(4),
+        timer_samples: 64,
+        ..MethodConfig::default()
+    }
+}
+
+fn medians(c: &AllPairsCollected, size: u64) -> HashMap<(Rank, Rank), f64> {
+    c.cells
+        .iter()
+        .filter(|x| x.point.size == size && !c.rounds[x.round as usize].retest)
+        .map(|x| ((x.source, x.dest), x.point.median_one_way_us()))
+        .collect()
+}
+
+#[test]
+fn every_cell_once_and_alike_at_one_distance() {
+    let cfg = machine(3);
+    for schedule in [
+        Schedule::Tournament,
+        Schedule::Shift,
+        Schedule::Random,
+        Schedule::Serial,
+    ] {
+        let p = AllPairs::new(
+            method(vec![8, 4096]),
+            AllPairsConfig {
+                schedule,
+                ..AllPairsConfig::default()
+            },
+            None,
+        );
+        run(&cfg, &p).unwrap();
+        let c = p.take_collected();
+        assert_eq!(c.ranks, 8);
+        assert_eq!(c.hosts[5], "node5");
+        assert_eq!(c.timers.len(), 8);
+        assert_eq!(c.hypercube, Some(3));
+        for size in [8, 4096] {
+            let m = medians(&c, size);
+            assert_eq!(m.len(), 56, "{schedule:?}");
+            if matches!(schedule, Schedule::Shift | Schedule::Random) {
+                // Pairs of a round may share a channel: contention, which the others avoid.
+                continue;
+            }
+            // No two pairs of a round share a channel (the XOR rounds, or one pair alone), so
+            // a cell costs what its distance costs, whichever round it was in.
+            let mut by_hops: HashMap<u32, f64> = HashMap::new();
+            for (&(s, d), &t) in &m {
+                let hops = (s ^ d).count_ones();
+                let first = *by_hops.entry(hops).or_insert(t);
+                assert!(
+                    (t - first).abs() < 1e-9,
+                    "{schedule:?} {s}->{d}: {t} vs {first}"
+                );
+            }
+            assert!(by_hops[&3] > by_hops[&1]);
+        }
+        let times: Vec<u64> = c.rounds.iter().map(|r| r.start_ns).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    }
+}
+
+#[test]
+fn named_pairs_are_measured_again_alone_with_more_trials() {
+    let cfg = machine(2);
+    let pick = |c: &AllPairsCollected, size: u64| {
+        assert!(c.cells.iter().any(|x| x.point.size == size));
+        vec![(1, 2), (3, 3), (9, 0)]
+    };
+    let p = AllPairs::new(
+        method(vec![8]),
+        AllPairsConfig {
+            retest_trials: 11,
+            ..AllPairsConfig::default()
+        },
+        None,
+    )
+    .with_retest(&pick);
+    run(&cfg, &p).unwrap();
+    let c = p.take_collected();
+    let again: Vec<_> = c
+        .cells
+        .iter()
+        .filter(|x| c.rounds[x.round as usize].retest)
+        .collect();
+    // Only the valid pair, both ways.
+    assert_eq!(again.len(), 2);
+    assert_eq!((again[0].source, again[0].dest), (1, 2));
+    assert_eq!((again[1].source, again[1].dest), (2, 1));
+    assert!(again.iter().all(|x| x.point.trial_ns.len() == 11));
+    assert_eq!(c.rounds.iter().filter(|r| r.retest).count(), 1);
+}

@@ -1,0 +1,557 @@
+//! All-pairs: every ordered pair of ranks measured with the method of seed 000, in rounds of
+//! disjoint pairs ([`schedule`]), so that a slow node, link or switch shows in the matrix.
+//!
+//! Each cell `i -> j` (i the timing source) is the ping-pong of seed 000 between the two
+//! ranks alone, measured by the engine's own [`measure_size`] on a two-rank view of the run
+//! ([`pair::PairEp`]): warm-up, npp from the source's timer resolution (§3.3), `trials`
+//! trials each after the pair's barrier and the handshake (§3.2), the source's `min_ov`
+//! subtracted. Every rank characterises its own clock first (§3.1), since every rank is a
+//! source in some cells.
+//!
+//! A round starts when rank 0 has heard from every rank about the last one and tells them to
+//! go on (or to stop: a stop asked for is honoured between rounds); rank 0 records when it
+//! started, so interference local in time shows. After the round every source sends its
+//! cells to rank 0, which keeps everything measured so far ([`AllPairsCollected`]) for a run
+//! that fails or is stopped later.
+//!
+//! After every size and pass, rank 0 may name pairs to measure again, one pair at a time
+//! in the machine and with more trials ([`AllPairs::with_retest`]): the confirmation of a
+//! suspect before a verdict, as LinkTest retests its worst connections serially. What to
+//! retest is the caller's analysis; this module only measures.
+
+pub mod pair;
+pub mod schedule;
+
+use crate::method::engine::{measure_size, Collected, Kernel, KernelSpec, SizeRun, StopFlag};
+use crate::method::timer::{self, TimerReport};
+use crate::method::{MethodConfig, PatternKind};
+use crate::transport::error::{Error, Result, ResultExt};
+use crate::transport::{BackendInfo, Endpoint, Program, Rank};
+pub use schedule::{rounds, Pair, Schedule};
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex};
+
+/// What an all-pairs run does besides the method's own settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllPairsConfig {
+    /// The order of the pairs.
+    pub schedule: Schedule,
+    /// Passes over the schedule (each measures every cell once more).
+    pub passes: u32,
+    /// Most pairs in one round (0: as the schedule has them).
+    pub concurrency: u32,
+    /// Seed of the `random` schedule.
+    pub seed: u64,
+    /// Trials of a cell measured again to confirm a suspect.
+    pub retest_trials: u64,
+}
+
+impl Default for AllPairsConfig {
+    fn default() -> Self {
+        AllPairsConfig {
+            schedule: Schedule::Tournament,
+            passes: 1,
+            concurrency: 0,
+            seed: 1,
+            retest_trials: 0,
+        }
+    }
+}
+
+/// One cell measured once: the source, the dest, when and in which round, and its raw point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellRaw {
+    /// The timing source.
+    pub source: Rank,
+    /// The echoing dest.
+    pub dest: Rank,
+    /// Index of its round in [`AllPairsCollected::rounds`].
+    pub round: u32,
+    /// The point: size, npp, trial times (ns, the source's `min_ov` subtracted).
+    pub point: crate::method::engine::RawPoint,
+}
+
+/// One round as run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundRaw {
+    /// Message size of its cells, bytes.
+    pub size: u64,
+    /// Pass over the schedule (0-based).
+    pub pass: u32,
+    /// Its index within its size and pass, or within the retests.
+    pub index: u32,
+    /// Whether it measured a suspect again, alone.
+    pub retest: bool,
+    /// When it started, ns after the run started (rank 0's clock).
+    pub start_ns: u64,
+    /// When rank 0 had every cell of it, ns after the run started.
+    pub end_ns: u64,
+    /// Its pairs `(first, second)`; with both cells unless the schedule is `shift`.
+    pub pairs: Vec<Pair>,
+}
+
+/// What rank 0 learned, filled as the run goes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AllPairsCollected {
+    /// Ranks in the run.
+    pub ranks: u32,
+    /// Host of every rank (the simulator: `node<i>`).
+    pub hosts: Vec<String>,
+    /// The clock of every rank, characterised (§3.1).
+    pub timers: Vec<TimerReport>,
+    /// Rank 0's backend description.
+    pub backend_info: Option<BackendInfo>,
+    /// The hypercube's dimension when the transport routes over one (the simulator).
+    pub hypercube: Option<u32>,
+    /// Every round run, in order.
+    pub rounds: Vec<RoundRaw>,
+    /// Every cell measured, in order.
+    pub cells: Vec<CellRaw>,
+}
+
+/// Where a run is, given on rank 0 at the start of every round.
+#[derive(Debug, Clone, Copy)]
+pub struct AllPairsProgress {
+    /// Rounds started so far (this one included).
+    pub round: u64,
+    /// Rounds in the main passes over every size.
+    pub rounds: u64,
+    /// The size of this round, bytes.
+    pub size: u64,
+    /// Whether this round measures a suspect again.
+    pub retest: bool,
+}
+
+/// The pairs to measure again: called on rank 0 after each size, with what was collected;
+/// it returns `(first, second)` pairs, each measured both ways alone.
+pub type RetestFn<'a> = dyn Fn(&AllPairsCollected, u64) -> Vec<(Rank, Rank)> + Sync + 'a;
+
+/// Progress callback of an all-pairs run.
+pub type AllPairsProgressFn<'a> = dyn Fn(AllPairsProgress) + Sync + 'a;
+
+/// The all-pairs program: every rank runs it.
+pub struct AllPairs<'a> {
+    /// The method's settings (`sizes`, `trials`, `warmup`, `npp`, `timer_samples`).
+    pub method: MethodConfig,
+    /// The schedule and its settings.
+    pub config: AllPairsConfig,
+    progress: Option<&'a AllPairsProgressFn<'a>>,
+    stop: Option<&'a StopFlag>,
+    retest: Option<&'a RetestFn<'a>>,
+    collected: Arc<Mutex<AllPairsCollected>>,
+}
+
+impl std::fmt::Debug for AllPairs<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AllPairs")
+            .field("method", &self.method)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Lock the collection (also when poisoned) and change it.
+fn with<T>(c: &Mutex<AllPairsCollected>, f: impl FnOnce(&mut AllPairsCollected) -> T) -> T {
+    match c.lock() {
+        Ok(mut g) => f(&mut g),
+        Err(p) => f(&mut p.into_inner()),
+    }
+}
+
+/// The host a rank runs on: the simulator's node, Slurm's node name, or the kernel's host
+/// name (its UTS namespace's).
+fn host_name<E: Endpoint>(ep: &E) -> String {
+    if ep.hypercube().is_some() {
+        return format!("node{}", ep.rank());
+    }
+    if let Ok(h) = std::env::var("SLURMD_NODENAME") {
+        if !h.trim().is_empty() {
+            return h.trim().to_string();
+        }
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// A rank's host and timer, as sent to rank 0.
+#[derive(Serialize, Deserialize)]
+struct Hello {
+    host: String,
+    timer: TimerReport,
+}
+
+impl<'a> AllPairs<'a> {
+    /// An all-pairs run with these settings; `progress` is called on rank 0.
+    pub fn new(
+        method: MethodConfig,
+        config: AllPairsConfig,
+        progress: Option<&'a AllPairsProgressFn<'a>>,
+    ) -> Self {
+        AllPairs {
+            method,
+            config,
+            progress,
+            stop: None,
+            retest: None,
+            collected: Arc::new(Mutex::new(AllPairsCollected::default())),
+        }
+    }
+
+    /// Let `stop` end the run between rounds, what was measured kept.
+    pub fn with_stop(mut self, stop: &'a StopFlag) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Measure again, alone and with [`AllPairsConfig::retest_trials`] trials, the pairs
+    /// `pick` names after each size.
+    pub fn with_retest(mut self, pick: &'a RetestFn<'a>) -> Self {
+        self.retest = Some(pick);
+        self
+    }
+
+    /// What rank 0 collected, shared (a copy may be taken while the run goes on).
+    pub fn collected_handle(&self) -> Arc<Mutex<AllPairsCollected>> {
+        Arc::clone(&self.collected)
+    }
+
+    /// Take what rank 0 collected.
+    pub fn take_collected(&self) -> AllPairsCollected {
+        with(&self.collected, std::mem::take)
+    }
+
+    /// The settings checked for `n` ranks.
+    pub fn validate(&self, n: u32) -> Result<()> {
+        if n < 2 {
+            return Err(Error::Config(format!(
+                "all-pairs needs at least 2 ranks, the run has {n}"
+            )));
+        }
+        let cfg = MethodConfig {
+            source: 0,
+            dest: 1,
+            ..self.method.clone()
+        };
+        cfg.validate(2)?;
+        if cfg.npp.fixed_values().len() > 1 {
+            return Err(Error::Config(
+                "all-pairs measures each cell with one npp: give one value or let §3.3 choose"
+                    .into(),
+            ));
+        }
+        if self.config.passes == 0 {
+            return Err(Error::Config("all-pairs needs at least one pass".into()));
+        }
+        Ok(())
+    }
+
+    /// The start on every rank: its clock characterised, host and timer gathered on rank 0.
+    fn start<E: Endpoint>(&self, ep: &mut E) -> Result<(i64, f64)> {
+        ep.barrier().phase("start-up barrier")?;
+        let t = timer::characterize(ep, self.method.timer_samples);
+        let own = (t.min_overhead_ns.round() as i64, t.resolution_ns);
+        let hello = serde_json::to_vec(&Hello {
+            host: host_name(ep),
+            timer: t,
+        })
+        .map_err(|e| Error::Protocol(format!("encoding the timer report: {e}")))?;
+        let all = ep
+            .gather(0, &hello)
+            .phase("collecting host names and timers")?;
+        if let Some(all) = all {
+            let mut hosts = Vec::with_capacity(all.len());
+            let mut timers = Vec::with_capacity(all.len());
+            for (r, b) in all.iter().enumerate() {
+                let h: Hello = serde_json::from_slice(b)
+                    .map_err(|e| Error::Protocol(format!("rank {r}'s host and timer: {e}")))?;
+                hosts.push(h.host);
+                timers.push(h.timer);
+            }
+            let (info, cube, n) = (ep.info(), ep.hypercube(), ep.size());
+            with(&self.collected, |c| {
+                c.ranks = n;
+                c.hosts = hosts;
+                c.timers = timers;
+                c.backend_info = Some(info);
+                c.hypercube = cube;
+            });
+        }
+        Ok(own)
+    }
+}
+
+/// A round to run: its place in the run and its pairs.
+struct RoundPlan<'p> {
+    size: u64,
+    pass: u32,
+    index: u32,
+    retest: bool,
+    pairs: &'p [Pair],
+}
+
+impl AllPairs<'_> {
+    /// Rank 0 says whether to go on (0) or stop (the signal); every rank hears the same.
+    /// Rank 0 broadcasts only once every rank has sent its last round's cells, so the word
+    /// also starts the round.
+    fn go<E: Endpoint>(&self, ep: &mut E) -> Result<Option<i32>> {
+        let asked = match (ep.rank(), self.stop) {
+            (0, Some(s)) => s.requested().unwrap_or(0),
+            _ => 0,
+        };
+        let mut word = asked.to_le_bytes().to_vec();
+        ep.broadcast(0, &mut word).phase("start of a round")?;
+        let b: [u8; 4] = word
+            .as_slice()
+            .try_into()
+            .map_err(|_| Error::Protocol(format!("round word of {} bytes", word.len())))?;
+        Ok(match i32::from_le_bytes(b) {
+            0 => None,
+            s => Some(s),
+        })
+    }
+
+    /// One round on this rank: the cells of its pair measured, sent to rank 0.
+    fn round<E: Endpoint>(
+        &self,
+        ep: &mut E,
+        plan: RoundPlan<'_>,
+        t0: u64,
+        timer: (i64, f64),
+    ) -> Result<()> {
+        let me = ep.rank();
+        let start_ns = ep.now_ns().saturating_sub(t0);
+        let trials = if plan.retest {
+            self.config.retest_trials.max(self.method.trials)
+        } else {
+            self.method.trials
+        };
+        let mut mine = Vec::new();
+        let at = || format!("round {} at {} B", plan.index, plan.size);
+        for p in plan.pairs.iter().filter(|p| p.has(me)) {
+            for (s, d) in p.cells() {
+                let cell = measure_cell(ep, s, d, plan.size, &self.method, trials, timer)
+                    .phase_with(|| format!("{}: cell {s} -> {d}", at()))?;
+                mine.extend(cell);
+            }
+        }
+        let bytes = serde_json::to_vec(&mine)
+            .map_err(|e| Error::Protocol(format!("encoding cells: {e}")))?;
+        let all = ep
+            .gather(0, &bytes)
+            .phase_with(|| format!("{}: collecting cells", at()))?;
+        let Some(all) = all else { return Ok(()) };
+        let end_ns = ep.now_ns().saturating_sub(t0);
+        let mut cells = Vec::new();
+        for (r, b) in all.iter().enumerate() {
+            let v: Vec<crate::method::engine::RawPoint> = serde_json::from_slice(b)
+                .map_err(|e| Error::Protocol(format!("rank {r}'s cells: {e}")))?;
+            cells.push((r as Rank, v));
+        }
+        with(&self.collected, |c| {
+            let round = c.rounds.len() as u32;
+            for (source, points) in cells {
+                let dests = plan
+                    .pairs
+                    .iter()
+                    .flat_map(|p| p.cells())
+                    .filter(|&(s, _)| s == source);
+                for ((_, dest), point) in dests.zip(points) {
+                    c.cells.push(CellRaw {
+                        source,
+                        dest,
+                        round,
+                        point,
+                    });
+                }
+            }
+            c.rounds.push(RoundRaw {
+                size: plan.size,
+                pass: plan.pass,
+                index: plan.index,
+                retest: plan.retest,
+                start_ns,
+                end_ns,
+                pairs: plan.pairs.to_vec(),
+            });
+        });
+        Ok(())
+    }
+}
+
+/// One cell `source -> dest` at `size` on one of its two ranks: the ping-pong kernel between
+/// them, warmed up, npp chosen (§3.3) and `trials` trials (§3.2) by the engine on the pair's
+/// own view of the run. Returns the point on the source.
+fn measure_cell<E: Endpoint>(
+    ep: &mut E,
+    source: Rank,
+    dest: Rank,
+    size: u64,
+    method: &MethodConfig,
+    trials: u64,
+    (min_ov, res_timing): (i64, f64),
+) -> Result<Option<crate::method::engine::RawPoint>> {
+    let mut pair = pair::PairEp::new(ep, source, dest)?;
+    let cfg = MethodConfig {
+        sizes: vec![size],
+        trials,
+        source: 0,
+        dest: 1,
+        ..method.clone()
+    };
+    let me = pair.rank();
+    let mut kernel = PatternKind::PingPong.kernel::<pair::PairEp<'_, E>>(me, &cfg)?;
+    Kernel::<pair::PairEp<'_, E>>::prepare(&mut kernel, size)?;
+    pair.barrier().phase("pair barrier")?;
+    if cfg.warmup > 0 {
+        kernel.iterations(&mut pair, cfg.warmup).phase("warm-up")?;
+    }
+    let collected = Mutex::new(Collected::default());
+    let label = format!("pingpong {size} B");
+    let mut hs = vec![0u8; 8];
+    let run = SizeRun {
+        cfg: &cfg,
+        pattern: "pingpong",
+        label: &label,
+        size,
+        trips: 2,
+        min_ov,
+        res_timing,
+        collected: &collected,
+        progress: &|_, _, _| {},
+        queue: None,
+    };
+    measure_size(&mut pair, &mut kernel, &mut hs, run)?;
+    Ok(crate::method::engine::take_collected(&collected)
+        .points
+        .into_iter()
+        .next())
+}
+
+impl Program for AllPairs<'_> {
+    type Output = ();
+
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        let n = ep.size();
+        self.validate(n)?;
+        let timer = self.start(ep)?;
+        let t0 = ep.now_ns();
+        let passes: Vec<Vec<Vec<Pair>>> = (0..self.config.passes)
+            .map(|p| {
+                rounds(
+                    self.config.schedule,
+                    n,
+                    self.config.seed,
+                    p,
+                    self.config.concurrency,
+                )
+            })
+            .collect();
+        let sizes = self.method.sizes.clone();
+        let per_size: u64 = passes.iter().map(|p| p.len() as u64).sum();
+        let total = per_size * sizes.len() as u64;
+        let mut started = 0u64;
+        for (si, &size) in sizes.iter().enumerate() {
+            for (pass, rs) in passes.iter().enumerate() {
+                for (index, pairs) in rs.iter().enumerate() {
+                    self.stop_point(ep, si, sizes.len())?;
+                    started += 1;
+                    self.report(ep, started, total, size, false);
+                    let plan = RoundPlan {
+                        size,
+                        pass: pass as u32,
+                        index: index as u32,
+                        retest: false,
+                        pairs,
+                    };
+                    self.round(ep, plan, t0, timer)?;
+                }
+            }
+            self.retests(ep, size, (si, sizes.len()), t0, timer)?;
+        }
+        ep.barrier().phase("final barrier")
+    }
+}
+
+impl AllPairs<'_> {
+    /// The safe point before a round: stop when rank 0 was asked to.
+    fn stop_point<E: Endpoint>(&self, ep: &mut E, done: usize, sizes: usize) -> Result<()> {
+        if let Some(signal) = self.go(ep)? {
+            ep.barrier().phase("final barrier")?;
+            return Err(Error::Interrupted {
+                signal,
+                done,
+                sizes,
+            });
+        }
+        Ok(())
+    }
+
+    fn report<E: Endpoint>(&self, ep: &E, round: u64, rounds: u64, size: u64, retest: bool) {
+        if let (0, Some(cb)) = (ep.rank(), self.progress) {
+            cb(AllPairsProgress {
+                round,
+                rounds,
+                size,
+                retest,
+            });
+        }
+    }
+
+    /// After a size: rank 0 asks the caller which pairs to measure again and tells every
+    /// rank; each is then measured alone, both ways.
+    fn retests<E: Endpoint>(
+        &self,
+        ep: &mut E,
+        size: u64,
+        (si, nsizes): (usize, usize),
+        t0: u64,
+        timer: (i64, f64),
+    ) -> Result<()> {
+        let Some(pick) = self.retest else {
+            return Ok(());
+        };
+        let n = ep.size();
+        let mut word = Vec::new();
+        if ep.rank() == 0 {
+            let snapshot = with(&self.collected, |c| c.clone());
+            for (a, b) in pick(&snapshot, size) {
+                if a < n && b < n && a != b {
+                    word.extend_from_slice(&a.to_le_bytes());
+                    word.extend_from_slice(&b.to_le_bytes());
+                }
+            }
+        }
+        ep.broadcast(0, &mut word)
+            .phase("naming the pairs to retest")?;
+        if word.len() % 8 != 0 {
+            return Err(Error::Protocol(format!(
+                "retest list of {} bytes",
+                word.len()
+            )));
+        }
+        let pairs: Vec<Pair> = word
+            .chunks_exact(8)
+            .map(|c| Pair {
+                first: u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                second: u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+                both: true,
+            })
+            .collect();
+        for (index, p) in pairs.iter().enumerate() {
+            self.stop_point(ep, si, nsizes)?;
+            self.report(ep, index as u64 + 1, pairs.len() as u64, size, true);
+            let plan = RoundPlan {
+                size,
+                pass: 0,
+                index: index as u32,
+                retest: true,
+                pairs: std::slice::from_ref(p),
+            };
+            self.round(ep, plan, t0, timer)?;
+        }
+        Ok(())
+    }
+}

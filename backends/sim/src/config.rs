@@ -202,6 +202,244 @@ impl Times {
     }
 }
 
+/// One injected fault: part of the machine is slower than the rest by `factor` (finite,
+/// `1 <= factor <= 1e6`). Several faults on the same channel or node multiply. A scaled time
+/// is [`scaled_ns`]`(base, product of factors)`. In TOML, one `[[faults]]` entry tagged by
+/// `kind` (docs/simulator.md §6a).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Fault {
+    /// E of both channels between neighbours `from` and `to` (`from -> to` and `to -> from`)
+    /// is scaled by `factor`.
+    SlowLink {
+        /// One end of the link.
+        from: u32,
+        /// The other end: a neighbour of `from` (their numbers differ in one bit).
+        to: u32,
+        /// How many times slower each hop over the link is.
+        factor: f64,
+    },
+    /// F and U of `node`'s program and the R and S it pays as a hop's end (also when it only
+    /// forwards) are scaled by `factor`; A is not.
+    SlowNode {
+        /// The slow node.
+        node: u32,
+        /// How many times slower its copies and handlers are.
+        factor: f64,
+    },
+    /// E of every channel in `dimension` (both directions) is scaled by `factor`.
+    SlowDimension {
+        /// The slow dimension, `0 .. dimensions`.
+        dimension: u32,
+        /// How many times slower each hop in that dimension is.
+        factor: f64,
+    },
+}
+
+/// The `kind`s a `[[faults]]` entry may have.
+pub const FAULT_KINDS: &[&str] = &["slow_link", "slow_node", "slow_dimension"];
+
+/// Largest factor one fault may have.
+pub const MAX_FAULT_FACTOR: f64 = 1e6;
+
+impl Fault {
+    /// How many times slower the faulty part is.
+    pub fn factor(&self) -> f64 {
+        match *self {
+            Fault::SlowLink { factor, .. }
+            | Fault::SlowNode { factor, .. }
+            | Fault::SlowDimension { factor, .. } => factor,
+        }
+    }
+
+    /// The entry's `kind` in TOML: `slow_link`, `slow_node` or `slow_dimension`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Fault::SlowLink { .. } => FAULT_KINDS[0],
+            Fault::SlowNode { .. } => FAULT_KINDS[1],
+            Fault::SlowDimension { .. } => FAULT_KINDS[2],
+        }
+    }
+
+    /// `Ok` when the fault fits a `dimensions`-cube and its factor is in range; else the
+    /// reason, without the entry's name.
+    fn check(&self, dimensions: u32) -> std::result::Result<(), String> {
+        let nodes = 1u64 << dimensions.min(31);
+        let node_in_range = |v: u32| {
+            if u64::from(v) < nodes {
+                Ok(())
+            } else {
+                Err(format!(
+                    "node {v} is out of range: a {dimensions}-cube has nodes 0..={}",
+                    nodes - 1
+                ))
+            }
+        };
+        match *self {
+            Fault::SlowLink { from, to, .. } => {
+                node_in_range(from)?;
+                node_in_range(to)?;
+                let bits = distance(from, to);
+                if bits != 1 {
+                    return Err(format!(
+                        "nodes {from} and {to} are not neighbours in a {dimensions}-cube (they \
+                         differ in {bits} bits); a link joins nodes that differ in one bit"
+                    ));
+                }
+            }
+            Fault::SlowNode { node, .. } => node_in_range(node)?,
+            Fault::SlowDimension { dimension, .. } if dimension >= dimensions => {
+                return Err(match dimensions {
+                    0 => format!("dimension {dimension} is out of range: a 0-cube has none"),
+                    d => format!(
+                        "dimension {dimension} is out of range: a {d}-cube has dimensions 0..={}",
+                        d - 1
+                    ),
+                });
+            }
+            Fault::SlowDimension { .. } => {}
+        }
+        let f = self.factor();
+        if !f.is_finite() || !(1.0..=MAX_FAULT_FACTOR).contains(&f) {
+            return Err(format!(
+                "factor = {f}: must be finite, >= 1 (a fault slows) and at most \
+                 {MAX_FAULT_FACTOR}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Fault {
+    /// `slow_link 3 <-> 7 x4`, `slow_node 5 x3`, `slow_dimension 2 x2.5`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::SlowLink { from, to, factor } => {
+                write!(f, "slow_link {from} <-> {to} x{factor}")
+            }
+            Fault::SlowNode { node, factor } => write!(f, "slow_node {node} x{factor}"),
+            Fault::SlowDimension { dimension, factor } => {
+                write!(f, "slow_dimension {dimension} x{factor}")
+            }
+        }
+    }
+}
+
+/// A time of `base_ns` on a part of the machine slowed by `factor`:
+/// `round(base_ns * factor)` ns (halves away from zero, computed in `f64`), saturating at
+/// `u64::MAX`; exactly `base_ns` when `factor` is 1.
+#[inline]
+pub fn scaled_ns(base_ns: u64, factor: f64) -> u64 {
+    if factor == 1.0 {
+        return base_ns;
+    }
+    // `as` saturates.
+    (base_ns as f64 * factor).round() as u64
+}
+
+/// The faults of a configuration, per channel and per node, for the kernel: the products of
+/// the factors that apply. Empty tables when the machine has no faults, so that a run without
+/// faults only tests for that.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FaultTable {
+    /// E factor of channel `node * dimensions + dimension` (the one leaving `node`).
+    e: Vec<f64>,
+    /// F, U, R, S factor of each node.
+    node: Vec<f64>,
+    /// Largest of `e` and of `node` (1 when empty).
+    max_e: f64,
+    max_node: f64,
+}
+
+impl FaultTable {
+    /// The table of `cfg`'s faults (which [`SimConfig::validate`] has checked).
+    pub(crate) fn new(cfg: &SimConfig) -> Self {
+        if cfg.faults.is_empty() {
+            return FaultTable {
+                max_e: 1.0,
+                max_node: 1.0,
+                ..Self::default()
+            };
+        }
+        let nodes = cfg.nodes() as usize;
+        let d = cfg.dimensions as usize;
+        let mut e = vec![1.0; nodes * d];
+        let mut node = vec![1.0; nodes];
+        for fault in &cfg.faults {
+            match *fault {
+                Fault::SlowLink { from, to, factor } => {
+                    let k = (from ^ to).trailing_zeros() as usize;
+                    for v in [from, to] {
+                        if let Some(x) = e.get_mut(v as usize * d + k) {
+                            *x *= factor;
+                        }
+                    }
+                }
+                Fault::SlowNode { node: v, factor } => {
+                    if let Some(x) = node.get_mut(v as usize) {
+                        *x *= factor;
+                    }
+                }
+                Fault::SlowDimension { dimension, factor } => {
+                    for x in e.iter_mut().skip(dimension as usize).step_by(d.max(1)) {
+                        *x *= factor;
+                    }
+                }
+            }
+        }
+        let max = |v: &[f64]| v.iter().copied().fold(1.0, f64::max);
+        FaultTable {
+            max_e: max(&e),
+            max_node: max(&node),
+            e,
+            node,
+        }
+    }
+
+    /// E of `base_ns` over channel `c`, scaled.
+    #[inline]
+    pub(crate) fn channel_ns(&self, c: u32, base_ns: u64) -> u64 {
+        match self.e.get(c as usize) {
+            None => base_ns,
+            Some(&f) => scaled_ns(base_ns, f),
+        }
+    }
+
+    /// F, U, R or S of `base_ns` on `node`, scaled.
+    #[inline]
+    pub(crate) fn node_ns(&self, node: u32, base_ns: u64) -> u64 {
+        match self.node.get(node as usize) {
+            None => base_ns,
+            Some(&f) => scaled_ns(base_ns, f),
+        }
+    }
+
+    /// As [`Times::check_size`], on the slowest channel and node: `Ok` when every scaled
+    /// per-message time of an `n`-byte message is at most 1e15 ns.
+    pub(crate) fn check_size(&self, t: &Times, n: u64) -> Result<()> {
+        if self.max_e == 1.0 && self.max_node == 1.0 {
+            return Ok(());
+        }
+        for (key, l, f) in [
+            ("F", &t.f, self.max_node),
+            ("S", &t.s, self.max_node),
+            ("R", &t.r, self.max_node),
+            ("U", &t.u, self.max_node),
+            ("E", &t.e, self.max_e),
+        ] {
+            let ns = scaled_ns(l.ns(n), f);
+            if ns > MAX_COST_NS {
+                return Err(Error::Config(format!(
+                    "sim config: {key} of a {n}-byte message on the slowest part of the \
+                     machine (x{f} by its faults) is {ns} ns, over the {MAX_COST_NS} ns \
+                     (1e12 us) one step may take; lower the factor, the time or the size"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 fn default_compute() -> f64 {
     1.0
 }
@@ -280,6 +518,11 @@ pub struct SimConfig {
     /// Stack of each node's coroutine, KiB.
     #[serde(default = "default_stack_kib")]
     pub stack_kib: u64,
+    /// Injected faults (`[[faults]]` in TOML): links, nodes or whole dimensions slower than the
+    /// rest of the machine by a factor (docs/simulator.md §6a). Empty (the default): none, and
+    /// the key is not written out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<Fault>,
 }
 
 /// Most nanoseconds one clock read, poll, hop jitter or compute iteration may cost: 1e12 µs,
@@ -319,6 +562,7 @@ impl SimConfig {
                 jitter_ns: 0,
                 spin_limit: default_spin_limit(),
                 stack_kib: default_stack_kib(),
+                faults: Vec::new(),
             }),
             "generic" => {
                 let switch = 16 * 1024;
@@ -360,6 +604,7 @@ impl SimConfig {
                     jitter_ns: 0,
                     spin_limit: default_spin_limit(),
                     stack_kib: default_stack_kib(),
+                    faults: Vec::new(),
                 })
             }
             other => Err(Error::Config(format!(
@@ -380,7 +625,9 @@ impl SimConfig {
     pub fn from_toml_str(s: &str) -> Result<Self> {
         let mut doc: toml::Table = toml::from_str(s)
             .map_err(|e| Error::Config(format!("sim config: {}", toml_error(s, &e))))?;
-        let cfg: SimConfig = match doc.remove("preset") {
+        // Read apart, entry by entry, so that an error names the entry.
+        let faults = faults_from_toml(doc.remove("faults"))?;
+        let mut cfg: SimConfig = match doc.remove("preset") {
             None => toml::Value::Table(doc)
                 .try_into()
                 .map_err(|e| Error::Config(format!("sim config: {}", toml_error(s, &e))))?,
@@ -405,6 +652,7 @@ impl SimConfig {
                 )))
             }
         };
+        cfg.faults = faults;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -516,7 +764,56 @@ impl SimConfig {
         ] {
             Linear::new(l.pieces.clone()).map_err(|e| e.in_phase(format!("time {n}")))?;
         }
+        self.check_faults()
+    }
+
+    /// Every fault fits the cube and has a factor in `1..=1e6`; else an [`Error::Config`]
+    /// naming the entry (`faults[2] (slow_link 3 <-> 5 x4)`) and the reason.
+    fn check_faults(&self) -> Result<()> {
+        for (i, f) in self.faults.iter().enumerate() {
+            f.check(self.dimensions)
+                .map_err(|why| Error::Config(format!("sim config: faults[{i}] ({f}): {why}")))?;
+        }
         Ok(())
+    }
+
+    /// The injected faults, in the order given.
+    pub fn faults(&self) -> &[Fault] {
+        &self.faults
+    }
+
+    /// The product of the factors that scale E of the channel `from -> to`: the `slow_link`
+    /// faults between these two nodes (either way round) and the `slow_dimension` faults of
+    /// the dimension they differ in. 1 when none does, or when the nodes are not neighbours.
+    pub fn link_factor(&self, from: u32, to: u32) -> f64 {
+        if distance(from, to) != 1 {
+            return 1.0;
+        }
+        let k = (from ^ to).trailing_zeros();
+        self.faults
+            .iter()
+            .map(|f| match *f {
+                Fault::SlowLink {
+                    from: a,
+                    to: b,
+                    factor,
+                } if (a, b) == (from, to) || (a, b) == (to, from) => factor,
+                Fault::SlowDimension { dimension, factor } if dimension == k => factor,
+                _ => 1.0,
+            })
+            .product()
+    }
+
+    /// The product of the factors of the `slow_node` faults of `node`, which scale its F, U,
+    /// R and S (1 when none).
+    pub fn node_factor(&self, node: u32) -> f64 {
+        self.faults
+            .iter()
+            .map(|f| match *f {
+                Fault::SlowNode { node: v, factor } if v == node => factor,
+                _ => 1.0,
+            })
+            .product()
     }
 
     /// `match_ns_per_entry` is finite, >= 0 and at most [`MAX_MATCH_NS_PER_ENTRY`].
@@ -548,6 +845,10 @@ impl SimConfig {
     /// `F + d·E + U` whenever `R <= E`, as on the NCUBE), and `F(n) + U(n)` for `d = 0`.
     /// See docs/simulator.md for the derivation. A time beyond `u64` nanoseconds (sections of
     /// up to 1e12 µs per byte allow it) is `u64::MAX`.
+    ///
+    /// This ignores [`faults`](Self::faults); see
+    /// [`pingpong_one_way_between_ns`](Self::pingpong_one_way_between_ns) for a machine with
+    /// faults.
     pub fn pingpong_one_way_ns(&self, n: u64, d: u32) -> u64 {
         let t = &self.times;
         let (f, u, e, r) = (t.f.ns(n), t.u.ns(n), t.e.ns(n), t.r.ns(n));
@@ -558,6 +859,76 @@ impl SimConfig {
             .saturating_add(e.max(r))
             .saturating_add(u)
     }
+
+    /// Closed-form one-way ping-pong time in ns for an `n`-byte message from node `from` to
+    /// node `to`, with the machine's faults, on an otherwise idle machine with the receive
+    /// posted in advance and no jitter. Over the e-cube route `from = v_0, v_1, .., v_d = to`
+    /// with `E_i` the scaled E of hop `v_{i-1} -> v_i`:
+    /// `F_from + E_1 + .. + E_{d-1} + max(E_d, R_to) + U_to` for `d >= 1`, `F_from + U_from`
+    /// for `d = 0`, where `X_v` is X scaled by `v`'s `slow_node` factor (each term rounded
+    /// with [`scaled_ns`]). Without faults it is [`pingpong_one_way_ns`](Self::pingpong_one_way_ns).
+    /// A node that only forwards adds nothing: its (scaled) R and S are off the path.
+    /// Saturates at `u64::MAX`.
+    pub fn pingpong_one_way_between_ns(&self, n: u64, from: u32, to: u32) -> u64 {
+        let t = &self.times;
+        let f = scaled_ns(t.f.ns(n), self.node_factor(from));
+        let u = scaled_ns(t.u.ns(n), self.node_factor(to));
+        let path = route(from, to);
+        let mut total = f;
+        for (i, hop) in path.windows(2).enumerate() {
+            let e = scaled_ns(t.e.ns(n), self.link_factor(hop[0], hop[1]));
+            let last = i + 2 == path.len();
+            let step = if last {
+                e.max(scaled_ns(t.r.ns(n), self.node_factor(to)))
+            } else {
+                e
+            };
+            total = total.saturating_add(step);
+        }
+        total.saturating_add(u)
+    }
+}
+
+/// The `faults` array of a TOML configuration (absent: none).
+fn faults_from_toml(v: Option<toml::Value>) -> Result<Vec<Fault>> {
+    match v {
+        None => Ok(Vec::new()),
+        Some(toml::Value::Array(entries)) => entries
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| fault_from_toml(i, e))
+            .collect(),
+        Some(other) => Err(Error::Config(format!(
+            "sim config: `faults` must be an array of tables (`[[faults]]` entries), got {}",
+            one_line(&other.to_string())
+        ))),
+    }
+}
+
+/// Entry `i` of the `faults` array: its `kind` first (a clear error listing the kinds), then
+/// the fields of that kind (unknown or missing ones are errors).
+fn fault_from_toml(i: usize, v: toml::Value) -> Result<Fault> {
+    let bad = |why: String| Error::Config(format!("sim config: faults[{i}]: {why}"));
+    let kinds = FAULT_KINDS.join(", ");
+    let toml::Value::Table(t) = &v else {
+        return Err(bad(format!(
+            "must be a table such as {{ kind = \"slow_link\", from = 0, to = 1, factor = 2.0 }}, \
+             got {}",
+            one_line(&v.to_string())
+        )));
+    };
+    let kind = match t.get("kind") {
+        None => return Err(bad(format!("no `kind` (kinds: {kinds})"))),
+        Some(toml::Value::String(k)) if FAULT_KINDS.contains(&k.as_str()) => k.clone(),
+        Some(k) => {
+            return Err(bad(format!(
+                "unknown kind {} (kinds: {kinds})",
+                one_line(&k.to_string())
+            )))
+        }
+    };
+    v.try_into::<Fault>()
+        .map_err(|e| bad(format!("{kind}: {}", one_line(e.message()))))
 }
 
 /// `s` on one line, for an error message: its lines joined by `; `, other control characters
@@ -605,6 +976,19 @@ fn merge(base: &mut toml::Value, over: toml::Value) {
 /// Hops between nodes `a` and `b` of a hypercube: the Hamming distance of their numbers.
 pub fn distance(a: u32, b: u32) -> u32 {
     (a ^ b).count_ones()
+}
+
+/// The e-cube route of a message from node `from` to node `to`: the nodes it visits, both ends
+/// included, correcting the lowest differing dimension first (`[from]` when they are equal).
+pub fn route(from: u32, to: u32) -> Vec<u32> {
+    let mut path = Vec::with_capacity(distance(from, to) as usize + 1);
+    let mut at = from;
+    path.push(at);
+    while at != to {
+        at ^= 1 << (at ^ to).trailing_zeros();
+        path.push(at);
+    }
+    path
 }
 
 #[cfg(test)]
@@ -748,6 +1132,240 @@ mod tests {
             SimConfig::preset(p).unwrap().validate().unwrap();
         }
         assert!(SimConfig::load("no-such-preset-or-file").is_err());
+    }
+
+    /// A 3-cube with round-number times and the given `[[faults]]` entries (TOML text).
+    fn cube3(faults: &str) -> Result<SimConfig> {
+        SimConfig::from_toml_str(&format!(
+            "dimensions = 3\ntick_ns = 1\n{faults}\n[times]\nF = {{ base_us = 10 }}\n\
+             S = {{ base_us = 2 }}\nR = {{ base_us = 3 }}\nA = {{ base_us = 1 }}\n\
+             U = {{ base_us = 8 }}\nE = {{ base_us = 20, per_byte_us = 0.01 }}\n"
+        ))
+    }
+
+    fn config_error(faults: &str) -> String {
+        let e = cube3(faults).unwrap_err();
+        assert!(matches!(e.root(), Error::Config(_)), "{faults}: {e}");
+        e.to_string()
+    }
+
+    #[test]
+    fn faults_parse_describe_and_round_trip() {
+        let c = cube3(
+            "[[faults]]\nkind = \"slow_link\"\nfrom = 3\nto = 7\nfactor = 4\n\
+             [[faults]]\nkind = \"slow_node\"\nnode = 5\nfactor = 3.0\n\
+             [[faults]]\nkind = \"slow_dimension\"\ndimension = 2\nfactor = 2.5\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.faults(),
+            &[
+                Fault::SlowLink {
+                    from: 3,
+                    to: 7,
+                    factor: 4.0
+                },
+                Fault::SlowNode {
+                    node: 5,
+                    factor: 3.0
+                },
+                Fault::SlowDimension {
+                    dimension: 2,
+                    factor: 2.5
+                },
+            ]
+        );
+        let shown: Vec<String> = c.faults().iter().map(|f| f.to_string()).collect();
+        assert_eq!(
+            shown,
+            [
+                "slow_link 3 <-> 7 x4",
+                "slow_node 5 x3",
+                "slow_dimension 2 x2.5"
+            ]
+        );
+        // Link 3 <-> 7 is in dimension 2: both faults apply to it, either way round.
+        assert_eq!(c.link_factor(3, 7), 10.0);
+        assert_eq!(c.link_factor(7, 3), 10.0);
+        assert_eq!(c.link_factor(1, 5), 2.5);
+        assert_eq!(c.link_factor(1, 3), 1.0);
+        assert_eq!(c.link_factor(0, 3), 1.0, "not neighbours");
+        assert_eq!(c.node_factor(5), 3.0);
+        assert_eq!(c.node_factor(4), 1.0);
+        let back = toml::to_string(&c).unwrap();
+        assert!(back.contains("[[faults]]"), "{back}");
+        assert_eq!(SimConfig::from_toml_str(&back).unwrap(), c);
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["faults"][1]["kind"], "slow_node");
+        assert_eq!(serde_json::from_value::<SimConfig>(json).unwrap(), c);
+    }
+
+    #[test]
+    fn no_faults_reads_and_writes_as_before() {
+        let plain = cube3("").unwrap();
+        assert!(plain.faults().is_empty());
+        assert_eq!(cube3("faults = []\n").unwrap(), plain);
+        assert!(!toml::to_string(&plain).unwrap().contains("faults"));
+        let json = serde_json::to_value(&plain).unwrap();
+        assert!(json.get("faults").is_none(), "{json}");
+        for p in SimConfig::preset_names() {
+            let c = SimConfig::preset(p).unwrap();
+            assert!(!toml::to_string(&c).unwrap().contains("faults"));
+        }
+    }
+
+    #[test]
+    fn faults_merge_with_a_preset_and_multiply() {
+        let c = SimConfig::from_toml_str(
+            "preset = \"ncube7\"\nrecv_buffer_bytes = 8192\n\
+             [[faults]]\nkind = \"slow_link\"\nfrom = 40\nto = 41\nfactor = 2\n\
+             [[faults]]\nkind = \"slow_link\"\nfrom = 41\nto = 40\nfactor = 1.5\n\
+             [[faults]]\nkind = \"slow_node\"\nnode = 63\nfactor = 2\n\
+             [[faults]]\nkind = \"slow_node\"\nnode = 63\nfactor = 2\n",
+        )
+        .unwrap();
+        assert_eq!(c.name, "ncube7");
+        assert_eq!(c.dimensions, 6);
+        assert_eq!(c.recv_buffer_bytes, Some(8192));
+        assert_eq!(c.faults().len(), 4);
+        assert_eq!(c.link_factor(40, 41), 3.0);
+        assert_eq!(c.node_factor(63), 4.0);
+        let t = FaultTable::new(&c);
+        assert_eq!(t.channel_ns(40 * 6, 1000), 3000);
+        assert_eq!(t.channel_ns(41 * 6, 1000), 3000);
+        assert_eq!(t.channel_ns(41 * 6 + 1, 1000), 1000);
+        assert_eq!(t.node_ns(63, 1001), 4004);
+        assert_eq!(t.node_ns(62, 1001), 1001);
+    }
+
+    #[test]
+    fn scaled_times_round_to_the_nearest_ns() {
+        assert_eq!(scaled_ns(1000, 1.0), 1000);
+        assert_eq!(scaled_ns(u64::MAX, 1.0), u64::MAX);
+        assert_eq!(scaled_ns(3, 1.5), 5); // 4.5 rounds half away from zero
+        assert_eq!(scaled_ns(1001, 2.5), 2503); // 2502.5
+        assert_eq!(scaled_ns(7, 1.1), 8); // 7.7
+        assert_eq!(scaled_ns(u64::MAX / 2, 1e6), u64::MAX, "saturates");
+        // A slow_dimension table: every channel of that dimension, and no other.
+        let c =
+            cube3("[[faults]]\nkind = \"slow_dimension\"\ndimension = 1\nfactor = 1.5\n").unwrap();
+        let t = FaultTable::new(&c);
+        for ch in 0..8 * 3u32 {
+            let want = if ch % 3 == 1 { 1500 } else { 1000 };
+            assert_eq!(t.channel_ns(ch, 1000), want, "channel {ch}");
+        }
+        let none = FaultTable::new(&cube3("").unwrap());
+        assert_eq!(none.channel_ns(5, 1234), 1234);
+        assert_eq!(none.node_ns(5, 1234), 1234);
+    }
+
+    #[test]
+    fn bad_faults_are_config_errors_naming_the_entry() {
+        let link = |from: &str, to: &str, factor: &str| {
+            format!(
+                "[[faults]]\nkind = \"slow_node\"\nnode = 0\nfactor = 2\n\
+                 [[faults]]\nkind = \"slow_link\"\nfrom = {from}\nto = {to}\nfactor = {factor}\n"
+            )
+        };
+        assert_eq!(
+            config_error(&link("3", "5", "4")),
+            "bad configuration: sim config: faults[1] (slow_link 3 <-> 5 x4): nodes 3 and 5 are \
+             not neighbours in a 3-cube (they differ in 2 bits); a link joins nodes that differ \
+             in one bit"
+        );
+        let e = config_error(&link("2", "2", "4"));
+        assert!(e.contains("differ in 0 bits"), "{e}");
+        let e = config_error(&link("3", "11", "4"));
+        assert!(
+            e.contains("faults[1]") && e.contains("node 11 is out of range"),
+            "{e}"
+        );
+        assert!(e.contains("nodes 0..=7"), "{e}");
+        for f in ["0.5", "0", "-2", "nan", "inf", "-inf", "1000000.5", "1e300"] {
+            let e = config_error(&link("3", "7", f));
+            assert!(
+                e.contains("faults[1]") && e.contains("factor ="),
+                "{f}: {e}"
+            );
+            assert!(e.contains(">= 1"), "{f}: {e}");
+        }
+        let edge = cube3(&link("3", "7", "1e6")).unwrap();
+        assert_eq!(edge.link_factor(3, 7), 1e6);
+        let e = config_error("[[faults]]\nkind = \"slow_node\"\nnode = 8\nfactor = 2\n");
+        assert!(
+            e.contains("faults[0] (slow_node 8 x2): node 8 is out of range"),
+            "{e}"
+        );
+        let e = config_error("[[faults]]\nkind = \"slow_dimension\"\ndimension = 3\nfactor = 2\n");
+        assert!(
+            e.contains("dimension 3 is out of range: a 3-cube has dimensions 0..=2"),
+            "{e}"
+        );
+        let e = config_error("[[faults]]\nkind = \"slow_wire\"\nnode = 1\nfactor = 2\n");
+        assert!(
+            e.contains("faults[0]: unknown kind \"slow_wire\"")
+                && e.contains("slow_link, slow_node, slow_dimension"),
+            "{e}"
+        );
+        let e = config_error("[[faults]]\nnode = 1\nfactor = 2\n");
+        assert!(e.contains("faults[0]: no `kind`"), "{e}");
+        let e = config_error("[[faults]]\nkind = \"slow_node\"\nnode = 1\nfactor = 2\nspeed = 3\n");
+        assert!(
+            e.contains("faults[0]: slow_node: unknown field `speed`"),
+            "{e}"
+        );
+        let e = config_error("[[faults]]\nkind = \"slow_node\"\nnode = 1\n");
+        assert!(
+            e.contains("faults[0]: slow_node: missing field `factor`"),
+            "{e}"
+        );
+        let e =
+            config_error("[[faults]]\nkind = \"slow_link\"\nfrom = 1\nto = 3\nfactor = \"x\"\n");
+        assert!(e.contains("faults[0]: slow_link"), "{e}");
+        let e = config_error("faults = 3\n");
+        assert!(e.contains("`faults` must be an array"), "{e}");
+        let e = config_error("faults = [3]\n");
+        assert!(e.contains("faults[0]: must be a table"), "{e}");
+        // A configuration built in code is checked the same way.
+        let mut c = cube3("").unwrap();
+        c.faults.push(Fault::SlowNode {
+            node: 1,
+            factor: f64::NAN,
+        });
+        assert!(c.validate().unwrap_err().to_string().contains("faults[0]"));
+    }
+
+    #[test]
+    fn closed_form_between_nodes_with_faults() {
+        let c = cube3(
+            "[[faults]]\nkind = \"slow_link\"\nfrom = 1\nto = 3\nfactor = 2\n\
+             [[faults]]\nkind = \"slow_node\"\nnode = 6\nfactor = 3\n",
+        )
+        .unwrap();
+        assert_eq!(route(0, 3), [0, 1, 3]);
+        assert_eq!(route(3, 0), [3, 2, 0]);
+        assert_eq!(route(5, 5), [5]);
+        assert_eq!(route(0, 7), [0, 1, 3, 7]);
+        // 0 -> 3 goes over 1 -> 3 (E x2 = 40 us); 3 -> 0 does not.
+        let (f, e, u) = (10_000, 20_000, 8_000);
+        assert_eq!(c.pingpong_one_way_between_ns(0, 0, 3), f + e + 2 * e + u);
+        assert_eq!(c.pingpong_one_way_between_ns(0, 3, 0), f + 2 * e + u);
+        assert_eq!(
+            c.pingpong_one_way_between_ns(0, 3, 0),
+            c.pingpong_one_way_ns(0, 2)
+        );
+        // To node 6: R x3 = 9 us < E, U x3; from it: F x3.
+        assert_eq!(c.pingpong_one_way_between_ns(0, 2, 6), f + e + 3 * u);
+        assert_eq!(c.pingpong_one_way_between_ns(0, 6, 2), 3 * f + e + u);
+        assert_eq!(c.pingpong_one_way_between_ns(0, 6, 6), 3 * f + 3 * u);
+        // Through node 6 only (7 -> 6 -> 4; the way back is 4 -> 5 -> 7): unchanged.
+        assert_eq!(route(7, 4), [7, 6, 4]);
+        assert_eq!(
+            c.pingpong_one_way_between_ns(0, 7, 4),
+            c.pingpong_one_way_ns(0, 2)
+        );
+        // Over the slow link as its middle hop: 2 -> 3 -> 1 -> 5.
+        assert_eq!(c.pingpong_one_way_between_ns(0, 2, 5), f + 4 * e + u);
     }
 
     #[test]

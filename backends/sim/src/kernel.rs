@@ -15,10 +15,13 @@
 //! * Matching (Underwood & Brightwell §5): each search of a node's posted-receive queue (at a
 //!   delivery) or unexpected queue (at a post) walks it in order and charges
 //!   `match_ns_per_entry` per entry inspected to that node's CPU as a handler.
+//! * Faults (optional): E of each channel and F, U, R, S of each node are scaled by the
+//!   product of the factors of the faults on them (a table built once per run; empty, and
+//!   skipped, when there are none). A and hop jitter are never scaled.
 //! * Receive buffers (optional bound): the last hop starts only when the destination has room
 //!   for the message; the room is given back when the program has collected it (after U).
 
-use crate::config::SimConfig;
+use crate::config::{FaultTable, SimConfig};
 use crate::endpoint::{Coll, EpInfo, Req, Resp, SimEndpoint};
 use commbench_core::method::limits;
 use commbench_core::transport::BackendInfo;
@@ -225,6 +228,7 @@ struct CollState {
 /// The kernel's state apart from the coroutines.
 struct Kernel<'c> {
     cfg: &'c SimConfig,
+    faults: FaultTable,
     d: u32,
     ranks: u32,
     now: u64,
@@ -297,6 +301,7 @@ impl<'c> Kernel<'c> {
         coll.arrived.resize_with(ranks as usize, || None);
         Kernel {
             cfg,
+            faults: FaultTable::new(cfg),
             d,
             ranks,
             now: 0,
@@ -421,6 +426,12 @@ impl<'c> Kernel<'c> {
         }
     }
 
+    /// U of an `len`-byte message collected by `node`'s program (scaled by its faults).
+    #[inline]
+    fn u_ns(&self, node: u32, len: u64) -> u64 {
+        self.faults.node_ns(node, self.cfg.times.u.ns(len))
+    }
+
     /// Hand back a finished request of `node` at slot `i` (send done, or failed receive).
     fn take_done(&mut self, node: u32, i: usize) -> Result<Completion> {
         match self.nodes[node as usize].take(i) {
@@ -458,7 +469,7 @@ impl<'c> Kernel<'c> {
         match state_of(&n.reqs[i].1) {
             St::Done => Some(Resp::Maybe(self.take_done(node, i).map(Some))),
             St::Arrived(len) => {
-                let u = self.cfg.times.u.ns(len);
+                let u = self.u_ns(node, len);
                 self.start_user(node, u, Pending::Unformat { req, test: true })
             }
             St::Posted => {
@@ -478,7 +489,7 @@ impl<'c> Kernel<'c> {
         match state_of(&n.reqs[i].1) {
             St::Done => Some(Resp::Done(self.take_done(node, i))),
             St::Arrived(len) => {
-                let u = self.cfg.times.u.ns(len);
+                let u = self.u_ns(node, len);
                 self.start_user(node, u, Pending::Unformat { req, test: false })
             }
             St::Posted => {
@@ -494,6 +505,7 @@ impl<'c> Kernel<'c> {
         let t = &self.cfg.times;
         let n = data.len() as u64;
         t.check_size(n)?;
+        self.faults.check_size(t, n)?;
         let (e_ns, r_ns, s_ns) = (t.e.ns(n), t.r.ns(n), t.s.ns(n));
         let what =
             || format!("the copy in flight of a {n}-byte message from node {src} to node {dest}");
@@ -546,7 +558,7 @@ impl<'c> Kernel<'c> {
                     Ok(m) => m,
                     Err(e) => return Some(Resp::Id(Err(e))),
                 };
-                let f = self.cfg.times.f.ns(len as u64);
+                let f = self.faults.node_ns(node, self.cfg.times.f.ns(len as u64));
                 let req = self.nodes[node as usize].alloc(RState::SendDone {
                     buf,
                     peer: dest,
@@ -688,7 +700,11 @@ impl<'c> Kernel<'c> {
             }
         }
         let msg = &self.msgs[m as usize];
-        let (e, r, s) = (msg.e_ns, msg.r_ns, msg.s_ns);
+        let e = self.faults.channel_ns(c, msg.e_ns);
+        let (r, s) = (
+            self.faults.node_ns(w, msg.r_ns),
+            self.faults.node_ns(v, msg.s_ns),
+        );
         let ch = &mut self.chans[c as usize];
         ch.stalled = false;
         ch.queue.pop_front();
@@ -752,7 +768,7 @@ impl<'c> Kernel<'c> {
         n.blocked = Blocked::No;
         match state_of(&n.reqs[i].1) {
             St::Arrived(len) => {
-                let u = self.cfg.times.u.ns(len);
+                let u = self.u_ns(node, len);
                 if let Some(r) = self.start_user(node, u, Pending::Unformat { req, test: false }) {
                     self.wake(node, r);
                 }

@@ -16,6 +16,9 @@
 //!   the receiving node's CPU when it walks its posted-receive queue (a message delivered) or
 //!   its unexpected-message queue (a receive posted), as on a NIC that matches slowly
 //!   (Underwood & Brightwell, *The impact of MPI queue usage on message latency*, §5).
+//! * Optional injected faults (`[[faults]]`): a slow link, node or dimension whose E (or F, U,
+//!   R and S) is scaled by a factor ([`Fault`]), so a detector can be tested on known ground
+//!   truth ([`SimConfig::pingpong_one_way_between_ns`]).
 //! * Deterministic: integer nanoseconds, events ordered by (time, sequence number); each
 //!   node's program is a stackful coroutine (`corosensei`) on one thread. A run in which every
 //!   node is blocked ends with [`commbench_core::Error::Deadlock`] naming each node and what it
@@ -28,7 +31,8 @@ mod endpoint;
 mod kernel;
 
 pub use config::{
-    distance, Linear, Piece, SimConfig, Times, MAX_MATCH_NS_PER_ENTRY, NCUBE_TICK_NS,
+    distance, route, scaled_ns, Fault, Linear, Piece, SimConfig, Times, FAULT_KINDS,
+    MAX_FAULT_FACTOR, MAX_MATCH_NS_PER_ENTRY, NCUBE_TICK_NS,
 };
 pub use endpoint::SimEndpoint;
 pub use kernel::{run, run_with_stats, SimStats};

@@ -500,6 +500,7 @@ proptest! {
             jitter_ns,
             spin_limit,
             stack_kib,
+            faults: Vec::new(),
         };
         prop_assert!(cfg.validate().is_ok());
         check_accepted(&cfg, true)?;

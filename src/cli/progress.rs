@@ -83,6 +83,8 @@ fn stage_name(s: Stage) -> &'static str {
         Stage::Warmup => "warm-up",
         Stage::Npp => "npp",
         Stage::Trials => "trials",
+        Stage::Rounds => "rounds",
+        Stage::Retests => "retests",
     }
 }
 
@@ -217,7 +219,9 @@ impl ProgressBar {
                 b.set_position(p.done);
             }
             Show::Lines(last) => {
-                if p.stage != Stage::Trials || p.total == 0 {
+                if !matches!(p.stage, Stage::Trials | Stage::Rounds | Stage::Retests)
+                    || p.total == 0
+                {
                     return;
                 }
                 let quarter = p.done * 4 / p.total;
@@ -228,7 +232,8 @@ impl ProgressBar {
                 if quarter > 0 && *last != Some((p.size_index, quarter)) {
                     *last = Some((p.size_index, quarter));
                     eprintln!(
-                        "progress: {prefix}: trials {}/{}{}",
+                        "progress: {prefix}: {} {}/{}{}",
+                        stage_name(p.stage),
                         p.done,
                         p.total,
                         left_text.unwrap_or_default()

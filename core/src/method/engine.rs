@@ -91,6 +91,10 @@ pub enum Stage {
     Npp,
     /// Timed trials.
     Trials,
+    /// Rounds of an all-pairs run ([`crate::method::allpairs`]).
+    Rounds,
+    /// Suspects of an all-pairs run measured again alone.
+    Retests,
 }
 
 /// A progress report, given on rank 0 only, outside timed regions.

@@ -758,7 +758,9 @@ impl RunCost {
             (Stage::Timer, _) | (_, None) => self.timer * part,
             (Stage::Warmup, Some(&(w, _, _))) => self.before[size_index] + w * part,
             (Stage::Npp, Some(&(w, e, _))) => self.before[size_index] + w + e * part,
-            (Stage::Trials, Some(&(w, e, t))) => self.before[size_index] + w + e + t * part,
+            (Stage::Trials | Stage::Rounds | Stage::Retests, Some(&(w, e, t))) => {
+                self.before[size_index] + w + e + t * part
+            }
         };
         (at / self.total).clamp(0.0, 1.0)
     }

@@ -112,14 +112,20 @@ pub struct AllPairsCollected {
 /// Where a run is, given on rank 0 at the start of every round.
 #[derive(Debug, Clone, Copy)]
 pub struct AllPairsProgress {
-    /// Rounds started so far (this one included).
-    pub round: u64,
-    /// Rounds in the main passes over every size.
-    pub rounds: u64,
+    /// Index of the size being measured.
+    pub size_index: usize,
+    /// Number of sizes.
+    pub sizes: usize,
     /// The size of this round, bytes.
     pub size: u64,
+    /// Rounds of this size (main passes, or retests) started so far, this one included.
+    pub round: u64,
+    /// Rounds of this size in the main passes (or retests).
+    pub rounds: u64,
     /// Whether this round measures a suspect again.
     pub retest: bool,
+    /// The share of the main passes' rounds started, 0 to 1.
+    pub run_done: f64,
 }
 
 /// The pairs to measure again: called on rank 0 after each size, with what was collected;
@@ -451,14 +457,25 @@ impl Program for AllPairs<'_> {
             .collect();
         let sizes = self.method.sizes.clone();
         let per_size: u64 = passes.iter().map(|p| p.len() as u64).sum();
-        let total = per_size * sizes.len() as u64;
-        let mut started = 0u64;
         for (si, &size) in sizes.iter().enumerate() {
+            let mut here = 0u64;
             for (pass, rs) in passes.iter().enumerate() {
                 for (index, pairs) in rs.iter().enumerate() {
                     self.stop_point(ep, si, sizes.len())?;
-                    started += 1;
-                    self.report(ep, started, total, size, false);
+                    here += 1;
+                    self.report(
+                        ep,
+                        AllPairsProgress {
+                            size_index: si,
+                            sizes: sizes.len(),
+                            size,
+                            round: here,
+                            rounds: per_size,
+                            retest: false,
+                            run_done: (si as f64 + here as f64 / per_size.max(1) as f64)
+                                / sizes.len() as f64,
+                        },
+                    );
                     let plan = RoundPlan {
                         size,
                         pass: pass as u32,
@@ -489,14 +506,9 @@ impl AllPairs<'_> {
         Ok(())
     }
 
-    fn report<E: Endpoint>(&self, ep: &E, round: u64, rounds: u64, size: u64, retest: bool) {
+    fn report<E: Endpoint>(&self, ep: &E, p: AllPairsProgress) {
         if let (0, Some(cb)) = (ep.rank(), self.progress) {
-            cb(AllPairsProgress {
-                round,
-                rounds,
-                size,
-                retest,
-            });
+            cb(p);
         }
     }
 
@@ -542,7 +554,18 @@ impl AllPairs<'_> {
             .collect();
         for (index, p) in pairs.iter().enumerate() {
             self.stop_point(ep, si, nsizes)?;
-            self.report(ep, index as u64 + 1, pairs.len() as u64, size, true);
+            self.report(
+                ep,
+                AllPairsProgress {
+                    size_index: si,
+                    sizes: nsizes,
+                    size,
+                    round: index as u64 + 1,
+                    rounds: pairs.len() as u64,
+                    retest: true,
+                    run_done: (si + 1) as f64 / nsizes as f64,
+                },
+            );
             let plan = RoundPlan {
                 size,
                 pass: 0,

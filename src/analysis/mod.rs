@@ -10,9 +10,12 @@
 //! * [`compare`]: two documents size by size (ratio of medians, bootstrap CI, rank test);
 //! * [`inference`]: the least-squares line, the bootstrap and the rank test these build on;
 //! * [`sixtimes`] and [`queue`]: seed 001's six times and seed 004's per-entry queue costs.
+//! * [`allpairs`]: an all-pairs matrix -> median polish, attribution to a node, link or
+//!   hypercube dimension, serial confirmation and verdicts.
 //!
 //! Nothing here sees an `Endpoint`: backends never compile this module.
 
+pub mod allpairs;
 pub mod compare;
 pub mod document;
 pub mod fit;

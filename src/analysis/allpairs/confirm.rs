@@ -1,0 +1,322 @@
+//! Serial confirmation of suspects (the idea of LinkTest's serial retest of the worst
+//! connections and ClusterKit's retest rounds) and the merge of verdicts over sizes.
+
+use super::explain::{estimate, Cand};
+use super::geometry::{self, Geometry};
+use super::{check_rule, log_median, CellObs, Fit, Obs, Rule, Suspect, Verdict};
+use commbench_core::stats::{median, sort_samples};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+/// Reference pairs (implicated in no suspect) added per class among the retested pairs, so
+/// that retested cells are judged against healthy cells measured the same way (alone).
+pub const REFERENCES_PER_CLASS: usize = 2;
+
+/// Most pairs looked at when searching for reference pairs.
+const MAX_REFERENCE_SCAN: usize = 1 << 20;
+
+/// Pairs that would confirm `cand`, best first: the sort key puts the suspect's own pair
+/// first (a link), then pairs implicated in no other suspect, then the others; within each,
+/// fewest hops (or same host first), then by pair.
+fn suspect_pairs(
+    geo: &Geometry,
+    n: u32,
+    cand: Cand,
+    tainted: &dyn Fn(u32, u32) -> bool,
+) -> Vec<(u32, u32)> {
+    let pair = |a: u32, b: u32| (a.min(b), a.max(b));
+    let mut keyed: Vec<(u8, usize, (u32, u32))> = match cand {
+        Cand::Node(k) => (0..n)
+            .filter(|&p| p != k)
+            .map(|p| (1 + u8::from(tainted(k, p)), geo.class_of(k, p), pair(k, p)))
+            .collect(),
+        Cand::Dim(k) => (0..n)
+            .filter(|u| u >> k & 1 == 0 && (u | 1 << k) < n)
+            .map(|u| (1 + u8::from(tainted(u, u | 1 << k)), 0, (u, u | 1 << k)))
+            .collect(),
+        Cand::Channel(l, k) => {
+            let d = geo.cube().unwrap_or(0);
+            let direct = pair(l, l ^ (1 << k));
+            geometry::channel_users(d, n, l, k)
+                .into_iter()
+                .map(|(i, j)| pair(i, j))
+                .map(|p| {
+                    let rank = if p == direct {
+                        0
+                    } else {
+                        1 + u8::from(tainted(p.0, p.1))
+                    };
+                    (rank, geo.class_of(p.0, p.1), p)
+                })
+                .collect()
+        }
+        Cand::Pair(a, b) => vec![(0, 0, (a, b))],
+    };
+    keyed.sort_unstable();
+    keyed.dedup();
+    keyed.into_iter().map(|(_, _, p)| p).collect()
+}
+
+/// Adds up to [`REFERENCES_PER_CLASS`] pairs per class among `out` that no suspect explains.
+fn add_references(
+    geo: &Geometry,
+    n: u32,
+    cands: &[Cand],
+    out: &mut Vec<(u32, u32)>,
+    seen: &mut HashSet<(u32, u32)>,
+) {
+    let mut want: BTreeMap<usize, usize> = out
+        .iter()
+        .map(|&(a, b)| (geo.class_of(a, b), REFERENCES_PER_CLASS))
+        .collect();
+    let mut scanned = 0usize;
+    for a in 0..n {
+        for b in a + 1..n {
+            scanned += 1;
+            if scanned > MAX_REFERENCE_SCAN || want.values().all(|&w| w == 0) {
+                return;
+            }
+            let Some(w) = want.get_mut(&geo.class_of(a, b)) else {
+                continue;
+            };
+            if *w == 0 || seen.contains(&(a, b)) || cands.iter().any(|c| c.explains(geo, a, b)) {
+                continue;
+            }
+            *w -= 1;
+            seen.insert((a, b));
+            out.push((a, b));
+        }
+    }
+}
+
+/// The unordered pairs `(lower, higher)` to re-measure serially (one pair at a time in the
+/// machine, more trials) to confirm each suspect of `fit`, deduplicated, in a fixed order:
+///
+/// * a link: its own pair (a hypercube channel's two end nodes, whose ping-pong uses exactly
+///   that channel), then up to `per_suspect - 1` more pairs routed over it;
+/// * a node: up to `per_suspect` pairs with partners implicated in no suspect (nearest
+///   first);
+/// * a dimension: up to `per_suspect` neighbour pairs across it;
+///
+/// then, when any pair was chosen, up to [`REFERENCES_PER_CLASS`] pairs per class among them
+/// that no suspect explains, the healthy reference [`verdicts`] judges the others against.
+/// Pairs implicated in another suspect come last. Empty for a fit without suspects.
+pub fn retest_pairs(fit: &Fit, per_suspect: usize) -> Vec<(u32, u32)> {
+    let Ok(geo) = Geometry::new(fit.n, &fit.topology) else {
+        return Vec::new();
+    };
+    let cands: Vec<Cand> = fit
+        .suspects
+        .iter()
+        .filter_map(|s| Cand::from_suspect(s, &geo))
+        .collect();
+    let implicated: BTreeSet<u32> = cands.iter().flat_map(|c| c.parts().1).collect();
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for (s, &cand) in cands.iter().enumerate() {
+        let own = cand.parts().1;
+        let tainted = |a: u32, b: u32| {
+            [a, b]
+                .iter()
+                .any(|p| implicated.contains(p) && !own.contains(p))
+                || cands
+                    .iter()
+                    .enumerate()
+                    .any(|(t, o)| t != s && o.explains(&geo, a, b))
+        };
+        for p in suspect_pairs(&geo, fit.n, cand, &tainted)
+            .into_iter()
+            .take(per_suspect)
+        {
+            if seen.insert(p) {
+                out.push(p);
+            }
+        }
+    }
+    if !out.is_empty() {
+        add_references(&geo, fit.n, &cands, &mut out, &mut seen);
+    }
+    out
+}
+
+/// Log baseline per class for the retest: the median of the retested cells that no suspect
+/// explains (healthy pairs measured alone), else the fit's baseline.
+fn retest_baseline(
+    fit: &Fit,
+    geo: &Geometry,
+    obs: &[Obs],
+    cands: &[Option<Cand>],
+) -> Vec<Option<f64>> {
+    let mut base: Vec<Option<f64>> = (0..geo.class_count())
+        .map(|c| {
+            let id = geo.class_id(c);
+            fit.classes
+                .iter()
+                .find(|e| e.class == id)
+                .and_then(|e| e.baseline_us)
+                .filter(|b| *b > 0.0)
+                .map(f64::ln)
+        })
+        .collect();
+    let mut refs: Vec<Vec<f64>> = vec![Vec::new(); base.len()];
+    for o in obs
+        .iter()
+        .filter(|o| !cands.iter().flatten().any(|c| c.explains(geo, o.i, o.j)))
+    {
+        refs[o.class].push(o.y);
+    }
+    for (b, mut r) in base.iter_mut().zip(refs) {
+        sort_samples(&mut r);
+        if let Some(m) = median(&r) {
+            *b = Some(m);
+        }
+    }
+    base
+}
+
+/// The verdict on one suspect from its retested cells' log excess `x`.
+fn judge(s: &Suspect, x: &[f64], thr: f64) -> Verdict {
+    let mut v = Verdict {
+        kind: s.kind.clone(),
+        nodes: s.nodes.clone(),
+        dimension: s.dimension,
+        factor: s.factor,
+        evidence: format!("{}; not retested", s.evidence),
+        confirmed: false,
+        sizes: Vec::new(),
+    };
+    if x.is_empty() {
+        return v;
+    }
+    let alone = estimate(x);
+    let range = format!("x{:.2} (x{:.2}..x{:.2})", alone.value, alone.lo, alone.hi);
+    if alone.value.ln() > thr {
+        v.factor = alone;
+        v.evidence = format!(
+            "still slow alone: {} retested cells slower by {range} than healthy pairs (x{:.2} in the all-pairs run)",
+            x.len(),
+            s.factor.value
+        );
+    } else {
+        v.kind = "contention".to_string();
+        v.evidence = format!(
+            "slower by x{:.2} in the all-pairs run but {range} over {} cells retested alone: slow only under load",
+            s.factor.value,
+            x.len()
+        );
+    }
+    v.confirmed = true;
+    v
+}
+
+/// Verdicts on the suspects of `fit` from the serial `retest` cells (invalid cells are
+/// ignored). A suspect whose retested cells (those it would slow) are still slow (median
+/// excess over the threshold) is confirmed with its kind; one whose retested cells are fine
+/// becomes "contention" (slow only under load), confirmed; one with no retested cell keeps
+/// its kind, unconfirmed, with "not retested" in its evidence. Empty for a healthy machine.
+pub fn verdicts(fit: &Fit, retest: &[CellObs], rule: &Rule) -> Vec<Verdict> {
+    let Ok(geo) = Geometry::new(fit.n, &fit.topology) else {
+        return Vec::new();
+    };
+    let thr = if check_rule(rule).is_ok() {
+        (rule.z * fit.noise).max(rule.min_factor.ln())
+    } else {
+        fit.thr
+    };
+    let obs: Vec<Obs> = retest
+        .iter()
+        .filter(|c| c.source < fit.n && c.dest < fit.n && c.source != c.dest)
+        .filter_map(|c| {
+            let y = log_median(&c.one_way_us)?;
+            Some(Obs {
+                i: c.source,
+                j: c.dest,
+                y,
+                class: geo.class_of(c.source, c.dest),
+            })
+        })
+        .collect();
+    let cands: Vec<Option<Cand>> = fit
+        .suspects
+        .iter()
+        .map(|s| Cand::from_suspect(s, &geo))
+        .collect();
+    let base = retest_baseline(fit, &geo, &obs, &cands);
+    fit.suspects
+        .iter()
+        .zip(&cands)
+        .map(|(s, cand)| {
+            let x: Vec<f64> = cand
+                .iter()
+                .flat_map(|c| obs.iter().filter(move |o| c.slows(o.i, o.j)))
+                .filter_map(|o| base[o.class].map(|b| o.y - b))
+                .collect();
+            judge(s, &x, thr)
+        })
+        .collect()
+}
+
+/// What a verdict is about, whatever its kind: nodes and dimension.
+type Identity = (Vec<u32>, Option<u32>);
+
+/// Order of kinds in a merged list.
+fn kind_order(kind: &str) -> u8 {
+    match kind {
+        "node" => 0,
+        "dimension" => 1,
+        "link" => 2,
+        "contention" => 3,
+        _ => 4,
+    }
+}
+
+/// How strongly a verdict backs its kind: a confirmed fault, then contention, then an
+/// unconfirmed fault.
+fn strength(v: &Verdict) -> u8 {
+    match (v.kind.as_str(), v.confirmed) {
+        ("contention", _) => 1,
+        (_, true) => 0,
+        (_, false) => 2,
+    }
+}
+
+/// One verdict per suspect (nodes and dimension) over every size: the strongest kind wins
+/// (a confirmed node, link or dimension fault over contention over an unconfirmed fault),
+/// with the largest factor among the verdicts of that kind and every size the suspect
+/// appeared at. Ordered node, dimension, link, contention, then by factor, largest first.
+pub fn merge_sizes(per_size: Vec<(u64, Vec<Verdict>)>) -> Vec<Verdict> {
+    let mut groups: BTreeMap<Identity, Vec<(u64, Verdict)>> = BTreeMap::new();
+    for (size, vs) in per_size {
+        for v in vs {
+            groups
+                .entry((v.nodes.clone(), v.dimension))
+                .or_default()
+                .push((size, v));
+        }
+    }
+    let mut out: Vec<Verdict> = Vec::with_capacity(groups.len());
+    for (_, g) in groups {
+        let Some(best) = g.iter().map(|(_, v)| strength(v)).min() else {
+            continue;
+        };
+        let top = g
+            .iter()
+            .map(|(_, v)| v)
+            .filter(|v| strength(v) == best)
+            .max_by(|a, b| a.factor.value.total_cmp(&b.factor.value));
+        let Some(top) = top else { continue };
+        let mut sizes: Vec<u64> = g.iter().map(|(s, _)| *s).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        out.push(Verdict {
+            sizes,
+            ..top.clone()
+        });
+    }
+    out.sort_by(|a, b| {
+        kind_order(&a.kind)
+            .cmp(&kind_order(&b.kind))
+            .then(b.factor.value.total_cmp(&a.factor.value))
+            .then_with(|| (&a.nodes, a.dimension).cmp(&(&b.nodes, b.dimension)))
+    });
+    out
+}

@@ -1,0 +1,378 @@
+//! All-pairs attribution: which node, link or hypercube dimension makes a matrix of
+//! ping-pong cells slow (beyond the seeds).
+//!
+//! `commbench allpairs` measures every ordered pair `i -> j` (`i` times the ping-pong) with
+//! the method of Luecke et al. 2009 at each size. A cell's round trip uses the route
+//! `i -> j` *and* the route `j -> i`. For one size, [`fit`] turns the matrix into:
+//!
+//! 1. **Tukey's median polish** (Tukey 1977, *Exploratory Data Analysis*, ch. 11) of the log
+//!    of each cell's median, `y_ij = m + s_i + r_j + c_class(ij) + e_ij`: sender, receiver and
+//!    pair-class effects (same host / across hosts, or hop count on a hypercube), and a robust
+//!    z per cell, `e / max(1.4826 MAD(e), ln(min_factor) / z)`. mpiGraph's per-row and
+//!    per-column averages are a cruder form of `s_i` and `r_j`.
+//! 2. **Attribution by tested explanations, most general first.** The polish alone
+//!    misattributes on a hypercube (a slow dimension-0 channel slows half of each end
+//!    node's pairs and moves its row median), so each candidate explanation is tested on the
+//!    cells it would slow, on their *excess* over what a healthy cell of their class costs
+//!    (a low quantile of the class's unexplained cells; on the hypercube also a repeated
+//!    median line in the hop count, since store-and-forward time grows linearly with hops).
+//!    Dimensions (a within-class contrast of crossing against non-crossing pairs), then nodes
+//!    (most of their pairs slow), then links (most of a channel's pairs slow; on hosts, one
+//!    pair both ways slow). Cells an accepted candidate explains leave later tests; the
+//!    baseline and the explanations are iterated until they agree.
+//! 3. **Serial confirmation** ([`retest_pairs`], [`verdicts`]): LinkTest retests the worst
+//!    connections one at a time and ClusterKit retests bad pairs in halving rounds, to tell
+//!    a faulty link from contention. Here each suspect gets a few pairs re-measured alone: a
+//!    suspect still slow alone is confirmed as a node, link or dimension fault; one that is
+//!    fine alone is "contention". [`merge_sizes`] gathers the verdicts of every size.
+//!
+//! Nothing here does I/O: the caller measures, this module only judges.
+
+mod confirm;
+mod explain;
+mod geometry;
+mod polish;
+#[cfg(test)]
+mod tests;
+
+pub use confirm::{merge_sizes, retest_pairs, verdicts, REFERENCES_PER_CLASS};
+
+use commbench_core::stats::{median, sort_samples};
+use commbench_core::transport::error::{Error, Result};
+use geometry::Geometry;
+use serde::{Deserialize, Serialize};
+
+/// One measured ordered pair at one size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellObs {
+    /// The rank that timed the ping-pong.
+    pub source: u32,
+    /// Its partner.
+    pub dest: u32,
+    /// One-way times in microseconds, sorted ascending.
+    pub one_way_us: Vec<f64>,
+}
+
+/// What is known of where ranks sit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Topology {
+    /// Host name per rank (index = rank). Pairs on one host and pairs across hosts are kept
+    /// apart (two pair classes).
+    Hosts(Vec<String>),
+    /// The simulator's 2^d hypercube with e-cube routing (lowest differing dimension first; a
+    /// message from i to j crosses, in increasing order, every dimension k where bit k of
+    /// i^j is set; the node where it crosses k is (j's bits below k, i's bits from k up)).
+    /// Rank r is node r. Pair class = hop distance popcount(i^j).
+    Hypercube {
+        /// d: 2^d nodes.
+        dimensions: u32,
+    },
+}
+
+/// How slow a cell must be to count as slow.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Rule {
+    /// Robust z a slow cell must exceed (3.5, the modified z-score rule of Iglewicz and
+    /// Hoaglin).
+    pub z: f64,
+    /// Smallest slowdown ever called slow (1.25: 25 % slower), whatever the noise.
+    pub min_factor: f64,
+}
+
+impl Default for Rule {
+    fn default() -> Self {
+        Rule {
+            z: 3.5,
+            min_factor: 1.25,
+        }
+    }
+}
+
+/// A slowdown factor with its 95 % confidence interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// Point estimate (1 = as fast as a healthy cell of the class).
+    pub value: f64,
+    /// Lower end of the interval.
+    pub lo: f64,
+    /// Upper end of the interval.
+    pub hi: f64,
+}
+
+/// One pair class of the fit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassEffect {
+    /// 0 same host / 1 across hosts, or the hop count on a hypercube.
+    pub class: u32,
+    /// "same host", "across hosts", "1 hop", "2 hops", ...
+    pub label: String,
+    /// Additive effect on log time in the polish.
+    pub effect: f64,
+    /// Cells of the class in the matrix.
+    pub cells: usize,
+    /// What a healthy cell of the class costs, one way, in us (`None` when it cannot be
+    /// told: no cell of the class and no line to extrapolate).
+    #[serde(default)]
+    pub baseline_us: Option<f64>,
+}
+
+/// The fit of one cell, aligned with the input cells. Serialised compactly:
+/// `{"i":source,"j":dest,"e":residual,"z":z,"x":excess}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CellFit {
+    /// Timing rank.
+    #[serde(rename = "i")]
+    pub source: u32,
+    /// Partner.
+    #[serde(rename = "j")]
+    pub dest: u32,
+    /// Polish residual of log time.
+    #[serde(rename = "e")]
+    pub residual: f64,
+    /// Robust z of the residual.
+    pub z: f64,
+    /// Log time over the class baseline (ln of the slowdown factor).
+    #[serde(rename = "x")]
+    pub excess: f64,
+}
+
+/// An accepted explanation of slow cells.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Suspect {
+    /// "dimension", "node" or "link".
+    pub kind: String,
+    /// The node (node), the two ends, lower first (link), none (dimension).
+    pub nodes: Vec<u32>,
+    /// The dimension (dimension, hypercube link).
+    #[serde(default)]
+    pub dimension: Option<u32>,
+    /// Median slowdown of the cells its test used, with a 95 % CI of that median.
+    pub factor: Estimate,
+    /// Cells its test used.
+    pub cells: usize,
+    /// One human sentence.
+    pub evidence: String,
+}
+
+/// Median polish and attribution of one size's all-pairs matrix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fit {
+    /// Ranks.
+    pub n: u32,
+    /// Topology the classes and routes come from.
+    pub topology: Topology,
+    /// Common log time (ln us).
+    pub m: f64,
+    /// Sender effects on log time, per rank (0 for a rank that timed no cell).
+    pub sender: Vec<f64>,
+    /// Receiver effects on log time, per rank.
+    pub receiver: Vec<f64>,
+    /// Class effects and healthy baselines.
+    pub classes: Vec<ClassEffect>,
+    /// Per-cell residual, z and excess, in input order.
+    pub cells: Vec<CellFit>,
+    /// Polish sweeps done.
+    pub sweeps: u32,
+    /// Scale of the z (floored `1.4826 MAD` of the residuals).
+    pub scale: f64,
+    /// Noise scale the threshold uses: the smaller of `scale` and the spread of
+    /// `y_ij - y_ji` (a pair measured from either end uses the same routes) over `sqrt 2`,
+    /// floored like `scale`.
+    pub noise: f64,
+    /// Log excess over which a cell is slow: `max(z * noise, ln min_factor)`.
+    pub thr: f64,
+    /// Accepted explanations, dimensions first, then nodes, then links.
+    pub suspects: Vec<Suspect>,
+}
+
+/// One suspect after serial confirmation (or without it), over one or more sizes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// "node", "link", "dimension" or "contention" (slow under load, fine alone).
+    pub kind: String,
+    /// As in [`Suspect::nodes`].
+    pub nodes: Vec<u32>,
+    /// As in [`Suspect::dimension`].
+    #[serde(default)]
+    pub dimension: Option<u32>,
+    /// Slowdown: from the retest when confirmed, else from the all-pairs run.
+    pub factor: Estimate,
+    /// One human sentence.
+    pub evidence: String,
+    /// Whether a serial retest backs the kind.
+    #[serde(default)]
+    pub confirmed: bool,
+    /// Message sizes (bytes) the verdict holds at, filled by [`merge_sizes`].
+    #[serde(default)]
+    pub sizes: Vec<u64>,
+}
+
+/// 1.4826 MAD is the standard deviation of normal data.
+const MAD_TO_SD: f64 = 1.4826;
+
+/// Fewest mirrored pairs (both `i -> j` and `j -> i`) for the noise scale from mirrors.
+const MIN_MIRRORS: usize = 6;
+
+/// A validated cell: ends, log median time, class index.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Obs {
+    pub i: u32,
+    pub j: u32,
+    pub y: f64,
+    pub class: usize,
+}
+
+fn check_rule(rule: &Rule) -> Result<()> {
+    if !(rule.z.is_finite() && rule.z > 0.0) {
+        return Err(Error::Invalid(format!(
+            "rule z = {}: must be finite and above 0",
+            rule.z
+        )));
+    }
+    if !(rule.min_factor.is_finite() && rule.min_factor > 1.0) {
+        return Err(Error::Invalid(format!(
+            "rule min_factor = {}: must be finite and above 1",
+            rule.min_factor
+        )));
+    }
+    Ok(())
+}
+
+/// ln of the median of a cell's times; `None` when empty or not all finite and positive.
+pub(super) fn log_median(times: &[f64]) -> Option<f64> {
+    if times.is_empty() || times.iter().any(|t| !(t.is_finite() && *t > 0.0)) {
+        return None;
+    }
+    let mut v = times.to_vec();
+    sort_samples(&mut v);
+    median(&v).map(f64::ln)
+}
+
+/// Validates the cells (ranks in range, no self pair, no duplicate, usable times).
+fn observe(n: u32, geo: &Geometry, cells: &[CellObs]) -> Result<Vec<Obs>> {
+    if n < 2 {
+        return Err(Error::Invalid(format!(
+            "{n} ranks: all-pairs needs at least 2"
+        )));
+    }
+    if cells.is_empty() {
+        return Err(Error::Invalid("no measured pair to analyse".to_string()));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(cells.len());
+    let mut out = Vec::with_capacity(cells.len());
+    for c in cells {
+        let (i, j) = (c.source, c.dest);
+        if i >= n || j >= n || i == j {
+            return Err(Error::Invalid(format!(
+                "pair {i} -> {j}: ranks must differ and be below {n}"
+            )));
+        }
+        if !seen.insert((i, j)) {
+            return Err(Error::Invalid(format!("pair {i} -> {j} appears twice")));
+        }
+        let y = log_median(&c.one_way_us).ok_or_else(|| {
+            Error::Invalid(format!(
+                "pair {i} -> {j}: its times must be a non-empty list of finite positive values"
+            ))
+        })?;
+        out.push(Obs {
+            i,
+            j,
+            y,
+            class: geo.class_of(i, j),
+        });
+    }
+    Ok(out)
+}
+
+/// `1.4826 MAD` of `v` (about its median); `None` when empty.
+fn robust_sd(v: &[f64]) -> Option<f64> {
+    let mut s = v.to_vec();
+    sort_samples(&mut s);
+    let med = median(&s)?;
+    let mut dev: Vec<f64> = s.iter().map(|x| (x - med).abs()).collect();
+    sort_samples(&mut dev);
+    median(&dev).map(|m| MAD_TO_SD * m)
+}
+
+/// Noise from mirrored pairs: `1.4826 MAD(y_ij - y_ji) / sqrt 2`, or `None` with fewer than
+/// [`MIN_MIRRORS`] mirrored pairs.
+fn mirror_sd(obs: &[Obs]) -> Option<f64> {
+    let by: std::collections::HashMap<(u32, u32), f64> =
+        obs.iter().map(|o| ((o.i, o.j), o.y)).collect();
+    let d: Vec<f64> = obs
+        .iter()
+        .filter(|o| o.i < o.j)
+        .filter_map(|o| by.get(&(o.j, o.i)).map(|y| o.y - y))
+        .collect();
+    if d.len() < MIN_MIRRORS {
+        return None;
+    }
+    robust_sd(&d).map(|s| s / std::f64::consts::SQRT_2)
+}
+
+/// Median polish and attribution of one size's matrix of `n` ranks.
+///
+/// `cells` may be incomplete (an interrupted run; `i -> i` never exists). Errors on fewer than
+/// 2 ranks, no cell, a pair out of range, repeated or with `i == j`, a cell without finite
+/// positive times, a topology that cannot hold `n` ranks, or a rule with `z <= 0` or
+/// `min_factor <= 1`.
+pub fn fit(n: u32, topo: &Topology, cells: &[CellObs], rule: &Rule) -> Result<Fit> {
+    check_rule(rule)?;
+    let geo = Geometry::new(n, topo)?;
+    let obs = observe(n, &geo, cells)?;
+    let y: Vec<f64> = obs.iter().map(|o| o.y).collect();
+    let rows: Vec<usize> = obs.iter().map(|o| o.i as usize).collect();
+    let cols: Vec<usize> = obs.iter().map(|o| o.j as usize).collect();
+    let cls: Vec<usize> = obs.iter().map(|o| o.class).collect();
+    let p = polish::median_polish(&y, &rows, &cols, &cls, n as usize, geo.class_count());
+    let floor = rule.min_factor.ln() / rule.z;
+    let scale = robust_sd(&p.resid).unwrap_or(0.0).max(floor);
+    let noise = mirror_sd(&obs).map_or(scale, |s| s.max(floor).min(scale));
+    let thr = (rule.z * noise).max(rule.min_factor.ln());
+    let z: Vec<f64> = p.resid.iter().map(|e| e / scale).collect();
+    let ex = explain::explain(&explain::Input {
+        geo: &geo,
+        n,
+        obs: &obs,
+        z: &z,
+        rule_z: rule.z,
+        thr,
+        scale,
+    });
+    let classes = (0..geo.class_count())
+        .filter(|&c| cls.contains(&c) || ex.baseline[c].is_some())
+        .map(|c| ClassEffect {
+            class: geo.class_id(c),
+            label: geo.class_label(c),
+            effect: p.class[c],
+            cells: cls.iter().filter(|&&k| k == c).count(),
+            baseline_us: ex.baseline[c].map(f64::exp),
+        })
+        .collect();
+    let cells = obs
+        .iter()
+        .enumerate()
+        .map(|(c, o)| CellFit {
+            source: o.i,
+            dest: o.j,
+            residual: p.resid[c],
+            z: z[c],
+            excess: ex.excess[c],
+        })
+        .collect();
+    Ok(Fit {
+        n,
+        topology: topo.clone(),
+        m: p.m,
+        sender: p.row,
+        receiver: p.col,
+        classes,
+        cells,
+        sweeps: p.sweeps,
+        scale,
+        noise,
+        thr,
+        suspects: ex.suspects,
+    })
+}

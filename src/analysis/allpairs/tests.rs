@@ -1,0 +1,695 @@
+//! Ground truth: matrices synthesised from a model machine with injected faults, checked for
+//! precision and recall of the attribution.
+
+use super::geometry;
+use super::*;
+use commbench_core::stats::Xoshiro256;
+
+fn unit(r: &mut Xoshiro256) -> f64 {
+    (r.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// An injected fault with its factor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fault {
+    /// Cells with the node as an end x f; cells forwarded through it pay (f - 1) b per pass
+    /// (half of it one way).
+    Node(u32, f64),
+    /// Cells routed over the channel (lower end, dimension) pay (f - 1) x the healthy 1-hop
+    /// time.
+    Channel(u32, u32, f64),
+    /// Cells crossing the dimension pay (f - 1) x the healthy 1-hop time.
+    Dim(u32, f64),
+}
+
+/// A hypercube whose healthy one-way time is `a + b hops`.
+struct Cube {
+    d: u32,
+    a: f64,
+    b: f64,
+    faults: Vec<Fault>,
+}
+
+impl Cube {
+    fn time(&self, i: u32, j: u32) -> f64 {
+        let t1 = self.a + self.b;
+        let mut t = self.a + self.b * f64::from((i ^ j).count_ones());
+        for f in &self.faults {
+            match *f {
+                Fault::Channel(l, k, f) if geometry::channels(i, j).contains(&(l, k)) => {
+                    t += (f - 1.0) * t1
+                }
+                Fault::Dim(k, f) if geometry::crosses(i, j, k) => t += (f - 1.0) * t1,
+                Fault::Node(k, f) => {
+                    let mut passes = 0;
+                    for (s, e) in [(i, j), (j, i)] {
+                        geometry::route(s, e, |from, _| {
+                            passes += u32::from(from != s && from == k)
+                        });
+                    }
+                    t += (f - 1.0) * self.b * f64::from(passes) / 2.0;
+                }
+                _ => {}
+            }
+        }
+        for f in &self.faults {
+            if let Fault::Node(k, f) = *f {
+                if i == k || j == k {
+                    t *= f;
+                }
+            }
+        }
+        t
+    }
+}
+
+/// Trials of `t` with uniform multiplicative noise of +-`noise`, sorted.
+fn trials(t: f64, noise: f64, count: usize, rng: &mut Xoshiro256) -> Vec<f64> {
+    let mut v: Vec<f64> = (0..count)
+        .map(|_| t * (1.0 + noise * (2.0 * unit(rng) - 1.0)))
+        .collect();
+    sort_samples(&mut v);
+    v
+}
+
+/// Every ordered pair of `n` ranks timed by `time`, each kept with probability `1 - drop`.
+fn matrix(
+    n: u32,
+    time: impl Fn(u32, u32) -> f64,
+    noise: f64,
+    drop: f64,
+    rng: &mut Xoshiro256,
+) -> Vec<CellObs> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        for j in (0..n).filter(|&j| j != i) {
+            let one_way_us = trials(time(i, j), noise, 5, rng);
+            if unit(rng) >= drop {
+                out.push(CellObs {
+                    source: i,
+                    dest: j,
+                    one_way_us,
+                });
+            }
+        }
+    }
+    out
+}
+
+fn compatible(have: &[Fault], c: Fault) -> bool {
+    let ends = |l: u32, k: u32| [l, l ^ (1 << k)];
+    have.iter().all(|&e| match (e, c) {
+        (Fault::Node(a, _), Fault::Node(b, _)) => a != b,
+        (Fault::Dim(a, _), Fault::Dim(b, _)) => a != b,
+        (Fault::Node(a, _), Fault::Channel(l, k, _))
+        | (Fault::Channel(l, k, _), Fault::Node(a, _)) => !ends(l, k).contains(&a),
+        (Fault::Channel(_, k, _), Fault::Dim(q, _))
+        | (Fault::Dim(q, _), Fault::Channel(_, k, _)) => k != q,
+        (Fault::Channel(l, k, _), Fault::Channel(m, q, _)) => {
+            ends(l, k).iter().all(|x| !ends(m, q).contains(x))
+        }
+        (Fault::Node(..), Fault::Dim(..)) | (Fault::Dim(..), Fault::Node(..)) => true,
+    })
+}
+
+/// One or two faults of random kinds, factors in [2, 6].
+fn draw_faults(d: u32, rng: &mut Xoshiro256) -> Vec<Fault> {
+    let count = 1 + rng.below(2);
+    let n = 1usize << d;
+    let mut out = Vec::new();
+    while out.len() < count {
+        let f = 2.0 + 4.0 * unit(rng);
+        let c = match rng.below(3) {
+            0 => Fault::Node(rng.below(n) as u32, f),
+            1 => {
+                let k = rng.below(d as usize) as u32;
+                Fault::Channel(rng.below(n) as u32 & !(1 << k), k, f)
+            }
+            _ => Fault::Dim(rng.below(d as usize) as u32, f),
+        };
+        if compatible(&out, c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// (kind, nodes, dimension) of a suspect or verdict, for set comparison.
+type Key = (String, Vec<u32>, Option<u32>);
+
+fn expected(faults: &[Fault]) -> Vec<Key> {
+    let mut v: Vec<Key> = faults
+        .iter()
+        .map(|f| match *f {
+            Fault::Node(k, _) => ("node".to_string(), vec![k], None),
+            Fault::Channel(l, k, _) => ("link".to_string(), vec![l, l ^ (1 << k)], Some(k)),
+            Fault::Dim(k, _) => ("dimension".to_string(), vec![], Some(k)),
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn found(fit: &Fit) -> Vec<Key> {
+    let mut v: Vec<Key> = fit
+        .suspects
+        .iter()
+        .map(|s| (s.kind.clone(), s.nodes.clone(), s.dimension))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A random case: `a` in [1, 4], `b` in [0.2, 1], one or two faults, +-2 % noise, a share
+/// `drop` of the cells missing and a share `stray` slowed x1.5..x3 at random (contention).
+fn cube_case(seed: u64, d: u32, drop: f64, stray: f64) -> (Cube, Vec<CellObs>) {
+    let mut rng = Xoshiro256::new(seed);
+    let a = 1.0 + 3.0 * unit(&mut rng);
+    let b = 0.2 + 0.8 * unit(&mut rng);
+    let faults = draw_faults(d, &mut rng);
+    let cube = Cube { d, a, b, faults };
+    let mut cells = matrix(1 << cube.d, |i, j| cube.time(i, j), 0.02, drop, &mut rng);
+    for c in cells.iter_mut() {
+        if unit(&mut rng) < stray {
+            let f = 1.5 + 1.5 * unit(&mut rng);
+            c.one_way_us.iter_mut().for_each(|t| *t *= f);
+        }
+    }
+    (cube, cells)
+}
+
+fn topo(d: u32) -> Topology {
+    Topology::Hypercube { dimensions: d }
+}
+
+#[test]
+fn injected_hypercube_faults_are_found_exactly() {
+    let mut failures = Vec::new();
+    let mut kinds = std::collections::BTreeSet::new();
+    for case in 0..36u64 {
+        let d = 4 + (case % 3) as u32;
+        let (cube, cells) = cube_case(0xA11 + case, d, 0.0, 0.0);
+        let fit = fit(1 << d, &topo(d), &cells, &Rule::default()).expect("fit");
+        let want = expected(&cube.faults);
+        kinds.extend(want.iter().map(|k| k.0.clone()));
+        if found(&fit) != want {
+            failures.push(format!(
+                "case {case} d={d} a={:.2} b={:.2} {:?}: found {:?}",
+                cube.a, cube.b, cube.faults, fit.suspects
+            ));
+        }
+        for s in &fit.suspects {
+            assert!(
+                s.factor.lo <= s.factor.value && s.factor.value <= s.factor.hi,
+                "{s:?}"
+            );
+            assert!(s.factor.value > 1.25 && s.factor.value < 6.5, "{s:?}");
+        }
+    }
+    assert_eq!(kinds.len(), 3, "every kind injected");
+    assert!(
+        failures.is_empty(),
+        "{} of 36 cases wrong:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn a_node_beside_a_slow_dimension_0_channel_is_not_blamed() {
+    // The polish moves row 4's median (half of node 4's pairs use the channel); the
+    // attribution must name the channel alone.
+    let cube = Cube {
+        d: 4,
+        a: 2.0,
+        b: 0.5,
+        faults: vec![Fault::Channel(4, 0, 3.0)],
+    };
+    let mut rng = Xoshiro256::new(7);
+    let cells = matrix(16, |i, j| cube.time(i, j), 0.02, 0.0, &mut rng);
+    let fit = fit(16, &topo(4), &cells, &Rule::default()).unwrap();
+    assert_eq!(found(&fit), expected(&cube.faults), "{:?}", fit.suspects);
+    assert!(
+        fit.suspects[0]
+            .evidence
+            .contains("channel 4-5 (dimension 0)"),
+        "{}",
+        fit.suspects[0].evidence
+    );
+}
+
+#[test]
+fn an_incomplete_matrix_still_names_the_faults() {
+    for case in 0..6u64 {
+        let d = 4 + (case % 3) as u32;
+        let (cube, cells) = cube_case(0xD0 + case, d, 0.2, 0.0);
+        let fit = fit(1 << d, &topo(d), &cells, &Rule::default()).unwrap();
+        assert_eq!(
+            found(&fit),
+            expected(&cube.faults),
+            "case {case} {:?}",
+            cube.faults
+        );
+        assert_eq!(fit.cells.len(), cells.len());
+        assert!(fit
+            .cells
+            .iter()
+            .zip(&cells)
+            .all(|(f, c)| (f.source, f.dest) == (c.source, c.dest)));
+    }
+}
+
+#[test]
+fn stray_slow_cells_with_missing_cells_do_not_fool_the_attribution() {
+    // 10 % of the cells slowed x1.5..x3 at random (contention) and 20 % missing.
+    let mut failures = Vec::new();
+    for case in 0..15u64 {
+        let d = 4 + (case % 3) as u32;
+        let (cube, cells) = cube_case(0x57_0000 + case, d, 0.2, 0.1);
+        let fit = fit(1 << d, &topo(d), &cells, &Rule::default()).unwrap();
+        if found(&fit) != expected(&cube.faults) {
+            failures.push(format!(
+                "case {case}: {:?} found {:?}",
+                cube.faults,
+                found(&fit)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // And a healthy machine under the same stray slowdowns.
+    let cube = Cube {
+        d: 5,
+        a: 2.0,
+        b: 0.5,
+        faults: vec![],
+    };
+    let mut rng = Xoshiro256::new(0x57);
+    let mut cells = matrix(32, |i, j| cube.time(i, j), 0.02, 0.2, &mut rng);
+    for c in cells.iter_mut().filter(|_| unit(&mut rng) < 0.1) {
+        c.one_way_us.iter_mut().for_each(|t| *t *= 2.0);
+    }
+    assert!(fit(32, &topo(5), &cells, &Rule::default())
+        .unwrap()
+        .suspects
+        .is_empty());
+}
+
+#[test]
+fn a_healthy_hypercube_without_jitter_flags_nothing() {
+    let cube = Cube {
+        d: 5,
+        a: 1.5,
+        b: 0.4,
+        faults: vec![],
+    };
+    let mut rng = Xoshiro256::new(1);
+    let cells = matrix(32, |i, j| cube.time(i, j), 0.0, 0.0, &mut rng);
+    let fit = fit(32, &topo(5), &cells, &Rule::default()).unwrap();
+    assert!(fit.suspects.is_empty(), "{:?}", fit.suspects);
+    assert!((fit.thr - 1.25f64.ln()).abs() < 1e-12);
+    assert!(fit
+        .cells
+        .iter()
+        .all(|c| c.z.abs() < 1e-6 && c.excess.abs() < 1e-9));
+    let b3 = fit
+        .classes
+        .iter()
+        .find(|c| c.class == 3)
+        .and_then(|c| c.baseline_us)
+        .unwrap();
+    assert!((b3 - (1.5 + 3.0 * 0.4)).abs() < 1e-9);
+    assert_eq!(fit.classes[2].label, "3 hops");
+}
+
+fn hosts(names: &[&str]) -> Topology {
+    Topology::Hosts(names.iter().map(|s| s.to_string()).collect())
+}
+
+/// One host per rank, healthy time `t0` x noise, with `time` overriding.
+fn host_cells(n: u32, seed: u64, noise: f64, time: impl Fn(u32, u32) -> f64) -> Vec<CellObs> {
+    let mut rng = Xoshiro256::new(seed);
+    matrix(n, time, noise, 0.0, &mut rng)
+}
+
+fn names(n: u32) -> Vec<String> {
+    (0..n).map(|k| format!("h{k:02}")).collect()
+}
+
+#[test]
+fn hosts_one_slow_host_is_one_node_verdict() {
+    for (n, seed) in [(4u32, 1u64), (4, 2), (8, 3), (8, 4)] {
+        let slow = (seed as u32 * 3) % n;
+        let base = |i: u32, j: u32| 5.0 + 0.1 * f64::from((i * 7 + j * 3) % 5);
+        let cells = host_cells(n, seed, 0.02, |i, j| {
+            base(i, j) * if i == slow || j == slow { 3.0 } else { 1.0 }
+        });
+        let fit = fit(n, &Topology::Hosts(names(n)), &cells, &Rule::default()).unwrap();
+        assert_eq!(
+            found(&fit),
+            vec![("node".to_string(), vec![slow], None)],
+            "n={n}: {:?}",
+            fit.suspects
+        );
+        let f = fit.suspects[0].factor;
+        assert!(
+            f.lo < 3.3 && f.hi > 2.7 && (f.value - 3.0).abs() < 0.3,
+            "{f:?}"
+        );
+        assert!(fit.suspects[0]
+            .evidence
+            .contains(&format!("host h{slow:02}")));
+    }
+}
+
+#[test]
+fn hosts_one_slow_pair_is_one_link_verdict() {
+    for (n, seed) in [(4u32, 11u64), (8, 12), (8, 13)] {
+        let (p, q) = (seed as u32 % n, (seed as u32 + 2) % n);
+        let pair = (p.min(q), p.max(q));
+        let cells = host_cells(n, seed, 0.02, |i, j| {
+            if (i.min(j), i.max(j)) == pair {
+                15.0
+            } else {
+                5.0
+            }
+        });
+        let fit = fit(n, &Topology::Hosts(names(n)), &cells, &Rule::default()).unwrap();
+        assert_eq!(
+            found(&fit),
+            vec![("link".to_string(), vec![pair.0, pair.1], None)],
+            "n={n}: {:?}",
+            fit.suspects
+        );
+    }
+}
+
+#[test]
+fn healthy_hosts_with_noise_or_fast_same_host_pairs_flag_nothing() {
+    for seed in 0..8u64 {
+        let n = if seed % 2 == 0 { 4 } else { 8 };
+        let cells = host_cells(n, seed, 0.05, |_, _| 5.0);
+        let fit = fit(n, &Topology::Hosts(names(n)), &cells, &Rule::default()).unwrap();
+        assert!(fit.suspects.is_empty(), "seed {seed}: {:?}", fit.suspects);
+    }
+    // Two ranks per host: pairs on one host 10x faster, a class of their own.
+    let t = hosts(&["a", "a", "b", "b", "c", "c", "d", "d"]);
+    let cells = host_cells(8, 99, 0.05, |i, j| if i / 2 == j / 2 { 0.5 } else { 5.0 });
+    let fit = fit(8, &t, &cells, &Rule::default()).unwrap();
+    assert!(fit.suspects.is_empty(), "{:?}", fit.suspects);
+    let labels: Vec<&str> = fit.classes.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(labels, ["same host", "across hosts"]);
+    assert!(fit.classes[1].effect - fit.classes[0].effect > 2.0);
+}
+
+fn slow_node_fit() -> (Fit, Cube) {
+    let cube = Cube {
+        d: 4,
+        a: 2.0,
+        b: 0.5,
+        faults: vec![Fault::Node(5, 3.0)],
+    };
+    let mut rng = Xoshiro256::new(21);
+    let cells = matrix(16, |i, j| cube.time(i, j), 0.02, 0.0, &mut rng);
+    (fit(16, &topo(4), &cells, &Rule::default()).unwrap(), cube)
+}
+
+fn measure(pairs: &[(u32, u32)], time: impl Fn(u32, u32) -> f64) -> Vec<CellObs> {
+    let mut rng = Xoshiro256::new(5);
+    pairs
+        .iter()
+        .map(|&(a, b)| CellObs {
+            source: a,
+            dest: b,
+            one_way_us: trials(time(a, b), 0.02, 9, &mut rng),
+        })
+        .collect()
+}
+
+#[test]
+fn retest_fine_alone_is_contention_and_slow_alone_is_confirmed() {
+    let (fit, cube) = slow_node_fit();
+    assert_eq!(found(&fit), expected(&cube.faults));
+    let pairs = retest_pairs(&fit, 3);
+    assert!(
+        pairs.iter().take(3).all(|&(a, b)| a == 5 || b == 5),
+        "{pairs:?}"
+    );
+    assert!(pairs.len() > 3, "reference pairs follow: {pairs:?}");
+    assert!(pairs.iter().skip(3).all(|&(a, b)| a != 5 && b != 5));
+    assert_eq!(pairs, retest_pairs(&fit, 3), "deterministic");
+
+    let healthy = Cube {
+        faults: vec![],
+        ..cube
+    };
+    let fine = verdicts(
+        &fit,
+        &measure(&pairs, |i, j| healthy.time(i, j)),
+        &Rule::default(),
+    );
+    assert_eq!(fine.len(), 1);
+    assert_eq!(
+        (
+            fine[0].kind.as_str(),
+            fine[0].nodes.as_slice(),
+            fine[0].confirmed
+        ),
+        ("contention", &[5u32][..], true)
+    );
+
+    let slow = Cube {
+        faults: vec![Fault::Node(5, 3.0)],
+        ..healthy
+    };
+    let still = verdicts(
+        &fit,
+        &measure(&pairs, |i, j| slow.time(i, j)),
+        &Rule::default(),
+    );
+    assert_eq!((still[0].kind.as_str(), still[0].confirmed), ("node", true));
+    assert!((still[0].factor.value - 3.0).abs() < 0.3, "{:?}", still[0]);
+
+    let none = verdicts(&fit, &[], &Rule::default());
+    assert_eq!((none[0].kind.as_str(), none[0].confirmed), ("node", false));
+    assert!(none[0].evidence.contains("not retested"));
+}
+
+#[test]
+fn retest_pairs_of_a_channel_start_with_its_own_pair() {
+    let cube = Cube {
+        d: 4,
+        a: 2.0,
+        b: 0.5,
+        faults: vec![Fault::Channel(8, 1, 4.0), Fault::Dim(3, 3.0)],
+    };
+    let mut rng = Xoshiro256::new(3);
+    let cells = matrix(16, |i, j| cube.time(i, j), 0.02, 0.0, &mut rng);
+    let fit = fit(16, &topo(4), &cells, &Rule::default()).unwrap();
+    assert_eq!(found(&fit), expected(&cube.faults), "{:?}", fit.suspects);
+    let pairs = retest_pairs(&fit, 4);
+    // Dimension 3 first: neighbour pairs across it, none with an end of the slow channel.
+    assert_eq!(pairs[..4], [(1, 9), (3, 11), (4, 12), (5, 13)]);
+    let link = pairs
+        .iter()
+        .position(|&p| p == (8, 10))
+        .expect("the channel's own pair");
+    for &(a, b) in &pairs[link..link + 4] {
+        assert!(
+            geometry::channels(a, b).contains(&(8, 1)),
+            "({a}, {b}) uses the channel"
+        );
+    }
+    let mut dedup = pairs.clone();
+    dedup.sort_unstable();
+    dedup.dedup();
+    assert_eq!(dedup.len(), pairs.len());
+    assert!(retest_pairs(&fit, 0).is_empty());
+}
+
+#[test]
+fn a_healthy_machine_gets_no_verdict() {
+    let cells = host_cells(6, 4, 0.03, |_, _| 3.0);
+    let fit = fit(6, &Topology::Hosts(names(6)), &cells, &Rule::default()).unwrap();
+    assert!(retest_pairs(&fit, 4).is_empty());
+    assert!(verdicts(&fit, &cells, &Rule::default()).is_empty());
+}
+
+#[test]
+fn bad_input_is_an_error_not_a_panic() {
+    let ok = |s: u32, d: u32| CellObs {
+        source: s,
+        dest: d,
+        one_way_us: vec![1.0, 2.0],
+    };
+    let t = Topology::Hosts(names(3));
+    let r = Rule::default();
+    let nan = CellObs {
+        source: 0,
+        dest: 1,
+        one_way_us: vec![1.0, f64::NAN],
+    };
+    let empty = CellObs {
+        source: 0,
+        dest: 1,
+        one_way_us: vec![],
+    };
+    let neg = CellObs {
+        source: 0,
+        dest: 1,
+        one_way_us: vec![-1.0],
+    };
+    for cells in [
+        vec![nan],
+        vec![empty],
+        vec![neg],
+        vec![],
+        vec![ok(0, 0)],
+        vec![ok(0, 3)],
+        vec![ok(0, 1), ok(0, 1)],
+    ] {
+        assert!(fit(3, &t, &cells, &r).is_err(), "{cells:?}");
+    }
+    assert!(fit(1, &Topology::Hosts(names(1)), &[ok(0, 1)], &r).is_err());
+    assert!(
+        fit(4, &t, &[ok(0, 1)], &r).is_err(),
+        "3 host names for 4 ranks"
+    );
+    assert!(
+        fit(9, &topo(3), &[ok(0, 1)], &r).is_err(),
+        "9 ranks on 8 nodes"
+    );
+    assert!(fit(2, &topo(40), &[ok(0, 1)], &r).is_err());
+    for bad in [
+        Rule {
+            z: f64::NAN,
+            min_factor: 1.25,
+        },
+        Rule {
+            z: 3.5,
+            min_factor: 1.0,
+        },
+        Rule {
+            z: 0.0,
+            min_factor: 2.0,
+        },
+    ] {
+        assert!(fit(3, &t, &[ok(0, 1)], &bad).is_err());
+    }
+}
+
+#[test]
+fn two_ranks_and_single_cells_work() {
+    let r = Rule::default();
+    let two = [
+        CellObs {
+            source: 0,
+            dest: 1,
+            one_way_us: vec![2.0],
+        },
+        CellObs {
+            source: 1,
+            dest: 0,
+            one_way_us: vec![9.0],
+        },
+    ];
+    let f = fit(2, &Topology::Hosts(names(2)), &two, &r).unwrap();
+    assert!(f.suspects.is_empty());
+    let f = fit(2, &topo(1), &two[..1], &r).unwrap();
+    assert!(f.suspects.is_empty() && f.cells.len() == 1);
+    assert!(verdicts(&f, &two, &r).is_empty());
+}
+
+#[test]
+fn fit_and_verdicts_round_trip_through_json_and_old_verdicts_read() {
+    let (fit, _) = slow_node_fit();
+    let text = serde_json::to_string(&fit).unwrap();
+    let back: Fit = serde_json::from_str(&text).unwrap();
+    // Same document, up to the last bit serde_json's float parsing may change.
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(
+        serde_json::to_value(&back).unwrap() == value,
+        "round trip changed the fit"
+    );
+    assert_eq!(found(&back), found(&fit));
+    assert!((back.suspects[0].factor.value - fit.suspects[0].factor.value).abs() < 1e-12);
+    assert_eq!((back.classes.len(), back.cells.len()), (4, 240));
+    assert!(text.contains(r#""i":0,"j":1,"e":"#), "compact cells");
+    let v: Verdict = serde_json::from_str(
+        r#"{"kind":"node","nodes":[3],"factor":{"value":2.0,"lo":1.8,"hi":2.2},"evidence":"x"}"#,
+    )
+    .unwrap();
+    assert!(v.dimension.is_none() && !v.confirmed && v.sizes.is_empty());
+}
+
+fn verdict(
+    kind: &str,
+    nodes: Vec<u32>,
+    dimension: Option<u32>,
+    f: f64,
+    confirmed: bool,
+) -> Verdict {
+    Verdict {
+        kind: kind.to_string(),
+        nodes,
+        dimension,
+        factor: Estimate {
+            value: f,
+            lo: f * 0.9,
+            hi: f * 1.1,
+        },
+        evidence: format!("{kind} {f}"),
+        confirmed,
+        sizes: vec![],
+    }
+}
+
+#[test]
+fn merge_keeps_the_confirmed_fault_kind_and_the_largest_factor() {
+    let merged = merge_sizes(vec![
+        (
+            8,
+            vec![
+                verdict("node", vec![3], None, 2.0, true),
+                verdict("link", vec![1, 5], None, 4.0, true),
+            ],
+        ),
+        (
+            1024,
+            vec![
+                verdict("contention", vec![3], None, 5.0, true),
+                verdict("node", vec![3], None, 2.5, true),
+            ],
+        ),
+        (
+            65536,
+            vec![
+                verdict("contention", vec![6, 7], Some(0), 3.0, true),
+                verdict("dimension", vec![], Some(2), 1.5, false),
+            ],
+        ),
+        (4, vec![verdict("contention", vec![1, 5], None, 9.0, true)]),
+    ]);
+    type Row<'a> = (&'a str, &'a [u32], Option<u32>, f64, &'a [u64]);
+    let got: Vec<Row<'_>> = merged
+        .iter()
+        .map(|v| {
+            (
+                v.kind.as_str(),
+                v.nodes.as_slice(),
+                v.dimension,
+                v.factor.value,
+                v.sizes.as_slice(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("node", &[3u32][..], None, 2.5, &[8u64, 1024][..]),
+            ("dimension", &[][..], Some(2), 1.5, &[65536][..]),
+            ("link", &[1, 5][..], None, 4.0, &[4, 8][..]),
+            ("contention", &[6, 7][..], Some(0), 3.0, &[65536][..]),
+        ]
+    );
+    assert!(merge_sizes(vec![]).is_empty());
+}

@@ -19,7 +19,8 @@
 #   benches/allpairs_netns.sh demo [--delay 2ms | --rate 10mbit] [--out DIR] [--] [options...]
 #       bridge --slow-host 2, run, down; mesh --slow-pair 1,3, run, down; each run's text
 #       summary, its JSON under DIR (default target/allpairs-netns) and, where this commbench
-#       draws one, `commbench plot --kind matrix`.
+#       draws one, `commbench plot --kind matrix`. Options after --out go to commbench
+#       (default: --sizes 8,64K --trials 50 --cpus 0, or --cpus 0,1,2,3 on 4 CPUs or more).
 #
 # COMMBENCH=path (default target/release/commbench). Everything lives in network namespaces
 # named cbap-*: cbap-h0..cbap-h3 and, for the bridge, cbap-sw; the root namespace is not
@@ -151,6 +152,7 @@ start_delayer() { # start_delayer NS DEV DELAY: delay what leaves DEV through NF
     command -v python3 >/dev/null || die "netem is missing from this kernel and the fallback delayer needs python3"
     command -v iptables >/dev/null || die "netem is missing from this kernel and the fallback delayer needs iptables (apt-get install -y iptables)"
     log="$STATE/delayer-$n.log"
+    : >"$log"
     ip netns exec "$n" python3 -c "$DELAYER_PY" 0 "$d" >"$log" 2>&1 &
     echo $! >"$STATE/delayer-$n.pid"
     for i in $(seq 50); do
@@ -403,7 +405,7 @@ cmd_down() {
 
 cmd_demo() {
     parse_slow_opts "$@"
-    local out=target/allpairs-netns slow=(--delay "$DELAY") extra=() plot=0
+    local out=target/allpairs-netns slow=(--delay "$DELAY") extra=() plot=0 cpus
     [ -z "$RATE" ] || slow=(--rate "$RATE" --burst "$BURST")
     set -- ${REST[@]+"${REST[@]}"}
     while [ $# -gt 0 ]; do
@@ -413,7 +415,13 @@ cmd_demo() {
             *) extra=("$@"); break ;;
         esac
     done
-    [ ${#extra[@]} -gt 0 ] || extra=(--sizes "8,64K" --trials 50)
+    if [ ${#extra[@]} = 0 ]; then
+        # The fake hosts share this machine's CPUs. Unpinned, the scheduler puts some pairs'
+        # two ranks on one CPU and others' on two, which moves an 8-byte time by x1.5 or more
+        # per pair and can pass for a slow node; pinned alike, every pair is placed the same.
+        if [ "$(nproc)" -ge $NH ]; then cpus=0,1,2,3; else cpus=0; fi
+        extra=(--sizes "8,64K" --trials 50 --cpus "$cpus")
+    fi
     [ -x "$B" ] || die "no binary at $B (cargo build --release, or COMMBENCH=path)"
     "$B" allpairs --help >/dev/null 2>&1 || die "$B has no allpairs command"
     if "$B" plot --help 2>/dev/null | grep -q -E '^ +- matrix'; then plot=1; fi

@@ -204,7 +204,10 @@ struct Msg {
     src: Rank,
     dest: Rank,
     tag: Tag,
+    /// The bytes it carries: all, or the first `carry_bytes`.
     data: Vec<u8>,
+    /// The message's length.
+    len: usize,
     held: u64,
     e_ns: u64,
     r_ns: u64,
@@ -509,6 +512,10 @@ impl<'c> Kernel<'c> {
         let (e_ns, r_ns, s_ns) = (t.e.ns(n), t.r.ns(n), t.s.ns(n));
         let what =
             || format!("the copy in flight of a {n}-byte message from node {src} to node {dest}");
+        let carried = self.cfg.carry_bytes.map_or(data.len(), |c| {
+            data.len().min(usize::try_from(c).unwrap_or(usize::MAX))
+        });
+        let data = &data[..carried];
         if let Some(i) = self.free_msgs.pop() {
             let m = &mut self.msgs[i as usize];
             m.data.clear();
@@ -524,19 +531,21 @@ impl<'c> Kernel<'c> {
             m.dest = dest;
             m.tag = tag;
             m.data.extend_from_slice(data);
+            m.len = n as usize;
             m.held = 0;
             m.e_ns = e_ns;
             m.r_ns = r_ns;
             m.s_ns = s_ns;
             return Ok(i);
         }
-        let mut copy = limits::try_with_capacity(n, what)?;
+        let mut copy = limits::try_with_capacity(data.len() as u64, what)?;
         copy.extend_from_slice(data);
         self.msgs.push(Msg {
             src,
             dest,
             tag,
             data: copy,
+            len: n as usize,
             held: 0,
             e_ns,
             r_ns,
@@ -612,7 +621,7 @@ impl<'c> Kernel<'c> {
     /// Message `m` meets the posted receive in slot `i` of `node`.
     fn land(&mut self, node: u32, i: usize, m: u32) {
         let msg = &self.msgs[m as usize];
-        let (src, tag, len, held) = (msg.src, msg.tag, msg.data.len(), msg.held);
+        let (src, tag, len, held) = (msg.src, msg.tag, msg.len, msg.held);
         let slot = &mut self.nodes[node as usize].reqs[i].1;
         let RState::RecvPosted { buf, .. } = slot else {
             return;
@@ -627,7 +636,8 @@ impl<'c> Kernel<'c> {
             });
             self.release(node, held);
         } else {
-            buf[..len].copy_from_slice(&self.msgs[m as usize].data);
+            let data = &self.msgs[m as usize].data;
+            buf[..data.len()].copy_from_slice(data);
             *slot = RState::RecvArrived {
                 buf,
                 peer: src,
@@ -683,7 +693,7 @@ impl<'c> Kernel<'c> {
         let v = c / self.d;
         let w = v ^ (1 << (c % self.d));
         let msg = &self.msgs[m as usize];
-        let len = msg.data.len() as u64;
+        let len = msg.len as u64;
         if w == msg.dest {
             if let Some(cap) = self.cfg.recv_buffer_bytes {
                 let dn = &mut self.nodes[w as usize];

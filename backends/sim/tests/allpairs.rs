@@ -111,3 +111,44 @@ fn named_pairs_are_measured_again_alone_with_more_trials() {
     assert!(again.iter().all(|x| x.point.trial_ns.len() == 11));
     assert_eq!(c.rounds.iter().filter(|r| r.retest).count(), 1);
 }
+
+/// Rank 0 sends `n` bytes 0, 1, 2, ... to rank 1; rank 1 returns what arrived and the
+/// virtual time from its post to the arrival.
+struct Carry {
+    n: usize,
+}
+
+impl commbench_core::Program for Carry {
+    type Output = (Vec<u8>, u64);
+    fn run<E: commbench_core::Endpoint>(&self, ep: &mut E) -> commbench_core::Result<Self::Output> {
+        use commbench_core::{Src, TagSel};
+        if ep.rank() == 0 {
+            let data: Vec<u8> = (0..self.n).map(|i| i as u8).collect();
+            ep.send(1, 7, data)?;
+            return Ok((Vec::new(), 0));
+        }
+        let t = ep.now_ns();
+        let c = ep.recv(Src::Rank(0), TagSel::Tag(7), vec![0xee; self.n])?;
+        assert_eq!(c.len, self.n);
+        Ok((c.buf, ep.now_ns() - t))
+    }
+}
+
+#[test]
+fn a_machine_carrying_a_prefix_times_as_one_carrying_all() {
+    for n in [100, 4096, 100_000] {
+        let all = run(&machine(1), &Carry { n }).unwrap();
+        let mut cfg = machine(1);
+        cfg.carry_bytes = Some(4096);
+        let some = run(&cfg, &Carry { n }).unwrap();
+        assert_eq!(all[1].1, some[1].1, "{n} bytes: the virtual time differs");
+        let sent: Vec<u8> = (0..n).map(|i| i as u8).collect();
+        assert_eq!(all[1].0, sent);
+        let kept = n.min(4096);
+        assert_eq!(some[1].0[..kept], sent[..kept], "{n} bytes: the prefix");
+        assert!(
+            some[1].0[kept..].iter().all(|&b| b == 0xee),
+            "{n} bytes: beyond it"
+        );
+    }
+}

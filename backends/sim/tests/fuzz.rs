@@ -498,6 +498,7 @@ proptest! {
             recv_buffer_bytes,
             seed,
             jitter_ns,
+            carry_bytes: None,
             spin_limit,
             stack_kib,
             faults: Vec::new(),

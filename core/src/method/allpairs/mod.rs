@@ -23,6 +23,7 @@ pub mod pair;
 pub mod schedule;
 
 use crate::method::engine::{measure_size, Collected, Kernel, KernelSpec, SizeRun, StopFlag};
+use crate::method::kernels::Pattern;
 use crate::method::timer::{self, TimerReport};
 use crate::method::{MethodConfig, PatternKind};
 use crate::transport::error::{Error, Result, ResultExt};
@@ -289,6 +290,14 @@ impl<'a> AllPairs<'a> {
     }
 }
 
+/// What every round of a rank's run shares: when the run started (rank 0's clock), this
+/// rank's `(min_ov, res_timing)`, its kernels.
+struct Ctx {
+    t0: u64,
+    timer: (i64, f64),
+    kernels: Kernels,
+}
+
 /// A round to run: its place in the run and its pairs.
 struct RoundPlan<'p> {
     size: u64,
@@ -320,13 +329,8 @@ impl AllPairs<'_> {
     }
 
     /// One round on this rank: the cells of its pair measured, sent to rank 0.
-    fn round<E: Endpoint>(
-        &self,
-        ep: &mut E,
-        plan: RoundPlan<'_>,
-        t0: u64,
-        timer: (i64, f64),
-    ) -> Result<()> {
+    fn round<E: Endpoint>(&self, ep: &mut E, plan: RoundPlan<'_>, ctx: &mut Ctx) -> Result<()> {
+        let (t0, timer, kernels) = (ctx.t0, ctx.timer, &mut ctx.kernels);
         let me = ep.rank();
         let start_ns = ep.now_ns().saturating_sub(t0);
         let trials = if plan.retest {
@@ -338,8 +342,9 @@ impl AllPairs<'_> {
         let at = || format!("round {} at {} B", plan.index, plan.size);
         for p in plan.pairs.iter().filter(|p| p.has(me)) {
             for (s, d) in p.cells() {
-                let cell = measure_cell(ep, s, d, plan.size, &self.method, trials, timer)
-                    .phase_with(|| format!("{}: cell {s} -> {d}", at()))?;
+                let cell =
+                    measure_cell(ep, (s, d, plan.size), &self.method, trials, timer, kernels)
+                        .phase_with(|| format!("{}: cell {s} -> {d}", at()))?;
                 mine.extend(cell);
             }
         }
@@ -387,19 +392,49 @@ impl AllPairs<'_> {
     }
 }
 
+/// The ping-pong kernels of this rank, one per role in a pair (0: source, 1: dest), their
+/// buffers allocated once per size rather than once per cell.
+#[derive(Debug, Default)]
+struct Kernels {
+    size: Option<u64>,
+    roles: Vec<Pattern>,
+}
+
+impl Kernels {
+    /// The kernel of role `me` (0 or 1) for messages of `size` bytes.
+    fn get<E: Endpoint>(
+        &mut self,
+        me: Rank,
+        size: u64,
+        cfg: &MethodConfig,
+    ) -> Result<&mut Pattern> {
+        if self.size != Some(size) {
+            self.roles.clear();
+            self.size = None;
+            for r in 0..2 {
+                let mut k = PatternKind::PingPong.kernel::<E>(r, cfg)?;
+                Kernel::<E>::prepare(&mut k, size)?;
+                self.roles.push(k);
+            }
+            self.size = Some(size);
+        }
+        self.roles
+            .get_mut(me as usize)
+            .ok_or_else(|| Error::Invalid(format!("no kernel for pair rank {me}")))
+    }
+}
+
 /// One cell `source -> dest` at `size` on one of its two ranks: the ping-pong kernel between
 /// them, warmed up, npp chosen (§3.3) and `trials` trials (§3.2) by the engine on the pair's
 /// own view of the run. Returns the point on the source.
 fn measure_cell<E: Endpoint>(
     ep: &mut E,
-    source: Rank,
-    dest: Rank,
-    size: u64,
+    (source, dest, size): (Rank, Rank, u64),
     method: &MethodConfig,
     trials: u64,
     (min_ov, res_timing): (i64, f64),
+    kernels: &mut Kernels,
 ) -> Result<Option<crate::method::engine::RawPoint>> {
-    let mut pair = pair::PairEp::new(ep, source, dest)?;
     let cfg = MethodConfig {
         sizes: vec![size],
         trials,
@@ -407,9 +442,9 @@ fn measure_cell<E: Endpoint>(
         dest: 1,
         ..method.clone()
     };
-    let me = pair.rank();
-    let mut kernel = PatternKind::PingPong.kernel::<pair::PairEp<'_, E>>(me, &cfg)?;
-    Kernel::<pair::PairEp<'_, E>>::prepare(&mut kernel, size)?;
+    let me = if ep.rank() == source { 0 } else { 1 };
+    let kernel = kernels.get::<E>(me, size, &cfg)?;
+    let mut pair = pair::PairEp::new(ep, source, dest)?;
     pair.barrier().phase("pair barrier")?;
     if cfg.warmup > 0 {
         kernel.iterations(&mut pair, cfg.warmup).phase("warm-up")?;
@@ -429,7 +464,7 @@ fn measure_cell<E: Endpoint>(
         progress: &|_, _, _| {},
         queue: None,
     };
-    measure_size(&mut pair, &mut kernel, &mut hs, run)?;
+    measure_size(&mut pair, kernel, &mut hs, run)?;
     Ok(crate::method::engine::take_collected(&collected)
         .points
         .into_iter()
@@ -443,7 +478,12 @@ impl Program for AllPairs<'_> {
         let n = ep.size();
         self.validate(n)?;
         let timer = self.start(ep)?;
-        let t0 = ep.now_ns();
+        let mut ctx = Ctx {
+            t0: ep.now_ns(),
+            timer,
+            kernels: Kernels::default(),
+        };
+        let ctx = &mut ctx;
         let passes: Vec<Vec<Vec<Pair>>> = (0..self.config.passes)
             .map(|p| {
                 rounds(
@@ -483,10 +523,10 @@ impl Program for AllPairs<'_> {
                         retest: false,
                         pairs,
                     };
-                    self.round(ep, plan, t0, timer)?;
+                    self.round(ep, plan, ctx)?;
                 }
             }
-            self.retests(ep, size, (si, sizes.len()), t0, timer)?;
+            self.retests(ep, size, (si, sizes.len()), ctx)?;
         }
         ep.barrier().phase("final barrier")
     }
@@ -519,8 +559,7 @@ impl AllPairs<'_> {
         ep: &mut E,
         size: u64,
         (si, nsizes): (usize, usize),
-        t0: u64,
-        timer: (i64, f64),
+        ctx: &mut Ctx,
     ) -> Result<()> {
         let Some(pick) = self.retest else {
             return Ok(());
@@ -573,7 +612,7 @@ impl AllPairs<'_> {
                 retest: true,
                 pairs: std::slice::from_ref(p),
             };
-            self.round(ep, plan, t0, timer)?;
+            self.round(ep, plan, ctx)?;
         }
         Ok(())
     }

@@ -475,3 +475,56 @@ fn mpi_ofi_tcp_and_shm_between_the_same_processes() {
 fn mpi_ucx_tcp_and_shm_between_the_same_processes() {
     beside_mpi_between_the_same_processes("ucx", &["--ucx-tls", "posix,self"], "posix/memory");
 }
+
+/// The matrix of an all-pairs run under `mpirun -np 4`: every ordered pair measured once at
+/// each size, the rounds of the tournament recorded, four ranks' timers.
+fn complete_matrix(doc: &Value, ranks: u64) {
+    assert_eq!(doc["status"], "complete", "{}", doc["error"]);
+    let m = &doc["allpairs"];
+    assert_eq!(m["ranks"], ranks);
+    assert_eq!(m["hosts"].as_array().expect("hosts").len() as u64, ranks);
+    assert_eq!(m["timers"].as_array().expect("timers").len() as u64, ranks);
+    let cells = m["cells"].as_array().expect("cells");
+    for size in [8, 4096] {
+        let mut seen: Vec<(u64, u64)> = cells
+            .iter()
+            .filter(|c| c["size"] == size && c.get("retest").is_none())
+            .map(|c| (c["source"].as_u64().unwrap(), c["dest"].as_u64().unwrap()))
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(
+            seen.len() as u64,
+            ranks * (ranks - 1),
+            "size {size}: {seen:?}"
+        );
+    }
+    for c in cells {
+        assert_eq!(c["trial_ns"].as_array().unwrap().len(), 30, "{c}");
+        assert!(c["one_way_us"]["median"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    // The tournament over 4 ranks: 3 rounds of 2 pairs at each size.
+    let main: Vec<&Value> = m["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["retest"] == false)
+        .collect();
+    assert_eq!(main.len(), 6);
+    assert!(main
+        .iter()
+        .all(|r| r["pairs"].as_array().unwrap().len() == 2));
+}
+
+#[test]
+fn allpairs_on_four_ranks_over_mpi_and_shm() {
+    for backend in ["mpi", "shm"] {
+        let doc = mpi_doc(
+            4,
+            &format!("allpairs-{backend}"),
+            &["allpairs", "--backend", backend, "--sizes", "8,4K"],
+        );
+        complete_matrix(&doc, 4);
+        assert_eq!(doc["environment"]["backend"], backend);
+    }
+}

@@ -486,6 +486,10 @@ pub struct ResultDoc {
     /// time against the queue entries (docs/seed004.md): a contract key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<Vec<crate::analysis::queue::QueueLine>>,
+    /// The all-pairs matrix (`commbench allpairs`): every cell, the schedule and its rounds,
+    /// the attribution and the verdicts (docs/allpairs.md): a contract key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allpairs: Option<crate::analysis::matrix::MatrixSection>,
     /// `complete`, `partial` when the run failed after some points, or `interrupted` when a
     /// signal stopped it between sizes.
     pub status: String,

@@ -20,6 +20,7 @@ pub mod compare;
 pub mod document;
 pub mod fit;
 pub mod inference;
+pub mod matrix;
 pub mod model;
 pub mod point;
 pub mod queue;

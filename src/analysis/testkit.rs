@@ -48,6 +48,7 @@ pub(crate) fn doc(points: Vec<Point>) -> ResultDoc {
         interference: None,
         sixtimes: None,
         queue: None,
+        allpairs: None,
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,
         tool_version: "0.1.0".into(),

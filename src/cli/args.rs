@@ -65,6 +65,11 @@ pub enum Command {
     /// The queue-usage benchmarks of Underwood & Brightwell: latency with a long pre-posted
     /// receive queue (`queue posted`) or a long unexpected message queue (`queue unexpected`).
     Queue(QueueCmd),
+    /// Every ordered pair of ranks, each cell a ping-pong timed with the method of Luecke et
+    /// al. 2009, in rounds of disjoint pairs; a robust model (Tukey's median polish on log
+    /// time) names the slow node, link or switch, confirmed by measuring suspects again alone.
+    #[command(long_about = ALLPAIRS_ABOUT)]
+    Allpairs(AllpairsArgs),
     /// Re-render a result document (text, markdown or csv) without measuring again.
     Report(ReportArgs),
     /// Draw a result document as SVG: latency, bandwidth, histogram or signature graph.
@@ -354,6 +359,94 @@ pub enum QArg {
     Int,
     /// Floating-point arithmetic (`qfloat`).
     Float,
+}
+
+const ALLPAIRS_ABOUT: &str = "\
+Every ordered pair of ranks i -> j (i times, j echoes) measured with the method of Luecke et al.
+(2009): the clock characterised on every rank, then per cell a warm-up, npp from the source's
+timer resolution, and timed trials each after the pair's barrier and handshake. Pairs run in
+rounds of disjoint pairs; the round and its start time are recorded, so interference local in
+time shows.
+
+The matrix is then attributed at each size by a robust two-way model on log time,
+log t_ij = m + s_i + r_j + c(class of ij) + e_ij, fitted by Tukey's median polish: sender and
+receiver node effects, and link residuals flagged by a robust z-score. Pairs on one host and
+pairs across hosts are separate classes (on the simulator: the hop distance). Suspects are
+measured again, one pair alone in the machine with more trials, before a verdict: node, link
+(on the simulator: the channel), dimension (the simulator), or contention (slow only while
+other pairs ran). A healthy machine gets no verdict.
+
+Defaults differ from pingpong's, since a run has n (n - 1) cells: --trials 100, --warmup 10,
+--npp-trials 20, --samples 10000.
+
+Examples:
+  commbench allpairs --ranks 4                       4 local ranks over shared memory
+  commbench allpairs --backend sim --sim-config machine.toml    a cube with [[faults]]
+  mpirun -np 16 commbench allpairs --backend mpi --sizes 8,1M --fail-on-suspect
+  commbench plot --kind matrix result.json -o matrix.svg";
+
+/// The help heading of all-pairs' own options.
+const ALLPAIRS: &str = "All pairs";
+
+/// The options of `allpairs`.
+#[derive(Debug, Args, Clone)]
+pub struct AllpairsArgs {
+    /// Message sizes of every cell, in the syntax of pingpong's --sizes.
+    #[arg(long, default_value = "8,1M", value_name = "SPEC", help_heading = ALLPAIRS)]
+    pub sizes: String,
+
+    /// How pairs are grouped into rounds: tournament (n - 1 rounds of n/2 disjoint pairs),
+    /// shift (mpiGraph's r -> r + D, D = 1..n-1), random (the tournament over shuffled ranks,
+    /// each round a random bisection), serial (one pair at a time: no interference).
+    #[arg(long, value_enum, default_value_t = ScheduleArg::Tournament, value_name = "NAME", help_heading = ALLPAIRS)]
+    pub schedule: ScheduleArg,
+
+    /// Passes over the schedule; each measures every cell once more (random: reshuffled).
+    #[arg(long, default_value_t = 1, value_name = "R", help_heading = ALLPAIRS)]
+    pub rounds: u32,
+
+    /// Most pairs measured at once; a round with more is split (0: as the schedule has them).
+    #[arg(long, default_value_t = 0, value_name = "K", help_heading = ALLPAIRS)]
+    pub concurrency: u32,
+
+    /// Seed of the random schedule.
+    #[arg(long, default_value_t = 1, value_name = "N", help_heading = ALLPAIRS)]
+    pub seed: u64,
+
+    /// Trials of a suspect's pairs measured again alone (default: 4 x --trials; 0: no retest,
+    /// suspects are reported unconfirmed).
+    #[arg(long, value_name = "N", help_heading = ALLPAIRS)]
+    pub retest_trials: Option<u64>,
+
+    /// A cell, node or link is a suspect when its excess over the model is above this robust
+    /// z-score (residual / (1.4826 MAD))...
+    #[arg(long, default_value_t = 3.5, value_name = "Z", help_heading = ALLPAIRS)]
+    pub z: f64,
+
+    /// ... and slower than a healthy one of its class by at least this factor.
+    #[arg(long, default_value_t = 1.25, value_name = "X", help_heading = ALLPAIRS)]
+    pub min_factor: f64,
+
+    /// Exit 1 when a verdict names a node, link or dimension (contention alone does not), for
+    /// health-check scripts; the report and files are written first.
+    #[arg(long, help_heading = ALLPAIRS)]
+    pub fail_on_suspect: bool,
+
+    #[command(flatten)]
+    pub common: PingpongArgs,
+}
+
+/// `--schedule`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScheduleArg {
+    /// A 1-factorisation: n - 1 rounds of n/2 disjoint pairs.
+    Tournament,
+    /// mpiGraph's shift: step D measures every r -> r + D.
+    Shift,
+    /// The tournament over ranks shuffled from --seed.
+    Random,
+    /// One pair at a time.
+    Serial,
 }
 
 /// The help heading of the options for runs across hosts.

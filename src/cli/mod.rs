@@ -4,6 +4,7 @@
 //! [`analyze`] reads documents back (`report`, `plot`, `compare`). [`backend`] is the one place
 //! that names the backends. Exit codes: 0 success, 1 a failed run, 2 bad usage ([`fatal`]).
 
+mod allpairs;
 pub mod analyze;
 pub mod args;
 pub mod backend;
@@ -153,6 +154,7 @@ fn dispatch(cmd: Command, given: &Given) -> Result<(), Fatal> {
             plan::transpose(t.n, t.common, given).and_then(run::measure)
         }
         Command::Timer(a) => timer(a, given),
+        Command::Allpairs(a) => plan::allpairs(a, given).and_then(run::measure),
         Command::Report(a) => analyze::report(a),
         Command::Plot(a) => analyze::plot(a),
         Command::Compare(a) => analyze::compare(a),

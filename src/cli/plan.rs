@@ -2,13 +2,14 @@
 //! found here, before anything starts, and is a usage error (exit 2) with one line and a hint.
 
 use super::args::{
-    choice_name, invalid_method, BackendArgs, FitArgs, Given, OutputArgs, PatternArgs,
-    PingpongArgs, ProgressWhen, QArg, QueueArgs, SeedArgs, SizeArgs,
+    choice_name, invalid_method, AllpairsArgs, BackendArgs, FitArgs, Given, OutputArgs,
+    PatternArgs, PingpongArgs, ProgressWhen, QArg, QueueArgs, ScheduleArg, SeedArgs, SizeArgs,
 };
 use super::fatal::Fatal;
 use crate::cli::backend::{self, Chosen, Job};
 use commbench::analysis::document::RunConfig;
 use commbench::analysis::fit::{self, Breakpoint};
+use commbench::core::method::allpairs::{AllPairsConfig, Schedule};
 use commbench::core::method::queue::{self, QueueBench, QueueKind};
 use commbench::core::method::sixtimes::{self, Placement, SixTimes, Suite};
 use commbench::core::method::transpose::Transpose;
@@ -29,6 +30,21 @@ pub enum Work {
     SixTimes(SixTimes),
     /// Seed 004's queue benchmarks.
     Queue(QueueBench),
+    /// Every ordered pair of ranks.
+    AllPairs(AllPairsWork),
+}
+
+/// What an all-pairs run does besides the method.
+#[derive(Debug, Clone)]
+pub struct AllPairsWork {
+    /// The schedule and its settings.
+    pub config: AllPairsConfig,
+    /// The robust z-score above which a cell, node or link is a suspect.
+    pub z: f64,
+    /// The least slowdown a suspect must show.
+    pub min_factor: f64,
+    /// `--fail-on-suspect`.
+    pub fail_on_suspect: bool,
 }
 
 /// Where the results go.
@@ -349,6 +365,7 @@ fn check_limits(
     };
     let buffers = |s: u64| match work {
         Work::Pattern(k) => k.buffer_bytes(s),
+        Work::AllPairs(_) => PatternKind::PingPong.buffer_bytes(s),
         Work::Transpose(t) => t.buffer_bytes(),
         // A message, two per stream where rank 0 forwards the interference streams, and the
         // messages of one reading that rank 0 holds unread (a+u's, r's) or a+u's dest posts.
@@ -372,7 +389,7 @@ fn check_limits(
     };
     let trips = |s: u64| match work {
         Work::Pattern(k) => k.trips_per_iteration(s),
-        Work::Queue(_) => 2,
+        Work::Queue(_) | Work::AllPairs(_) => 2,
         Work::Transpose(_) | Work::SixTimes(_) => 1,
     };
     if let Work::Pattern(k) = work {
@@ -407,6 +424,12 @@ fn check_limits(
             .iter()
             .flat_map(|_| method.sizes.clone())
             .collect(),
+        // Every ordered pair measures every size (at most a million cells counted: beyond,
+        // the run is refused anyway).
+        Work::AllPairs(_) => {
+            let cells = (u64::from(ranks) * u64::from(ranks.saturating_sub(1))).min(1 << 20);
+            (0..cells).flat_map(|_| method.sizes.clone()).collect()
+        }
         _ => method.sizes.clone(),
     };
     limits::RunCost::new(method, &sizes, &trips, 0.0)
@@ -435,7 +458,7 @@ fn wildcards(work: &Work) -> bool {
     match work {
         Work::SixTimes(x) => matches!(x.suite, Suite::Interference { .. }),
         Work::Queue(q) => q.any_source,
-        Work::Pattern(_) | Work::Transpose(_) => false,
+        Work::Pattern(_) | Work::Transpose(_) | Work::AllPairs(_) => false,
     }
 }
 
@@ -461,7 +484,7 @@ fn record(
     let (pattern, transpose_n) = match work {
         Work::Pattern(k) => (*k, None),
         Work::Transpose(t) => (PatternKind::PingPong, Some(t.n)),
-        Work::SixTimes(_) | Work::Queue(_) => (PatternKind::PingPong, None),
+        Work::SixTimes(_) | Work::Queue(_) | Work::AllPairs(_) => (PatternKind::PingPong, None),
     };
     RunConfig {
         method: method.clone(),
@@ -751,4 +774,88 @@ pub fn queue(
         instructions_per_second: None,
     };
     build(Work::Queue(bench), a, fit, method, q.sizes, given)
+}
+
+/// The plan of `allpairs`: every ordered pair of at least two ranks (4 local ranks unless
+/// `--ranks` says otherwise), with defaults sized for n (n - 1) cells.
+pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
+    for flag in ["--source", "--dest"] {
+        if given.has(flag) {
+            return Err(Fatal::usage(
+                format!("{flag} is not used by allpairs: every rank is a source and a dest"),
+                format!("drop {flag}"),
+            ));
+        }
+    }
+    let sizes = spec::parse_sizes(&a.sizes).map_err(|e| {
+        Fatal::usage(
+            format!("--sizes: {e}"),
+            "examples: --sizes 8, --sizes 8,1M, --sizes 1..4M:x4",
+        )
+    })?;
+    if !(a.z.is_finite() && a.z > 0.0) {
+        return Err(Fatal::usage(
+            format!("--z {}: must be a positive number", a.z),
+            "the default, 3.5, is the usual cut for a robust z-score",
+        ));
+    }
+    if !(a.min_factor.is_finite() && a.min_factor >= 1.0) {
+        return Err(Fatal::usage(
+            format!("--min-factor {}: must be a number >= 1", a.min_factor),
+            "for example --min-factor 1.25 (25% slower than a healthy pair of its class)",
+        ));
+    }
+    if a.rounds == 0 {
+        return Err(Fatal::usage(
+            "--rounds 0: at least one pass over the schedule",
+            "drop --rounds, or give 1 or more",
+        ));
+    }
+    let c = &mut a.common;
+    if c.npp.is_some() && c.npp.as_deref().is_some_and(|n| n.contains(',')) {
+        return Err(Fatal::usage(
+            "--npp with a list: all-pairs measures each cell with one npp",
+            "give one value (--npp 16), or leave --npp out to calculate it",
+        ));
+    }
+    if !given.has("--npp-trials") {
+        c.npp_trials = 20;
+    }
+    if !given.has("--samples") {
+        c.clock.samples = 10_000;
+    }
+    c.backend.ranks = c.backend.ranks.or(Some(4));
+    let mut method = method(c, sizes, false, given)?;
+    method.trials = c.trials.unwrap_or(100);
+    method.warmup = c.warmup.unwrap_or(10);
+    let config = AllPairsConfig {
+        schedule: match a.schedule {
+            ScheduleArg::Tournament => Schedule::Tournament,
+            ScheduleArg::Shift => Schedule::Shift,
+            ScheduleArg::Random => Schedule::Random,
+            ScheduleArg::Serial => Schedule::Serial,
+        },
+        passes: a.rounds,
+        concurrency: a.concurrency,
+        seed: a.seed,
+        retest_trials: a.retest_trials.unwrap_or(4 * method.trials),
+    };
+    let work = Work::AllPairs(AllPairsWork {
+        config,
+        z: a.z,
+        min_factor: a.min_factor,
+        fail_on_suspect: a.fail_on_suspect,
+    });
+    let fit = FitArgs {
+        breakpoint: Breakpoint::Auto,
+        instructions_per_second: None,
+    };
+    let plan = build(work, a.common, fit, method, a.sizes, given)?;
+    if plan.backends.len() > 1 {
+        return Err(Fatal::usage(
+            "allpairs measures one backend at a time",
+            "give one --backend, and run allpairs again for another",
+        ));
+    }
+    Ok(plan)
 }

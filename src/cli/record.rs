@@ -160,6 +160,7 @@ pub fn document(plan: &Recipe, outcome: Outcome, started: Started) -> ResultDoc 
         interference: seed001.interference,
         sixtimes: seed001.detail,
         queue: queue::analyse(&g.points),
+        allpairs: None,
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),

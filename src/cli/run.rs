@@ -30,6 +30,7 @@ pub fn measure(plan: Plan) -> Result<(), Fatal> {
         Work::Transpose(t) => measure_spec(&plan, t),
         Work::SixTimes(x) => measure_spec(&plan, x),
         Work::Queue(q) => measure_spec(&plan, q),
+        Work::AllPairs(w) => super::allpairs::run(&plan, &w),
     }
 }
 
@@ -150,7 +151,7 @@ fn so_far(live: &[Live], signal: i32) -> Vec<BackendRun> {
 
 /// A rank other than 0 reports only its own failure: a stop is rank 0's to report, and a
 /// configuration this rank cannot work with is a usage error (exit 2).
-fn other_rank(plan: &Plan, outcome: Outcome) -> Result<(), Fatal> {
+pub(super) fn other_rank(plan: &Plan, outcome: Outcome) -> Result<(), Fatal> {
     for r in outcome.runs {
         let Err(e) = r.result else { continue };
         if let Some(signal) = e.interrupted() {
@@ -175,7 +176,7 @@ const CONFIGURATION_HINT: &str =
 
 /// How a run ended, beyond its document: what decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ending {
+pub(super) enum Ending {
     /// Every backend ran, or one failed while running (exit 0 or 1).
     Ran,
     /// A signal stopped it at a safe point (exit 128 + the signal).
@@ -187,7 +188,7 @@ enum Ending {
 }
 
 impl Ending {
-    fn of(runs: &[BackendRun]) -> Self {
+    pub(super) fn of(runs: &[BackendRun]) -> Self {
         let Some(e) = runs.iter().find_map(|r| r.result.as_ref().err()) else {
             return Ending::Ran;
         };
@@ -248,7 +249,7 @@ fn under_mpi<S: KernelSpec + Clone>(
 
 /// Print the report, write the files, and turn a failed run into exit 1 (its partial
 /// results printed and written all the same).
-fn deliver(out: &Outputs, doc: &ResultDoc, ending: Ending) -> Result<(), Fatal> {
+pub(super) fn deliver(out: &Outputs, doc: &ResultDoc, ending: Ending) -> Result<(), Fatal> {
     let mut written = Vec::new();
     let mut write_problem = None;
     if let Some(dir) = &out.dir {

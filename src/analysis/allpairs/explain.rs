@@ -38,6 +38,11 @@ pub(super) struct Input<'a> {
     pub rule_z: f64,
     /// Log excess over which a cell is slow.
     pub thr: f64,
+    /// Log excess over which a cell is slower than the noise: what most of a node's or a
+    /// channel's cells must show, while its strongest class must be over [`Input::thr`] (a
+    /// node or link adds a fixed time to each of its pairs, a smaller share of a longer
+    /// pair's time).
+    pub thr_low: f64,
     /// Scale of the z.
     pub scale: f64,
 }
@@ -338,6 +343,21 @@ fn option_stat(o: &Option_<'_>, x: &[f64], removed: &[bool]) -> Option<(f64, Vec
     Some((stat, v))
 }
 
+/// The largest median excess of an option's test cells not yet explained within one class
+/// (minus infinity when none is left).
+fn strongest_class(inp: &Input<'_>, o: &Option_<'_>, x: &[f64], removed: &[bool]) -> f64 {
+    let mut by: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    for &c in o.test.iter().filter(|&&c| !removed[c]) {
+        by.entry(inp.obs[c].class).or_default().push(x[c]);
+    }
+    by.into_values()
+        .filter_map(|mut v| {
+            sort_samples(&mut v);
+            median(&v)
+        })
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
 /// Probability that `X >= s` for `X ~ Binomial(m, p)`, summed in log space.
 fn binomial_tail(m: usize, s: usize, p: f64) -> f64 {
     if s == 0 || p >= 1.0 {
@@ -378,7 +398,8 @@ fn beyond_chance(values: &[f64], thr: f64, live: usize, slow_live: usize, option
 
 /// Greedy acceptance by [`option_stat`]: the largest above the threshold whose slow cells
 /// are [`beyond_chance`] first, then its cells leave later tests.
-fn greedy(opts: &[Option_<'_>], x: &[f64], removed: &mut [bool], thr: f64) -> Vec<Accepted> {
+fn greedy(opts: &[Option_<'_>], inp: &Input<'_>, x: &[f64], removed: &mut [bool]) -> Vec<Accepted> {
+    let thr = inp.thr_low;
     let mut done = vec![false; opts.len()];
     let mut out = Vec::new();
     loop {
@@ -394,6 +415,7 @@ fn greedy(opts: &[Option_<'_>], x: &[f64], removed: &mut [bool], thr: f64) -> Ve
                 continue;
             };
             if stat > thr
+                && strongest_class(inp, o, x, removed) > inp.thr
                 && best.as_ref().map_or(true, |b| stat > b.0)
                 && beyond_chance(&v, thr, live, slow_live, opts.len())
             {
@@ -449,7 +471,7 @@ fn nodes(inp: &Input<'_>, idx: &Index, x: &[f64], removed: &mut [bool]) -> Vec<A
             cover: idx.end[k].iter().chain(&idx.through[k]).copied().collect(),
         })
         .collect();
-    greedy(&opts, x, removed, inp.thr)
+    greedy(&opts, inp, x, removed)
 }
 
 /// Hypercube channels: most of the cells routed over the channel slow.
@@ -464,7 +486,7 @@ fn channels(inp: &Input<'_>, idx: &Index, x: &[f64], removed: &mut [bool]) -> Ve
             cover: cells.clone(),
         })
         .collect();
-    greedy(&opts, x, removed, inp.thr)
+    greedy(&opts, inp, x, removed)
 }
 
 /// Host pairs: every measurement of the pair (either end timing) slow and with z over the

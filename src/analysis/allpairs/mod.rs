@@ -210,6 +210,10 @@ pub struct Verdict {
 /// 1.4826 MAD is the standard deviation of normal data.
 const MAD_TO_SD: f64 = 1.4826;
 
+/// The least slowdown most of a suspect's pairs must show, however quiet the machine (the
+/// simulator without jitter has no noise at all).
+const CONSISTENT_FLOOR: f64 = 1.05;
+
 /// Fewest mirrored pairs (both `i -> j` and `j -> i`) for the noise scale from mirrors.
 const MIN_MIRRORS: usize = 6;
 
@@ -330,6 +334,10 @@ pub fn fit(n: u32, topo: &Topology, cells: &[CellObs], rule: &Rule) -> Result<Fi
     let scale = robust_sd(&p.resid).unwrap_or(0.0).max(floor);
     let noise = mirror_sd(&obs).map_or(scale, |s| s.max(floor).min(scale));
     let thr = (rule.z * noise).max(rule.min_factor.ln());
+    let raw = mirror_sd(&obs)
+        .or_else(|| robust_sd(&p.resid))
+        .unwrap_or(0.0);
+    let thr_low = (rule.z * raw).max(CONSISTENT_FLOOR.ln()).min(thr);
     let z: Vec<f64> = p.resid.iter().map(|e| e / scale).collect();
     let ex = explain::explain(&explain::Input {
         geo: &geo,
@@ -338,6 +346,7 @@ pub fn fit(n: u32, topo: &Topology, cells: &[CellObs], rule: &Rule) -> Result<Fi
         z: &z,
         rule_z: rule.z,
         thr,
+        thr_low,
         scale,
     });
     let classes = (0..geo.class_count())

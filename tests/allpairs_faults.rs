@@ -1,0 +1,188 @@
+//! The all-pairs detector against ground truth: faults injected at random into simulated
+//! hypercubes of our own (not a preset), the whole run made (measurement, retests alone,
+//! attribution), and every verdict checked against what was injected.
+#![cfg(feature = "sim")]
+
+use commbench::analysis::allpairs::{Rule, Verdict};
+use commbench::analysis::matrix::{self, MatrixSection};
+use commbench::core::method::allpairs::{AllPairs, AllPairsCollected, AllPairsConfig};
+use commbench::core::method::{MethodConfig, NppChoice};
+use commbench::core::stats::Xoshiro256;
+use commbench::core::Rank;
+use commbench_sim::{Fault, Linear, SimConfig, Times};
+
+/// A machine of `dimensions` with times drawn from `rng` around a network slower than its
+/// copies (so that a link's share of a message time is large enough to see at 64 KiB).
+fn machine(dimensions: u32, rng: &mut Xoshiro256) -> SimConfig {
+    let mut u =
+        |lo: f64, hi: f64| lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    let line = |b: f64, p: f64| Linear::line(b, p).expect("a valid line");
+    let mut c = SimConfig::preset("generic").expect("preset");
+    c.name = "test-cube".into();
+    c.dimensions = dimensions;
+    c.stack_kib = 128;
+    c.times = Times {
+        f: line(u(0.3, 0.6), u(0.00005, 0.0001)),
+        u: line(u(0.3, 0.6), u(0.00005, 0.0001)),
+        a: line(u(0.05, 0.15), 0.0),
+        s: line(u(0.1, 0.3), 0.0),
+        r: line(u(0.1, 0.3), 0.0),
+        e: line(u(1.0, 2.0), u(0.0008, 0.0012)),
+    };
+    c.jitter_ns = 5;
+    c.seed = rng.next_u64();
+    c
+}
+
+/// One or two faults of random kinds, places and factors, none overlapping another (no link
+/// at a slow node or in a slow dimension, at most one dimension).
+fn faults(dimensions: u32, rng: &mut Xoshiro256) -> Vec<Fault> {
+    let nodes = 1u32 << dimensions;
+    let count = 1 + rng.below(2);
+    let mut out: Vec<Fault> = Vec::new();
+    while out.len() < count {
+        let factor = 3.0 + 3.0 * (rng.below(1000) as f64 / 1000.0);
+        let f = match rng.below(3) {
+            0 => Fault::SlowNode {
+                node: rng.below(nodes as usize) as u32,
+                factor,
+            },
+            1 => {
+                let from = rng.below(nodes as usize) as u32;
+                let to = from ^ (1 << rng.below(dimensions as usize));
+                Fault::SlowLink { from, to, factor }
+            }
+            _ => Fault::SlowDimension {
+                dimension: rng.below(dimensions as usize) as u32,
+                factor,
+            },
+        };
+        if out.iter().all(|g| apart(&f, g)) {
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// Whether two faults touch different parts of the machine.
+fn apart(a: &Fault, b: &Fault) -> bool {
+    use Fault::*;
+    match (a, b) {
+        (SlowNode { node: x, .. }, SlowNode { node: y, .. }) => x != y,
+        (SlowNode { node, .. }, SlowLink { from, to, .. })
+        | (SlowLink { from, to, .. }, SlowNode { node, .. }) => node != from && node != to,
+        (SlowLink { from: a, to: b, .. }, SlowLink { from: c, to: d, .. }) => {
+            a != c && a != d && b != c && b != d
+        }
+        (SlowLink { from, to, .. }, SlowDimension { dimension, .. })
+        | (SlowDimension { dimension, .. }, SlowLink { from, to, .. }) => {
+            (from ^ to) != 1 << dimension
+        }
+        (SlowDimension { .. }, SlowDimension { .. }) => false,
+        (SlowNode { .. }, SlowDimension { .. }) | (SlowDimension { .. }, SlowNode { .. }) => true,
+    }
+}
+
+/// Whether `v` names fault `f`, with its kind.
+fn names(v: &Verdict, f: &Fault) -> bool {
+    match *f {
+        Fault::SlowNode { node, .. } => v.kind == "node" && v.nodes == [node],
+        Fault::SlowLink { from, to, .. } => {
+            v.kind == "link" && v.nodes == [from.min(to), from.max(to)]
+        }
+        Fault::SlowDimension { dimension, .. } => {
+            v.kind == "dimension" && v.dimension == Some(dimension)
+        }
+    }
+}
+
+/// The whole all-pairs run on `cfg`: 8 B and 64 KiB, suspects measured again alone.
+fn detect(cfg: &SimConfig) -> MatrixSection {
+    let rule = Rule::default();
+    let method = MethodConfig {
+        sizes: vec![8, 64 << 10],
+        trials: 7,
+        warmup: 1,
+        npp: NppChoice::Fixed(1),
+        timer_samples: 64,
+        ..MethodConfig::default()
+    };
+    let config = AllPairsConfig {
+        retest_trials: 15,
+        ..AllPairsConfig::default()
+    };
+    let pick = |c: &AllPairsCollected, size: u64| -> Vec<(Rank, Rank)> {
+        matrix::pick_retests(c, size, &rule)
+    };
+    let prog = AllPairs::new(method, config.clone(), None).with_retest(&pick);
+    commbench_sim::run(cfg, &prog).expect("the simulated run");
+    MatrixSection::build(prog.take_collected(), config, rule).expect("the matrix")
+}
+
+#[test]
+fn random_faults_are_all_found_and_nothing_else_is_blamed() {
+    let (mut found, mut injected, mut claimed, mut right) = (0, 0, 0, 0);
+    let mut wrong = Vec::new();
+    for seed in 0..30u64 {
+        let mut rng = Xoshiro256::new(0xfa17 + seed);
+        let dimensions = 4 + (seed % 2) as u32;
+        let mut cfg = machine(dimensions, &mut rng);
+        cfg.faults = faults(dimensions, &mut rng);
+        let m = detect(&cfg);
+        let faulty: Vec<&Verdict> = m
+            .verdicts
+            .iter()
+            .filter(|v| v.kind != "contention")
+            .collect();
+        let shown: Vec<String> = faulty
+            .iter()
+            .map(|v| {
+                format!(
+                    "{} {:?} {:?} x{:.2}",
+                    v.kind, v.nodes, v.dimension, v.factor.value
+                )
+            })
+            .collect();
+        let wanted: Vec<String> = cfg.faults.iter().map(ToString::to_string).collect();
+        for f in &cfg.faults {
+            injected += 1;
+            let hit = faulty.iter().any(|v| names(v, f));
+            found += usize::from(hit);
+            if !hit {
+                wrong.push(format!("seed {seed}: {f} not found; verdicts {shown:?}"));
+            }
+        }
+        for v in &faulty {
+            claimed += 1;
+            let ok = cfg.faults.iter().any(|f| names(v, f));
+            right += usize::from(ok);
+            if !ok {
+                wrong.push(format!(
+                    "seed {seed}: {} {:?} {:?} ({}) names no injected fault ({wanted:?})",
+                    v.kind, v.nodes, v.dimension, v.evidence
+                ));
+            }
+        }
+    }
+    // Precision and recall over every case.
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert_eq!((found, right), (injected, claimed));
+    assert!(injected >= 24);
+}
+
+#[test]
+fn a_healthy_machine_gets_no_verdict() {
+    for seed in 0..6u64 {
+        let mut rng = Xoshiro256::new(0x600d + seed);
+        let cfg = machine(4 + (seed % 2) as u32, &mut rng);
+        let m = detect(&cfg);
+        assert!(m.verdicts.is_empty(), "seed {seed}: {:?}", m.verdicts);
+        assert_eq!(m.ranks, 1 << cfg.dimensions);
+        let n = m.ranks as usize;
+        for size in [8, 64 << 10] {
+            let cells = m.medians(size);
+            let measured = cells.iter().flatten().filter(|c| c.is_some()).count();
+            assert_eq!(measured, n * (n - 1));
+        }
+    }
+}

@@ -21,6 +21,7 @@ pub mod document;
 pub mod fit;
 pub mod inference;
 pub mod matrix;
+pub mod matrix_compare;
 pub mod model;
 pub mod point;
 pub mod queue;

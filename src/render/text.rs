@@ -509,6 +509,7 @@ pub fn render_with_fits(doc: &ResultDoc, detail: Detail, fits: &[FitSection]) ->
         doc.command.join(" ")
     );
     match detail {
+        _ if doc.allpairs.is_some() => super::matrix::render(&mut out, doc, detail),
         Detail::Table if doc.sixtimes.is_some() => super::sixtimes::render(&mut out, doc),
         Detail::Table => table_report(&mut out, doc, fits),
         Detail::Summary | Detail::Full => {

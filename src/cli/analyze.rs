@@ -7,6 +7,7 @@ use clap::{Args, ValueEnum};
 use commbench::analysis::compare::{self, SizeComparison};
 use commbench::analysis::document::ResultDoc;
 use commbench::analysis::fit;
+use commbench::analysis::matrix_compare;
 use commbench::render;
 use commbench::render::svg::{self as plot, PlotKind};
 use commbench::render::text::{self as report, Detail};
@@ -43,12 +44,13 @@ pub struct PlotArgs {
     pub output: PathBuf,
 
     /// latency (log-log, 95% CI error bars, fit), bandwidth (MB/s against size), histogram
-    /// (one size's trial times with the cut_coef line), signature (throughput against time)
-    /// or queue (a `commbench queue` run: latency against queue length).
+    /// (one size's trial times with the cut_coef line), signature (throughput against time),
+    /// queue (a `commbench queue` run: latency against queue length) or matrix (a `commbench
+    /// allpairs` run: heatmap of every cell, node effects, histogram of the robust z).
     #[arg(long, value_enum, default_value_t = Kind::Latency, value_name = "KIND")]
     pub kind: Kind,
 
-    /// histogram: the message size to draw (default: the first measured).
+    /// histogram and matrix: the message size to draw (default: the first measured).
     #[arg(long, value_name = "BYTES")]
     pub size: Option<String>,
 }
@@ -78,6 +80,9 @@ pub enum Kind {
     /// A queue benchmark's median one-way time against queue length, one line per fraction
     /// traversed (`commbench queue`).
     Queue,
+    /// An all-pairs matrix at one size: the median one-way time of every cell, the node
+    /// effects and the histogram of the robust z (`commbench allpairs`).
+    Matrix,
 }
 
 impl From<Kind> for PlotKind {
@@ -88,6 +93,7 @@ impl From<Kind> for PlotKind {
             Kind::Histogram => PlotKind::Histogram,
             Kind::Signature => PlotKind::Signature,
             Kind::Queue => PlotKind::Queue,
+            Kind::Matrix => PlotKind::Matrix,
         }
     }
 }
@@ -151,6 +157,15 @@ pub fn report(a: ReportArgs) -> Result<(), Fatal> {
         ));
     }
     let doc = load(&a.file)?;
+    if doc.allpairs.is_some() && a.format != Format::Text {
+        return Err(Fatal::usage(
+            format!(
+                "{} is an all-pairs document: markdown and csv tabulate points against size, which it does not hold",
+                a.file.display()
+            ),
+            "use --format text (the default); the cells are in the document's `allpairs.cells`",
+        ));
+    }
     let fits = fit::fits_of(&doc);
     let out = match a.format {
         Format::Markdown => render::markdown::render(&doc, &fits),
@@ -176,13 +191,14 @@ pub fn plot(a: PlotArgs) -> Result<(), Fatal> {
             )
         })?),
     };
-    if size.is_some() && kind != PlotKind::Histogram {
+    if size.is_some() && kind != PlotKind::Histogram && kind != PlotKind::Matrix {
         return Err(Fatal::usage(
-            "--size applies to --kind histogram only",
-            "add --kind histogram or drop --size",
+            "--size applies to --kind histogram and matrix only",
+            "add --kind histogram (--kind matrix for an all-pairs document) or drop --size",
         ));
     }
     let doc = load(&a.file)?;
+    check_kind_fits(&a.file, &doc, a.kind)?;
     let svg = plot::plot_with(&doc, kind, size, &fit::fits_of(&doc)).map_err(|e| {
         Fatal::usage(
             format!("{}: {}", a.file.display(), e.reason()),
@@ -197,6 +213,43 @@ pub fn plot(a: PlotArgs) -> Result<(), Fatal> {
     })?;
     eprintln!("wrote {}", a.output.display());
     Ok(())
+}
+
+/// Rejects a kind that does not draw `doc`: the matrix kind on a document without an all-pairs
+/// matrix, the other kinds on one with.
+fn check_kind_fits(file: &Path, doc: &ResultDoc, kind: Kind) -> Result<(), Fatal> {
+    let name = kind
+        .to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_string());
+    match (&doc.allpairs, kind) {
+        (None, Kind::Matrix) => {
+            let mut fit = vec!["latency", "bandwidth", "histogram", "signature"];
+            if doc.queue.is_some() {
+                fit.push("queue");
+            }
+            Err(Fatal::usage(
+                format!(
+                    "{}: no all-pairs matrix to draw (--kind matrix needs a `commbench allpairs` document)",
+                    file.display()
+                ),
+                format!("kinds that draw this document: {}", fit.join(", ")),
+            ))
+        }
+        (Some(m), k) if k != Kind::Matrix => {
+            let sizes: Vec<String> = m.sizes.iter().map(u64::to_string).collect();
+            Err(Fatal::usage(
+                format!(
+                    "{} is an all-pairs document: --kind {name} draws points against size, which it does not hold",
+                    file.display()
+                ),
+                format!(
+                    "use --kind matrix (--size BYTES for another of its sizes: {})",
+                    sizes.join(", ")
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The sizes where B is slower than A by more than `pct` percent with 95 % confidence for all
@@ -343,6 +396,9 @@ pub fn compare(a: CompareArgs) -> Result<(), Fatal> {
     check_runs_for_fail_if_slower(a.fail_if_slower, &fa, &fb)?;
     let load_all = |files: &[PathBuf]| files.iter().map(|f| load(f)).collect::<Result<Vec<_>, _>>();
     let (da, db) = (load_all(&fa)?, load_all(&fb)?);
+    if da.iter().chain(&db).any(|d| d.allpairs.is_some()) {
+        return compare_matrices(&a, (&fa, &da), (&fb, &db));
+    }
     let (ra, rb): (Vec<&ResultDoc>, Vec<&ResultDoc>) = (da.iter().collect(), db.iter().collect());
     for (label, runs, files) in [("A", &ra, &fa), ("B", &rb, &fb)] {
         check_same_points(label, runs, files)?;
@@ -356,6 +412,61 @@ pub fn compare(a: CompareArgs) -> Result<(), Fatal> {
     show_comparison(&a, (&fa, &ra), (&fb, &rb), &rows)?;
     if let Some(pct) = a.fail_if_slower {
         check_no_regression(&rows, pct, fa.len(), fb.len())?;
+    }
+    Ok(())
+}
+
+/// `commbench compare` of two all-pairs documents: cell by cell, one document a side.
+fn compare_matrices(
+    a: &CompareArgs,
+    (fa, da): (&[PathBuf], &[ResultDoc]),
+    (fb, db): (&[PathBuf], &[ResultDoc]),
+) -> Result<(), Fatal> {
+    let hint =
+        "compare two `commbench allpairs` documents: commbench compare before.json after.json";
+    for (f, d) in fa.iter().zip(da).chain(fb.iter().zip(db)) {
+        if d.allpairs.is_none() {
+            return Err(Fatal::usage(
+                format!(
+                    "{} has no all-pairs matrix, and the other side does: a matrix compares only with a matrix",
+                    f.display()
+                ),
+                hint,
+            ));
+        }
+    }
+    if da.len() != 1 || db.len() != 1 {
+        return Err(Fatal::usage(
+            format!(
+                "all-pairs documents compare one a side ({} in A, {} in B)",
+                da.len(),
+                db.len()
+            ),
+            hint,
+        ));
+    }
+    if a.fail_if_slower.is_some() {
+        return Err(Fatal::usage(
+            "--fail-if-slower does not apply to all-pairs documents",
+            "drop it: the comparison flags each cell whose CI excludes 1 (allpairs --fail-on-suspect checks one run)",
+        ));
+    }
+    let (Some(ma), Some(mb)) = (&da[0].allpairs, &db[0].allpairs) else {
+        return Err(Fatal::usage("no all-pairs matrix to compare", hint));
+    };
+    let c = matrix_compare::compare(ma, mb, a.resamples, COMPARE_SEED).map_err(|e| {
+        Fatal::usage(
+            e.reason(),
+            "compare all-pairs runs that measured some of the same sizes",
+        )
+    })?;
+    let (na, nb) = (fa[0].display().to_string(), fb[0].display().to_string());
+    let json_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    if !json_stdout {
+        crate::cli::files::to_stdout(&render::matrix::comparison(&c, ma, (&na, &nb)));
+    }
+    if let Some(p) = &a.json {
+        crate::cli::files::write_json_value(p, &c)?;
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! SVG plots of a result document, written by hand (no plotting crate).
 //!
-//! Five kinds ([`PlotKind`]):
+//! Six kinds ([`PlotKind`]):
 //!
 //! * `latency`: the median one-way time against the message size on log-log axes, with the
 //!   95 % confidence interval of each median as an error bar (seed 003 Figures 1-2 draw 95 %
@@ -16,6 +16,8 @@
 //!   log-log axes.
 //! * `queue`: the median one-way time against the queue length on linear axes, one line per
 //!   fraction of the pre-posted queue traversed (seed 004 Figures 3-5).
+//! * `matrix`: an all-pairs document's heatmap of the median one-way time per cell, with the
+//!   node effects and the histogram of the cells' robust z.
 //!
 //! Text uses the generic `sans-serif` family only, so any renderer draws it with whatever font
 //! it has; no font file is referenced. Sizes are labelled in bytes with binary K/M/G suffixes,
@@ -43,12 +45,20 @@ pub enum PlotKind {
     /// Median one-way time against queue length, one line per fraction traversed
     /// (Underwood & Brightwell's queue benchmarks).
     Queue,
+    /// An all-pairs matrix at one size: heatmap, node effects, histogram of the robust z.
+    Matrix,
 }
 
 impl PlotKind {
     /// The names [`std::str::FromStr`] accepts.
-    pub const NAMES: [&'static str; 5] =
-        ["latency", "bandwidth", "histogram", "signature", "queue"];
+    pub const NAMES: [&'static str; 6] = [
+        "latency",
+        "bandwidth",
+        "histogram",
+        "signature",
+        "queue",
+        "matrix",
+    ];
 }
 
 impl std::str::FromStr for PlotKind {
@@ -60,6 +70,7 @@ impl std::str::FromStr for PlotKind {
             "histogram" => Ok(PlotKind::Histogram),
             "signature" => Ok(PlotKind::Signature),
             "queue" => Ok(PlotKind::Queue),
+            "matrix" => Ok(PlotKind::Matrix),
             _ => Err(Error::Config(format!(
                 "unknown plot kind `{s}`: choose one of {}",
                 PlotKind::NAMES.join(", ")
@@ -83,6 +94,17 @@ pub fn plot_with(
     size: Option<u64>,
     fits: &[FitSection],
 ) -> Result<String> {
+    match (kind, &doc.allpairs) {
+        (PlotKind::Matrix, _) => return matrix::plot(doc, size),
+        (_, Some(_)) => {
+            return Err(Error::Invalid(
+                "an all-pairs document holds a matrix, not points against size: only the \
+                 matrix kind draws it"
+                    .into(),
+            ))
+        }
+        (_, None) => {}
+    }
     if doc.points.is_empty() {
         return Err(Error::Invalid(
             "the document has no measured points to plot".into(),
@@ -94,6 +116,7 @@ pub fn plot_with(
         PlotKind::Histogram => histogram::plot(doc, size),
         PlotKind::Signature => signature::plot(doc),
         PlotKind::Queue => queue::plot(doc),
+        PlotKind::Matrix => matrix::plot(doc, size),
     }
 }
 
@@ -101,6 +124,7 @@ mod bandwidth;
 mod canvas;
 mod histogram;
 mod latency;
+mod matrix;
 mod queue;
 mod signature;
 

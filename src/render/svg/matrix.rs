@@ -1,0 +1,742 @@
+//! The matrix plot of an all-pairs document: a heatmap of the median one-way time of every
+//! cell at one size (rows source, columns dest, ranks ordered by host then rank, host
+//! boundaries drawn, a log colour scale; the diagonal and cells not measured grey; cells
+//! beyond the rule's robust z or blamed by a verdict outlined), beside it the node effects of
+//! the median polish as factors (sender and receiver, per rank, in the heatmap's row order),
+//! and below the histogram of the cells' robust z with the rule's threshold marked.
+
+use super::canvas::{esc, num, size_text, Svg};
+use super::subtitle;
+use crate::analysis::allpairs::Fit;
+use crate::analysis::document::ResultDoc;
+use crate::analysis::matrix::MatrixSection;
+use crate::render::matrix::{flagged, host_order};
+use commbench_core::stats::nice_width;
+use commbench_core::transport::error::{Error, Result};
+use std::fmt::Write;
+
+const W: f64 = 1000.0;
+const H: f64 = 840.0;
+/// The heatmap's left and top edges and side.
+const HX: f64 = 130.0;
+const HY: f64 = 90.0;
+const SIDE: f64 = 460.0;
+/// The colour legend's left edge and width.
+const LX: f64 = HX + SIDE + 16.0;
+const LW: f64 = 14.0;
+/// The node effects' plot area.
+const BX0: f64 = LX + LW + 80.0;
+const BX1: f64 = W - 30.0;
+/// The histogram's plot area.
+const ZX0: f64 = 90.0;
+const ZX1: f64 = W - 30.0;
+const ZY0: f64 = HY + SIDE + 70.0;
+const ZY1: f64 = H - 80.0;
+/// Bars of the histogram.
+const Z_BINS: usize = 48;
+/// Grey of the diagonal and of cells not measured.
+const MISSING: &str = "#c8c8c8";
+const FLAG: &str = "#d62728";
+const SENDER: &str = "#1f77b4";
+const RECEIVER: &str = "#ff7f0e";
+
+/// Viridis at five stops, fast (dark) to slow (yellow).
+const RAMP: [(f64, f64, f64); 5] = [
+    (68.0, 1.0, 84.0),
+    (59.0, 82.0, 139.0),
+    (33.0, 145.0, 140.0),
+    (94.0, 201.0, 98.0),
+    (253.0, 231.0, 37.0),
+];
+
+/// The colour at `t` in `[0, 1]`.
+fn colour(t: f64) -> String {
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let x = t * (RAMP.len() - 1) as f64;
+    let k = (x.floor() as usize).min(RAMP.len() - 2);
+    let f = x - k as f64;
+    let (a, b) = (RAMP[k], RAMP[k + 1]);
+    let c = |p: f64, q: f64| (p + (q - p) * f).round() as u8;
+    format!("#{:02x}{:02x}{:02x}", c(a.0, b.0), c(a.1, b.1), c(a.2, b.2))
+}
+
+/// The matrix's size to draw: `size`, or the first measured.
+fn pick(m: &MatrixSection, size: Option<u64>) -> Result<u64> {
+    let list = || {
+        m.sizes
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match size {
+        None => m
+            .sizes
+            .first()
+            .copied()
+            .ok_or_else(|| Error::Invalid("the matrix has no size measured".into())),
+        Some(s) if m.sizes.contains(&s) => Ok(s),
+        Some(s) => Err(Error::Invalid(format!(
+            "no matrix of size {s} in the document (sizes: {})",
+            list()
+        ))),
+    }
+}
+
+/// Ticks of a log scale over `[lo, hi]` (positive): every decade when the range is wide,
+/// 1-2-5 per decade when it spans a few, every digit when it is narrow; the ends when no
+/// tick falls inside.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    const DIGITS: [f64; 9] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
+    let (k0, k1) = (
+        lo.log10().floor().clamp(-300.0, 300.0) as i32,
+        hi.log10().ceil().clamp(-300.0, 300.0) as i32,
+    );
+    let steps: &[f64] = match k1 - k0 {
+        ..=1 => &DIGITS,
+        2 if hi / lo < 20.0 => &DIGITS,
+        2..=3 => &[1.0, 2.0, 5.0],
+        _ => &[1.0],
+    };
+    let mut v = Vec::new();
+    for k in k0..=k1 {
+        for m in steps {
+            let x = m * 10f64.powi(k);
+            if x >= lo * (1.0 - 1e-9) && x <= hi * (1.0 + 1e-9) {
+                v.push(x);
+            }
+        }
+    }
+    if v.len() < 2 {
+        v = vec![lo, hi];
+    }
+    v
+}
+
+/// A tick label: the number as the plots write it, trailing zeros of a fraction dropped
+/// (`6`, `12.5`, `0.025`).
+fn tick(v: f64) -> String {
+    let s = num(v);
+    if s.contains('.') && !s.contains('e') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// The heatmap with its labels, host boundaries and flagged outlines; the colour legend.
+fn heatmap(svg: &mut Svg, m: &MatrixSection, size: u64, order: &[u32]) {
+    let n = order.len().max(1);
+    let cell = SIDE / n as f64;
+    let med = m.medians(size);
+    let at = |i: u32, j: u32| -> Option<f64> {
+        med.get(i as usize)
+            .and_then(|r| r.get(j as usize))
+            .copied()
+            .flatten()
+            .filter(|v| *v > 0.0 && v.is_finite())
+    };
+    let values: Vec<f64> = order
+        .iter()
+        .flat_map(|&i| order.iter().filter_map(move |&j| at(i, j)))
+        .collect();
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let (lo, hi) = if lo.is_finite() && hi > lo {
+        (lo, hi)
+    } else if lo.is_finite() {
+        (lo * 0.95, lo * 1.05)
+    } else {
+        (1.0, 10.0)
+    };
+    let t = |v: f64| (v.ln() - lo.ln()) / (hi.ln() - lo.ln());
+    let flags = flagged(m, size);
+    let z: std::collections::HashMap<(u32, u32), f64> = m
+        .fit_at(size)
+        .map(|f| f.cells.iter().map(|c| ((c.source, c.dest), c.z)).collect())
+        .unwrap_or_default();
+    let host = |r: u32| m.hosts.get(r as usize).map_or("?", String::as_str);
+    svg.raw(r#"<g class="heatmap" stroke="white" stroke-width="0.5">"#);
+    for (a, &i) in order.iter().enumerate() {
+        for (b, &j) in order.iter().enumerate() {
+            let (x, y) = (HX + b as f64 * cell, HY + a as f64 * cell);
+            let (class, fill, data, tip) = match at(i, j) {
+                Some(v) if i != j => {
+                    let zs = z
+                        .get(&(i, j))
+                        .map_or(String::new(), |z| format!(", z {}", num(*z)));
+                    (
+                        "cell",
+                        colour(t(v)),
+                        format!(r#" data-us="{v}""#),
+                        format!("{i} ({}) -> {j} ({}): {} us{zs}", host(i), host(j), num(v)),
+                    )
+                }
+                _ => (
+                    "cell missing",
+                    MISSING.to_string(),
+                    String::new(),
+                    if i == j {
+                        format!("{i} ({}): the diagonal is not measured", host(i))
+                    } else {
+                        format!("{i} -> {j}: not measured")
+                    },
+                ),
+            };
+            let _ = writeln!(
+                svg.s,
+                r#"<rect class="{class}" x="{x:.2}" y="{y:.2}" width="{cell:.2}" height="{cell:.2}" fill="{fill}" data-source="{i}" data-dest="{j}"{data}><title>{}</title></rect>"#,
+                esc(&tip)
+            );
+        }
+    }
+    svg.raw("</g>");
+    // Host boundaries, where some host holds several ranks.
+    let shared = (1..order.len()).any(|k| host(order[k]) == host(order[k - 1]));
+    if shared {
+        svg.raw(r#"<g class="host-boundaries" stroke="black" stroke-width="1.5">"#);
+        for k in 1..order.len() {
+            if host(order[k]) != host(order[k - 1]) {
+                let p = HX + k as f64 * cell;
+                let _ = writeln!(
+                    svg.s,
+                    r#"<line class="host-boundary" x1="{p:.2}" y1="{HY:.2}" x2="{p:.2}" y2="{:.2}"/>"#,
+                    HY + SIDE
+                );
+                let p = HY + k as f64 * cell;
+                let _ = writeln!(
+                    svg.s,
+                    r#"<line class="host-boundary" x1="{HX:.2}" y1="{p:.2}" x2="{:.2}" y2="{p:.2}"/>"#,
+                    HX + SIDE
+                );
+            }
+        }
+        svg.raw("</g>");
+    }
+    svg.raw(&format!(
+        r#"<g class="flags" fill="none" stroke="{FLAG}" stroke-width="2">"#
+    ));
+    for (a, &i) in order.iter().enumerate() {
+        for (b, &j) in order.iter().enumerate() {
+            if flags.contains(&(i, j)) {
+                let _ = writeln!(
+                    svg.s,
+                    r#"<rect class="flag" x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}" data-source="{i}" data-dest="{j}"/>"#,
+                    HX + b as f64 * cell + 1.0,
+                    HY + a as f64 * cell + 1.0,
+                    (cell - 2.0).max(1.0),
+                    (cell - 2.0).max(1.0)
+                );
+            }
+        }
+    }
+    svg.raw("</g>");
+    frame(svg, HX, HY, SIDE, SIDE);
+    labels(svg, m, order, cell);
+    legend(svg, lo, hi);
+}
+
+/// A black frame.
+fn frame(svg: &mut Svg, x: f64, y: f64, w: f64, h: f64) {
+    let _ = writeln!(
+        svg.s,
+        r#"<rect class="frame" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="none" stroke="black"/>"#
+    );
+}
+
+/// Rank labels of rows and columns (hosts beside the rows), thinned when cells are small.
+fn labels(svg: &mut Svg, m: &MatrixSection, order: &[u32], cell: f64) {
+    let every = (12.0 / cell).ceil().max(1.0) as usize;
+    let fs = (cell * 0.8).clamp(6.0, 11.0);
+    let host = |r: u32| m.hosts.get(r as usize).map_or("?", String::as_str);
+    for (k, &r) in order.iter().enumerate() {
+        let new_host = k == 0 || host(order[k - 1]) != host(r);
+        if k % every != 0 && !new_host {
+            continue;
+        }
+        let c = k as f64 * cell + cell / 2.0;
+        let style = format!(r#" font-size="{fs:.1}""#);
+        svg.text(
+            "col-label",
+            HX + c,
+            HY - 5.0,
+            "middle",
+            &style,
+            &r.to_string(),
+        );
+        let name: String = host(r).chars().take(14).collect();
+        let row = if new_host {
+            format!("{name}  {r}")
+        } else {
+            r.to_string()
+        };
+        svg.text(
+            "row-label",
+            HX - 5.0,
+            HY + c + fs / 3.0,
+            "end",
+            &style,
+            &row,
+        );
+    }
+    svg.text(
+        "axis-title",
+        HX + SIDE / 2.0,
+        HY - 22.0,
+        "middle",
+        r#" font-size="12""#,
+        "dest (echoes)",
+    );
+    let cy = HY + SIDE / 2.0;
+    let _ = writeln!(
+        svg.s,
+        r#"<text class="axis-title" x="16" y="{cy:.1}" text-anchor="middle" font-size="12" transform="rotate(-90 16 {cy:.1})">source (times), host and rank</text>"#
+    );
+}
+
+/// The colour legend: the ramp with log ticks in us.
+fn legend(svg: &mut Svg, lo: f64, hi: f64) {
+    let steps = 64;
+    svg.raw(r#"<g class="colour-legend">"#);
+    for k in 0..steps {
+        let y = HY + SIDE * (1.0 - (k + 1) as f64 / steps as f64);
+        let _ = writeln!(
+            svg.s,
+            r#"<rect x="{LX:.1}" y="{y:.2}" width="{LW:.1}" height="{:.2}" fill="{}" stroke="none"/>"#,
+            SIDE / steps as f64 + 0.3,
+            colour((k as f64 + 0.5) / steps as f64)
+        );
+    }
+    frame(svg, LX, HY, LW, SIDE);
+    let py = |v: f64| HY + SIDE * (1.0 - (v.ln() - lo.ln()) / (hi.ln() - lo.ln()));
+    for v in log_ticks(lo, hi) {
+        let y = py(v);
+        let _ = writeln!(
+            svg.s,
+            r#"<line class="tick" x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="black"/>"#,
+            LX + LW,
+            LX + LW + 4.0
+        );
+        svg.text(
+            "tick-label",
+            LX + LW + 6.0,
+            y + 4.0,
+            "start",
+            r#" font-size="10""#,
+            &tick(v),
+        );
+    }
+    svg.text(
+        "axis-title",
+        LX + LW / 2.0,
+        HY - 8.0,
+        "middle",
+        r#" font-size="11""#,
+        "median us",
+    );
+    svg.raw("</g>");
+}
+
+/// The node effects as factors, one row per rank in the heatmap's order: sender above,
+/// receiver below, from 1 on a log axis.
+fn node_bars(svg: &mut Svg, f: &Fit, order: &[u32]) {
+    let cell = SIDE / order.len().max(1) as f64;
+    let fac = |v: &[f64], r: u32| v.get(r as usize).map_or(1.0, |e| e.exp());
+    let all: Vec<f64> = order
+        .iter()
+        .flat_map(|&r| [fac(&f.sender, r), fac(&f.receiver, r)])
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect();
+    let lo = all.iter().copied().fold(1.0, f64::min).min(0.9);
+    let hi = all.iter().copied().fold(1.0, f64::max).max(1.1);
+    let (lo, hi) = (lo / 1.05, hi * 1.05);
+    let px = |v: f64| BX0 + (BX1 - BX0) * (v.ln() - lo.ln()) / (hi.ln() - lo.ln());
+    svg.raw(r#"<g class="node-effects">"#);
+    let ticks: Vec<f64> = [
+        0.1, 0.2, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 1000.0,
+    ]
+    .into_iter()
+    .filter(|&t| t >= lo && t <= hi)
+    .collect();
+    for t in &ticks {
+        let x = px(*t);
+        let _ = writeln!(
+            svg.s,
+            r##"<line class="grid" x1="{x:.1}" y1="{HY:.1}" x2="{x:.1}" y2="{:.1}" stroke="#e4e4e4"/>"##,
+            HY + SIDE
+        );
+        svg.text(
+            "tick-label",
+            x,
+            HY + SIDE + 15.0,
+            "middle",
+            r#" font-size="10""#,
+            &format!("{t}"),
+        );
+    }
+    let one = px(1.0);
+    for (k, &r) in order.iter().enumerate() {
+        let y = HY + k as f64 * cell;
+        let h = (cell / 2.0 - 1.0).max(0.5);
+        for (half, (v, color, class)) in [
+            (fac(&f.sender, r), SENDER, "sender-bar"),
+            (fac(&f.receiver, r), RECEIVER, "receiver-bar"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let x = px(v.clamp(lo, hi));
+            let (x0, w) = if x >= one {
+                (one, x - one)
+            } else {
+                (x, one - x)
+            };
+            let _ = writeln!(
+                svg.s,
+                r#"<rect class="{class}" x="{x0:.2}" y="{:.2}" width="{:.2}" height="{h:.2}" fill="{color}" data-rank="{r}" data-factor="{v}"><title>rank {r} {}: x{}</title></rect>"#,
+                y + 0.5 + half as f64 * (cell / 2.0),
+                w.max(0.5),
+                if half == 0 {
+                    "as sender"
+                } else {
+                    "as receiver"
+                },
+                num(v)
+            );
+        }
+    }
+    let _ = writeln!(
+        svg.s,
+        r#"<line class="unit-line" x1="{one:.1}" y1="{HY:.1}" x2="{one:.1}" y2="{:.1}" stroke="black"/>"#,
+        HY + SIDE
+    );
+    frame(svg, BX0, HY, BX1 - BX0, SIDE);
+    svg.text(
+        "axis-title",
+        (BX0 + BX1) / 2.0,
+        HY + SIDE + 32.0,
+        "middle",
+        r#" font-size="12""#,
+        "node effect (factor, log scale)",
+    );
+    for (k, (label, color)) in [("sender", SENDER), ("receiver", RECEIVER)]
+        .into_iter()
+        .enumerate()
+    {
+        let x = BX0 + k as f64 * 90.0;
+        let _ = writeln!(
+            svg.s,
+            r#"<rect x="{x:.1}" y="{:.1}" width="12" height="10" fill="{color}"/>"#,
+            HY - 22.0
+        );
+        svg.text(
+            "legend-label",
+            x + 16.0,
+            HY - 13.0,
+            "start",
+            r#" font-size="11""#,
+            label,
+        );
+    }
+    svg.raw("</g>");
+}
+
+/// Linear ticks over `[lo, hi]`.
+fn linear_ticks(lo: f64, hi: f64) -> (Vec<f64>, usize) {
+    let step = nice_width((hi - lo) / 8.0);
+    if !(step.is_finite() && step > 0.0) {
+        return (vec![lo, hi], 1);
+    }
+    let decimals = (-step.log10().floor()).clamp(0.0, 6.0) as usize;
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    if last.saturating_sub(first) > 100 {
+        return (vec![lo, hi], decimals);
+    }
+    ((first..=last).map(|k| k as f64 * step).collect(), decimals)
+}
+
+/// The histogram of the cells' robust z with the rule's threshold marked.
+fn z_histogram(svg: &mut Svg, f: &Fit, rule_z: f64) {
+    let z: Vec<f64> = f
+        .cells
+        .iter()
+        .map(|c| c.z)
+        .filter(|z| z.is_finite())
+        .collect();
+    let zmin = z.iter().copied().fold(-1.2 * rule_z, f64::min);
+    let zmax = z.iter().copied().fold(1.2 * rule_z, f64::max);
+    let (lo, hi) = (zmin - 0.02 * (zmax - zmin), zmax + 0.02 * (zmax - zmin));
+    let width = (hi - lo) / Z_BINS as f64;
+    let mut counts = [0u64; Z_BINS];
+    for v in &z {
+        let k = (((v - lo) / width).floor().max(0.0) as usize).min(Z_BINS - 1);
+        counts[k] += 1;
+    }
+    let cmax = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
+    let px = |v: f64| ZX0 + (ZX1 - ZX0) * (v - lo) / (hi - lo);
+    let py = |c: f64| ZY1 - (ZY1 - ZY0) * c / (cmax * 1.1);
+    svg.raw(r#"<g class="z-histogram">"#);
+    let (xt, decimals) = linear_ticks(lo, hi);
+    for v in xt {
+        let x = px(v);
+        let _ = writeln!(
+            svg.s,
+            r#"<line class="tick" x1="{x:.1}" y1="{ZY1:.1}" x2="{x:.1}" y2="{:.1}" stroke="black"/>"#,
+            ZY1 + 5.0
+        );
+        svg.text(
+            "tick-label",
+            x,
+            ZY1 + 18.0,
+            "middle",
+            r#" font-size="10""#,
+            &format!("{v:.decimals$}"),
+        );
+    }
+    let (yt, yd) = linear_ticks(0.0, cmax * 1.1);
+    for c in yt {
+        let y = py(c);
+        let _ = writeln!(
+            svg.s,
+            r#"<line class="tick" x1="{:.1}" y1="{y:.1}" x2="{ZX0:.1}" y2="{y:.1}" stroke="black"/>"#,
+            ZX0 - 5.0
+        );
+        svg.text(
+            "tick-label",
+            ZX0 - 8.0,
+            y + 4.0,
+            "end",
+            r#" font-size="10""#,
+            &format!("{c:.yd$}"),
+        );
+    }
+    svg.raw(r##"<g class="bars" fill="#7aa6d8" stroke="#3b6ea8" stroke-width="0.6">"##);
+    for (k, &c) in counts.iter().enumerate().filter(|(_, &c)| c > 0) {
+        let x0 = px(lo + k as f64 * width);
+        let top = py(c as f64);
+        let _ = writeln!(
+            svg.s,
+            r#"<rect class="bar" x="{x0:.2}" y="{top:.2}" width="{:.2}" height="{:.2}" data-count="{c}"/>"#,
+            (px(lo + (k + 1) as f64 * width) - x0).max(0.5),
+            ZY1 - top
+        );
+    }
+    svg.raw("</g>");
+    for (v, anchor) in [(rule_z, "start"), (-rule_z, "end")] {
+        let x = px(v);
+        let _ = writeln!(
+            svg.s,
+            r#"<line class="threshold" x1="{x:.1}" y1="{ZY0:.1}" x2="{x:.1}" y2="{ZY1:.1}" stroke="{FLAG}" stroke-width="1.5" stroke-dasharray="6 3"/>"#
+        );
+        let dx = if anchor == "start" { 4.0 } else { -4.0 };
+        svg.text(
+            "annotation",
+            x + dx,
+            ZY0 + 12.0,
+            anchor,
+            &format!(r#" font-size="11" fill="{FLAG}""#),
+            &format!("z = {v}"),
+        );
+    }
+    frame(svg, ZX0, ZY0, ZX1 - ZX0, ZY1 - ZY0);
+    svg.text(
+        "axis-title",
+        (ZX0 + ZX1) / 2.0,
+        ZY1 + 36.0,
+        "middle",
+        r#" font-size="12""#,
+        "robust z of the cell's residual (log time)",
+    );
+    let cy = (ZY0 + ZY1) / 2.0;
+    let _ = writeln!(
+        svg.s,
+        r#"<text class="axis-title" x="40" y="{cy:.1}" text-anchor="middle" font-size="12" transform="rotate(-90 40 {cy:.1})">cells</text>"#
+    );
+    svg.raw("</g>");
+}
+
+/// The matrix plot of `doc` at `size` (default: the first size measured).
+pub(super) fn plot(doc: &ResultDoc, size: Option<u64>) -> Result<String> {
+    let m = doc.allpairs.as_ref().ok_or_else(|| {
+        Error::Invalid(
+            "the document has no all-pairs matrix (write one with `commbench allpairs`)".into(),
+        )
+    })?;
+    let size = pick(m, size)?;
+    let order = host_order(m);
+    let title = format!(
+        "All pairs: median one-way time per cell, {}",
+        size_text(size)
+    );
+    let mut s = String::with_capacity(64 * 1024 + 256 * order.len() * order.len());
+    let _ = writeln!(
+        s,
+        r##"<?xml version="1.0" encoding="UTF-8"?>
+<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="13">
+<title>{}</title>
+<rect class="background" x="0" y="0" width="{W}" height="{H}" fill="white"/>
+<text class="title" x="{}" y="24" text-anchor="middle" font-size="16" font-weight="bold">{}</text>
+<text class="subtitle" x="{}" y="42" text-anchor="middle" font-size="12" fill="#555555">{}</text>"##,
+        esc(&title),
+        W / 2.0,
+        esc(&title),
+        W / 2.0,
+        esc(&subtitle(doc))
+    );
+    let mut svg = Svg { s };
+    heatmap(&mut svg, m, size, &order);
+    let fit = m.fit_at(size);
+    match fit {
+        Some(f) => {
+            node_bars(&mut svg, f, &order);
+            z_histogram(&mut svg, f, m.rule.z);
+        }
+        None => svg.text(
+            "annotation",
+            W / 2.0,
+            ZY0 + 20.0,
+            "middle",
+            "",
+            "no attribution at this size: too few cells to fit the model",
+        ),
+    }
+    let verdicts = m
+        .verdicts
+        .iter()
+        .filter(|v| v.sizes.is_empty() || v.sizes.contains(&size))
+        .count();
+    let caption = [
+        format!(
+            "Colour: median one-way time of the cell (log scale); grey: the diagonal or a cell not measured; outlined: |z| > {} or blamed by one of the {verdicts} verdict(s) at this size.",
+            m.rule.z
+        ),
+        "Node effects: exp(sender) and exp(receiver) of Tukey's median polish of log time (1: as fast as the common time); ranks in the heatmap's order.".to_string(),
+    ];
+    for (i, c) in caption.iter().enumerate() {
+        svg.text(
+            "caption",
+            20.0,
+            H - 26.0 + 15.0 * i as f64,
+            "start",
+            r##" font-size="11" fill="#555555""##,
+            c,
+        );
+    }
+    Ok(svg.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::matrix_compare::synthetic::section;
+    use crate::analysis::testkit::{doc, sweep};
+    use crate::render::svg::tests::well_formed;
+    use crate::render::svg::{plot_with, PlotKind};
+
+    fn matrix_doc(hosts: &[&str], slow: &[u32]) -> ResultDoc {
+        let mut d = doc(vec![]);
+        d.allpairs = Some(section(hosts, &[8, 4096], slow, 3.0, 1));
+        d
+    }
+
+    fn draw(d: &ResultDoc, kind: PlotKind, size: Option<u64>) -> Result<String> {
+        plot_with(d, kind, size, &[])
+    }
+
+    #[test]
+    fn heatmap_bars_and_histogram() {
+        let hosts = ["b", "a", "b", "a", "c", "c", "d"];
+        let d = matrix_doc(&hosts, &[4]);
+        let s = draw(&d, PlotKind::Matrix, None).unwrap();
+        well_formed(&s).unwrap();
+        assert!(s.starts_with("<?xml") && s.contains("<svg "));
+        assert_eq!(s.matches(r#"<rect class="cell"#).count(), 49);
+        assert_eq!(s.matches(r#"<rect class="cell missing"#).count(), 7);
+        assert_eq!(s.matches(r#"class="sender-bar""#).count(), 7);
+        assert_eq!(s.matches(r#"class="receiver-bar""#).count(), 7);
+        assert_eq!(s.matches(r#"class="threshold""#).count(), 2);
+        // Node 4's 12 cells are outlined, and no other.
+        let flags: Vec<&str> = s.split(r#"<rect class="flag""#).skip(1).collect();
+        assert_eq!(flags.len(), 12, "{s}");
+        assert!(flags
+            .iter()
+            .all(|f| f.contains(r#"data-source="4""#) || f.contains(r#"data-dest="4""#)));
+        // Histogram bars hold every cell's z.
+        let total: u64 = s
+            .split("data-count=\"")
+            .skip(1)
+            .map(|t| t[..t.find('"').unwrap()].parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(total, 42);
+        // Rows by host: a's ranks 1 and 3 first; host boundaries between the groups.
+        let first = s.find(r#"data-source="1" data-dest="1""#).unwrap();
+        let zero = s.find(r#"data-source="0" data-dest="0""#).unwrap();
+        assert!(first < zero);
+        assert_eq!(s.matches(r#"class="host-boundary""#).count(), 2 * 3);
+        assert!(s.contains("8 B") && !s.contains("NaN"), "{s}");
+        let s = draw(&d, PlotKind::Matrix, Some(4096)).unwrap();
+        assert!(s.contains("4 KiB"));
+    }
+
+    #[test]
+    fn one_rank_per_host_draws_no_boundary() {
+        let d = matrix_doc(&["n0", "n1", "n2", "n3"], &[]);
+        let s = draw(&d, PlotKind::Matrix, None).unwrap();
+        well_formed(&s).unwrap();
+        assert_eq!(s.matches(r#"class="host-boundary""#).count(), 0);
+        assert_eq!(s.matches(r#"<rect class="flag""#).count(), 0);
+    }
+
+    #[test]
+    fn kinds_and_sizes_that_do_not_fit() {
+        let d = matrix_doc(&["n0", "n1", "n2"], &[]);
+        let e = draw(&d, PlotKind::Matrix, Some(5)).unwrap_err().to_string();
+        assert!(
+            e.contains("no matrix of size 5") && e.contains("8, 4096"),
+            "{e}"
+        );
+        for k in [PlotKind::Latency, PlotKind::Histogram, PlotKind::Queue] {
+            let e = draw(&d, k, None).unwrap_err().to_string();
+            assert!(e.contains("matrix"), "{e}");
+        }
+        let e = draw(&sweep(1.0), PlotKind::Matrix, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no all-pairs matrix"), "{e}");
+        assert_eq!("matrix".parse::<PlotKind>().unwrap(), PlotKind::Matrix);
+    }
+
+    #[test]
+    fn tick_labels() {
+        assert_eq!(tick(10.0), "10");
+        assert_eq!(tick(6.0), "6");
+        assert_eq!(tick(12.5), "12.5");
+        assert_eq!(tick(0.025), "0.025");
+        assert_eq!(tick(2e5), "2.000e5");
+    }
+
+    #[test]
+    fn ramp_ends_and_middle() {
+        assert_eq!(colour(0.0), "#440154");
+        assert_eq!(colour(1.0), "#fde725");
+        assert_eq!(colour(0.5), "#21918c");
+        assert_eq!(colour(f64::NAN), "#440154");
+        assert_eq!(colour(7.0), "#fde725");
+    }
+
+    #[test]
+    fn log_ticks_cover_the_range() {
+        assert_eq!(
+            log_ticks(1.5, 300.0),
+            vec![2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0]
+        );
+        assert_eq!(log_ticks(0.5, 5e4), vec![1.0, 10.0, 100.0, 1000.0, 10000.0]);
+        assert_eq!(log_ticks(5.01, 11.6), vec![6.0, 7.0, 8.0, 9.0, 10.0]);
+        assert_eq!(log_ticks(3.1, 3.9), vec![3.1, 3.9]);
+    }
+}

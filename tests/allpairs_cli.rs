@@ -1,0 +1,184 @@
+//! `commbench allpairs` from the command line: bad input refused before anything runs, the
+//! matrix complete over local ranks, the simulator's faults named and `--fail-on-suspect`'s
+//! exit status, a stop between rounds keeping what was measured.
+
+mod common;
+
+use common::{
+    assert_ok, assert_usage_error, bounded, commbench, read_json, run, run_json, stderr, stdout,
+    tmpdir, with_json,
+};
+use serde_json::Value;
+use std::time::Duration;
+
+/// A short run: few trials, a small timer characterisation.
+const QUICK: &[&str] = &["--trials", "20", "--warmup", "2", "--samples", "1000"];
+
+fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec!["allpairs"];
+    a.extend_from_slice(extra);
+    a.extend_from_slice(QUICK);
+    a
+}
+
+/// The ordered pairs of `size` measured in the main passes.
+fn cells(doc: &Value, size: u64) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = doc["allpairs"]["cells"]
+        .as_array()
+        .expect("cells")
+        .iter()
+        .filter(|c| c["size"] == size && c.get("retest").is_none())
+        .map(|c| (c["source"].as_u64().unwrap(), c["dest"].as_u64().unwrap()))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn bad_input_is_refused_before_anything_runs() {
+    assert_usage_error(
+        &["allpairs", "--source", "1"],
+        "--source is not used by allpairs",
+    );
+    assert_usage_error(&["allpairs", "--z", "0"], "--z 0");
+    assert_usage_error(&["allpairs", "--min-factor", "0.5"], "--min-factor 0.5");
+    assert_usage_error(&["allpairs", "--rounds", "0"], "--rounds 0");
+    assert_usage_error(&["allpairs", "--npp", "1,2"], "--npp with a list");
+    assert_usage_error(&["allpairs", "--sizes", "8,x"], "--sizes");
+    assert_usage_error(&["allpairs", "--schedule", "ring"], "ring");
+    assert_usage_error(&["allpairs", "--ranks", "1"], "2 ranks");
+    let help = stdout(&run(&["allpairs", "--help"]));
+    for word in [
+        "tournament",
+        "median polish",
+        "--fail-on-suspect",
+        "--concurrency",
+    ] {
+        assert!(help.contains(word), "--help lacks {word}: {help}");
+    }
+}
+
+#[test]
+fn four_local_ranks_fill_the_matrix_over_shm_and_tcp() {
+    for backend in ["shm", "tcp"] {
+        let j = tmpdir(&format!("ap-{backend}")).join("r.json");
+        let a = args(&["--backend", backend, "--sizes", "8,4K"]);
+        let doc = run_json(&j, &a);
+        assert_eq!(doc["status"], "complete", "{}", doc["error"]);
+        let m = &doc["allpairs"];
+        assert_eq!(m["ranks"], 4);
+        assert_eq!(m["config"]["schedule"], "tournament");
+        for size in [8, 4096] {
+            let c = cells(&doc, size);
+            assert_eq!(c.len(), 12, "{backend} {size}: {c:?}");
+        }
+        // Every cell keeps its trials and the contract's statistics (a suspect measured again
+        // alone, on this busy host, four times as many).
+        for c in m["cells"].as_array().unwrap() {
+            let want = if c.get("retest").is_some() { 80 } else { 20 };
+            assert_eq!(c["trial_ns"].as_array().unwrap().len(), want, "{c}");
+            assert!(c["one_way_us"]["median"].as_f64().unwrap() > 0.0);
+        }
+        // Every rank on this one host: one class of pairs.
+        let hosts: Vec<&Value> = m["hosts"].as_array().unwrap().iter().collect();
+        assert!(hosts.windows(2).all(|w| w[0] == w[1]), "{hosts:?}");
+    }
+}
+
+#[test]
+fn every_schedule_covers_every_pair_and_records_its_rounds() {
+    for (schedule, extra, rounds) in [
+        ("serial", vec![], 10),
+        ("shift", vec![], 12),
+        ("random", vec!["--rounds", "2"], 10),
+        ("tournament", vec!["--concurrency", "1"], 10),
+    ] {
+        let j = tmpdir(&format!("ap-sched-{schedule}")).join("r.json");
+        let mut a = args(&["--ranks", "5", "--schedule", schedule, "--sizes", "8"]);
+        a.extend(extra.iter().copied());
+        a.extend(["--retest-trials", "0"]);
+        let doc = run_json(&j, &a);
+        let m = &doc["allpairs"];
+        let mut c = cells(&doc, 8);
+        c.dedup();
+        assert_eq!(c.len(), 20, "{schedule}: {c:?}");
+        let main = m["rounds"].as_array().unwrap();
+        assert_eq!(main.len(), rounds, "{schedule}");
+        let starts: Vec<u64> = main
+            .iter()
+            .map(|r| r["start_ns"].as_u64().unwrap())
+            .collect();
+        assert!(
+            starts.windows(2).all(|w| w[0] <= w[1]),
+            "{schedule}: {starts:?}"
+        );
+    }
+}
+
+/// A machine description of our own: a 3-cube, network slower than the copies, with `faults`.
+fn machine(dir: &std::path::Path, faults: &str) -> String {
+    let p = dir.join("machine.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "name = \"cube3\"\ndimensions = 3\ntick_ns = 1\nstack_kib = 128\n\
+             [times]\nF = {{ base_us = 0.4, per_byte_us = 0.0001 }}\n\
+             U = {{ base_us = 0.4, per_byte_us = 0.0001 }}\nA = {{ base_us = 0.1 }}\n\
+             S = {{ base_us = 0.2 }}\nR = {{ base_us = 0.2 }}\n\
+             E = {{ base_us = 1.5, per_byte_us = 0.001 }}\n{faults}"
+        ),
+    )
+    .expect("machine file");
+    p.display().to_string()
+}
+
+#[test]
+fn a_slow_node_on_the_simulator_is_named_and_fails_a_health_check() {
+    let dir = tmpdir("ap-sim-slow");
+    let cfg = machine(
+        &dir,
+        "[[faults]]\nkind = \"slow_node\"\nnode = 6\nfactor = 4\n",
+    );
+    let j = dir.join("r.json");
+    let a = args(&[
+        "--backend",
+        "sim",
+        "--sim-config",
+        &cfg,
+        "--fail-on-suspect",
+    ]);
+    let (o, in_time) = bounded(commbench(&with_json(&a, &j)), Duration::from_secs(120));
+    assert!(in_time);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--fail-on-suspect"), "{}", stderr(&o));
+    // The document was written first, and names node 6 alone.
+    let doc = read_json(&j);
+    let v = doc["allpairs"]["verdicts"].as_array().expect("verdicts");
+    let faults: Vec<&Value> = v.iter().filter(|v| v["kind"] != "contention").collect();
+    assert_eq!(faults.len(), 1, "{v:?}");
+    assert_eq!(faults[0]["kind"], "node");
+    assert_eq!(faults[0]["nodes"], serde_json::json!([6]));
+    assert_eq!(faults[0]["confirmed"], true);
+    assert!(faults[0]["factor"]["value"].as_f64().unwrap() > 1.25);
+    // The report leads with the verdict.
+    let report = stdout(&run(&["report", j.to_str().unwrap()]));
+    let verdict = report.find("node 6").expect("the verdict in the report");
+    assert!(
+        verdict < report.find("8 bytes").unwrap_or(usize::MAX),
+        "{report}"
+    );
+
+    // The same machine without the fault: no verdict, exit 0 with --fail-on-suspect.
+    let healthy = machine(&dir, "");
+    let j = dir.join("healthy.json");
+    let a = args(&[
+        "--backend",
+        "sim",
+        "--sim-config",
+        &healthy,
+        "--fail-on-suspect",
+    ]);
+    let o = run(&with_json(&a, &j));
+    assert_ok(&o);
+    assert_eq!(read_json(&j)["allpairs"]["verdicts"], serde_json::json!([]));
+}

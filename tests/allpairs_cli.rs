@@ -43,6 +43,7 @@ fn bad_input_is_refused_before_anything_runs() {
     assert_usage_error(&["allpairs", "--z", "0"], "--z 0");
     assert_usage_error(&["allpairs", "--min-factor", "0.5"], "--min-factor 0.5");
     assert_usage_error(&["allpairs", "--rounds", "0"], "--rounds 0");
+    assert_usage_error(&["allpairs", "--round-timeout", "0"], "--round-timeout 0");
     assert_usage_error(&["allpairs", "--npp", "1,2"], "--npp with a list");
     assert_usage_error(&["allpairs", "--sizes", "8,x"], "--sizes");
     assert_usage_error(&["allpairs", "--schedule", "ring"], "ring");

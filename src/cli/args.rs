@@ -427,6 +427,11 @@ pub struct AllpairsArgs {
     #[arg(long, default_value_t = 1.25, value_name = "X", help_heading = ALLPAIRS)]
     pub min_factor: f64,
 
+    /// Seconds a rank that has measured its cells may wait for the other pairs of its round
+    /// (default: 100 x --timeout); --timeout still bounds every wait within a pair.
+    #[arg(long, value_name = "SECS", help_heading = ALLPAIRS)]
+    pub round_timeout: Option<f64>,
+
     /// Exit 1 when a verdict names a node, link or dimension (contention alone does not), for
     /// health-check scripts; the report and files are written first.
     #[arg(long, help_heading = ALLPAIRS)]

@@ -805,6 +805,15 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
             "for example --min-factor 1.25 (25% slower than a healthy pair of its class)",
         ));
     }
+    if let Some(t) = a
+        .round_timeout
+        .filter(|t| !(t.is_finite() && *t > 0.0 && *t < 1e9))
+    {
+        return Err(Fatal::usage(
+            format!("--round-timeout {t}: must be a positive number of seconds"),
+            "for example --round-timeout 3600",
+        ));
+    }
     if a.rounds == 0 {
         return Err(Fatal::usage(
             "--rounds 0: at least one pass over the schedule",
@@ -839,6 +848,7 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
         concurrency: a.concurrency,
         seed: a.seed,
         retest_trials: a.retest_trials.unwrap_or(4 * method.trials),
+        round_timeout_s: a.round_timeout.unwrap_or(0.0),
     };
     let work = Work::AllPairs(AllPairsWork {
         config,

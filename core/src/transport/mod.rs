@@ -101,6 +101,13 @@ pub trait Endpoint {
     /// How long a wait may last before it is an error.
     fn timeout(&self) -> Duration;
 
+    /// Change how long a wait may last, from the next wait on (a program that knows a wait
+    /// will be long: a rank waiting for other pairs of an all-pairs round). The default
+    /// ignores it: a backend whose waits never time out (the simulator's virtual clock).
+    fn set_timeout(&mut self, timeout: Duration) {
+        let _ = timeout;
+    }
+
     /// Post a send of all of `buf` to `dest` with `tag`.
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId>;
     /// Post a receive of at most `buf.len()` bytes. A longer message is [`Error::Truncated`].
@@ -310,6 +317,10 @@ macro_rules! endpoint_identity {
 
         fn timeout(&self) -> ::std::time::Duration {
             self.$($timeout).+
+        }
+
+        fn set_timeout(&mut self, timeout: ::std::time::Duration) {
+            self.$($timeout).+ = timeout;
         }
     };
 }

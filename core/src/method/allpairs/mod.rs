@@ -45,6 +45,10 @@ pub struct AllPairsConfig {
     pub seed: u64,
     /// Trials of a cell measured again to confirm a suspect.
     pub retest_trials: u64,
+    /// Seconds a rank that has measured its cells waits for a round's other pairs (and for
+    /// rank 0's choice of retests); at least the run's own timeout. 0: 100 times it.
+    #[serde(default)]
+    pub round_timeout_s: f64,
 }
 
 impl Default for AllPairsConfig {
@@ -55,6 +59,7 @@ impl Default for AllPairsConfig {
             concurrency: 0,
             seed: 1,
             retest_trials: 0,
+            round_timeout_s: 0.0,
         }
     }
 }
@@ -265,8 +270,8 @@ impl<'a> AllPairs<'a> {
             timer: t,
         })
         .map_err(|e| Error::Protocol(format!("encoding the timer report: {e}")))?;
-        let all = ep
-            .gather(0, &hello)
+        let wait = patience(ep, &self.config);
+        let all = pair::patiently(ep, wait, |ep| ep.gather(0, &hello))
             .phase("collecting host names and timers")?;
         if let Some(all) = all {
             let mut hosts = Vec::with_capacity(all.len());
@@ -298,6 +303,17 @@ struct Ctx {
     kernels: Kernels,
 }
 
+/// How long a wait between rounds may last on `ep`: the configured round timeout, or 100
+/// times the run's.
+fn patience<E: Endpoint>(ep: &E, cfg: &AllPairsConfig) -> std::time::Duration {
+    let given = cfg.round_timeout_s;
+    if given.is_finite() && given > 0.0 {
+        std::time::Duration::from_secs_f64(given.min(1e9))
+    } else {
+        ep.timeout().saturating_mul(100)
+    }
+}
+
 /// A round to run: its place in the run and its pairs.
 struct RoundPlan<'p> {
     size: u64,
@@ -317,7 +333,8 @@ impl AllPairs<'_> {
             _ => 0,
         };
         let mut word = asked.to_le_bytes().to_vec();
-        ep.broadcast(0, &mut word).phase("start of a round")?;
+        let wait = patience(ep, &self.config);
+        pair::patiently(ep, wait, |ep| ep.broadcast(0, &mut word)).phase("start of a round")?;
         let b: [u8; 4] = word
             .as_slice()
             .try_into()
@@ -350,8 +367,8 @@ impl AllPairs<'_> {
         }
         let bytes = serde_json::to_vec(&mine)
             .map_err(|e| Error::Protocol(format!("encoding cells: {e}")))?;
-        let all = ep
-            .gather(0, &bytes)
+        let wait = patience(ep, &self.config);
+        let all = pair::patiently(ep, wait, |ep| ep.gather(0, &bytes))
             .phase_with(|| format!("{}: collecting cells", at()))?;
         let Some(all) = all else { return Ok(()) };
         let end_ns = ep.now_ns().saturating_sub(t0);
@@ -528,7 +545,8 @@ impl Program for AllPairs<'_> {
             }
             self.retests(ep, size, (si, sizes.len()), ctx)?;
         }
-        ep.barrier().phase("final barrier")
+        let wait = patience(ep, &self.config);
+        pair::patiently(ep, wait, |ep| ep.barrier()).phase("final barrier")
     }
 }
 
@@ -536,7 +554,8 @@ impl AllPairs<'_> {
     /// The safe point before a round: stop when rank 0 was asked to.
     fn stop_point<E: Endpoint>(&self, ep: &mut E, done: usize, sizes: usize) -> Result<()> {
         if let Some(signal) = self.go(ep)? {
-            ep.barrier().phase("final barrier")?;
+            let wait = patience(ep, &self.config);
+            pair::patiently(ep, wait, |ep| ep.barrier()).phase("final barrier")?;
             return Err(Error::Interrupted {
                 signal,
                 done,
@@ -575,7 +594,8 @@ impl AllPairs<'_> {
                 }
             }
         }
-        ep.broadcast(0, &mut word)
+        let wait = patience(ep, &self.config);
+        pair::patiently(ep, wait, |ep| ep.broadcast(0, &mut word))
             .phase("naming the pairs to retest")?;
         if word.len() % 8 != 0 {
             return Err(Error::Protocol(format!(

@@ -142,3 +142,18 @@ impl<E: Endpoint> Endpoint for PairEp<'_, E> {
         Ok(())
     }
 }
+
+/// `f` on `ep` with waits of at most `timeout` (at least the endpoint's own), then the
+/// endpoint's own timeout again: the waits between rounds, where a rank that has measured its
+/// cells waits while other pairs still measure theirs, far longer than one message may take.
+pub fn patiently<E: Endpoint, T>(
+    ep: &mut E,
+    timeout: Duration,
+    f: impl FnOnce(&mut E) -> Result<T>,
+) -> Result<T> {
+    let own = ep.timeout();
+    ep.set_timeout(timeout.max(own));
+    let r = f(ep);
+    ep.set_timeout(own);
+    r
+}

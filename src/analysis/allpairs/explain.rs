@@ -381,17 +381,24 @@ fn binomial_tail(m: usize, s: usize, p: f64) -> f64 {
 }
 
 /// Whether the `values` (log excess of an option's test cells) hold more slow cells than
-/// stray slow cells would give by chance: the rate of stray slow cells is that among the
-/// other cells still unexplained (`slow_live` of `live`, the option's own included), at
-/// least [`STRAY_FLOOR`]; the binomial chance of as many slow cells must stay under
-/// [`ALPHA`] shared by the `options` of the level.
-fn beyond_chance(values: &[f64], thr: f64, live: usize, slow_live: usize, options: usize) -> bool {
-    let slow = values.iter().filter(|v| **v > thr).count();
-    let others = live.saturating_sub(values.len());
+/// stray slow cells would give by chance. A cell counts as slow above `thr`, or, for an
+/// option much slower than that, within a factor of 2 of the option's median excess: noise
+/// that doubles a few cells (ranks sharing a CPU) does not make a hundredfold slower node
+/// look like chance. The rate of stray slow cells is that among the other cells still
+/// unexplained (`live_sorted`, the excess of every live cell, sorted, the option's own
+/// included), at least [`STRAY_FLOOR`]; the binomial chance of as many slow cells must stay
+/// under [`ALPHA`] shared by the `options` of the level.
+fn beyond_chance(values: &[f64], thr: f64, live_sorted: &[f64], options: usize) -> bool {
+    let mut own = values.to_vec();
+    sort_samples(&mut own);
+    let level = median(&own).map_or(thr, |m| (m - std::f64::consts::LN_2).max(thr));
+    let above = |v: &[f64]| v.len() - v.partition_point(|x| *x <= level);
+    let slow = above(&own);
+    let others = live_sorted.len().saturating_sub(values.len());
     let p = if others == 0 {
         STRAY_FLOOR
     } else {
-        (slow_live.saturating_sub(slow) as f64 / others as f64).max(STRAY_FLOOR)
+        (above(live_sorted).saturating_sub(slow) as f64 / others as f64).max(STRAY_FLOOR)
     };
     binomial_tail(values.len(), slow, p) <= ALPHA / options.max(1) as f64
 }
@@ -403,12 +410,13 @@ fn greedy(opts: &[Option_<'_>], inp: &Input<'_>, x: &[f64], removed: &mut [bool]
     let mut done = vec![false; opts.len()];
     let mut out = Vec::new();
     loop {
-        let live = removed.iter().filter(|r| !**r).count();
-        let slow_live = x
+        let mut live_sorted: Vec<f64> = x
             .iter()
             .zip(removed.iter())
-            .filter(|(v, r)| !**r && **v > thr)
-            .count();
+            .filter(|(_, r)| !**r)
+            .map(|(v, _)| *v)
+            .collect();
+        sort_samples(&mut live_sorted);
         let mut best: Option<(f64, usize, Vec<f64>)> = None;
         for (k, o) in opts.iter().enumerate().filter(|(k, _)| !done[*k]) {
             let Some((stat, v)) = option_stat(o, x, removed) else {
@@ -417,7 +425,7 @@ fn greedy(opts: &[Option_<'_>], inp: &Input<'_>, x: &[f64], removed: &mut [bool]
             if stat > thr
                 && strongest_class(inp, o, x, removed) > inp.thr
                 && best.as_ref().map_or(true, |b| stat > b.0)
-                && beyond_chance(&v, thr, live, slow_live, opts.len())
+                && beyond_chance(&v, thr, &live_sorted, opts.len())
             {
                 best = Some((stat, k, v));
             }
@@ -642,12 +650,46 @@ mod tests {
 
     #[test]
     fn a_few_slow_cells_among_many_stray_ones_are_chance() {
+        // The excess of every live cell: the option's own and `slow` of `others` at `at`.
+        let live = |own: &[f64], others: usize, slow: usize, at: f64| {
+            let mut v = own.to_vec();
+            v.extend((0..others).map(|i| if i < slow { at } else { 0.0 }));
+            sort_samples(&mut v);
+            v
+        };
         // 4 of 5 slow where 15 % of the other cells are slow: chance.
         let v = [1.0, 1.0, 1.0, 1.0, 0.0];
-        assert!(!beyond_chance(&v, 0.5, 1005, 154, 32));
+        assert!(!beyond_chance(&v, 0.5, &live(&v, 1000, 150, 1.0), 32));
         // All 30 slow: not chance, even at 30 % strays.
-        assert!(beyond_chance(&[1.0; 30], 0.5, 1030, 330, 192));
+        assert!(beyond_chance(
+            &[1.0; 30],
+            0.5,
+            &live(&[1.0; 30], 1000, 300, 1.0),
+            192
+        ));
         // A hosts node of 4 ranks: its 6 cells slow, the 6 others fine.
-        assert!(beyond_chance(&[1.0; 6], 0.5, 12, 6, 4));
+        assert!(beyond_chance(
+            &[1.0; 6],
+            0.5,
+            &live(&[1.0; 6], 6, 0, 0.0),
+            4
+        ));
+        // Its 6 cells a hundred times slower, 2 of the 6 others doubled by noise: the
+        // doubled ones are no match for it...
+        let hundred = [100f64.ln(); 6];
+        assert!(beyond_chance(
+            &hundred,
+            0.5,
+            &live(&hundred, 6, 2, 2f64.ln()),
+            4
+        ));
+        // ... while cells as slow as the doubled ones are.
+        let doubled = [2f64.ln(); 6];
+        assert!(!beyond_chance(
+            &doubled,
+            0.5,
+            &live(&doubled, 6, 2, 2f64.ln()),
+            4
+        ));
     }
 }

@@ -3,12 +3,11 @@
 //! attribution), and every verdict checked against what was injected.
 #![cfg(feature = "sim")]
 
-use commbench::analysis::allpairs::{Rule, Verdict};
-use commbench::analysis::matrix::{self, MatrixSection};
-use commbench::core::method::allpairs::{AllPairs, AllPairsCollected, AllPairsConfig};
-use commbench::core::method::{MethodConfig, NppChoice};
+mod common;
+
+use commbench::analysis::allpairs::Verdict;
+use commbench::analysis::matrix::MatrixSection;
 use commbench::core::stats::Xoshiro256;
-use commbench::core::Rank;
 use commbench_sim::{Fault, Linear, SimConfig, Times};
 
 /// A machine of `dimensions` with times drawn from `rng` around a network slower than its
@@ -98,25 +97,7 @@ fn names(v: &Verdict, f: &Fault) -> bool {
 
 /// The whole all-pairs run on `cfg`: 8 B and 64 KiB, suspects measured again alone.
 fn detect(cfg: &SimConfig) -> MatrixSection {
-    let rule = Rule::default();
-    let method = MethodConfig {
-        sizes: vec![8, 64 << 10],
-        trials: 7,
-        warmup: 1,
-        npp: NppChoice::Fixed(1),
-        timer_samples: 64,
-        ..MethodConfig::default()
-    };
-    let config = AllPairsConfig {
-        retest_trials: 15,
-        ..AllPairsConfig::default()
-    };
-    let pick = |c: &AllPairsCollected, size: u64| -> Vec<(Rank, Rank)> {
-        matrix::pick_retests(c, size, &rule)
-    };
-    let prog = AllPairs::new(method, config.clone(), None).with_retest(&pick);
-    commbench_sim::run(cfg, &prog).expect("the simulated run");
-    MatrixSection::build(prog.take_collected(), config, rule).expect("the matrix")
+    common::allpairs::sim_matrix(cfg, &[8, 64 << 10], 7)
 }
 
 #[test]

@@ -6,13 +6,9 @@
 
 mod common;
 
-use commbench::analysis::allpairs::Rule;
 use commbench::analysis::document::{Environment, ResultDoc, SCHEMA, SCHEMA_VERSION};
-use commbench::analysis::matrix::{self, MatrixSection};
+use commbench::analysis::matrix::MatrixSection;
 use commbench::analysis::matrix_compare::{self, Change};
-use commbench::core::method::allpairs::{AllPairs, AllPairsCollected, AllPairsConfig};
-use commbench::core::method::{MethodConfig, NppChoice};
-use commbench::core::Rank;
 use commbench::render::svg::{plot, PlotKind};
 use commbench::render::text::{render, Detail};
 use commbench_sim::SimConfig;
@@ -61,25 +57,7 @@ fn machine(faulty: bool) -> SimConfig {
 
 /// The whole all-pairs run on `cfg`, suspects measured again alone.
 fn measure(cfg: &SimConfig) -> MatrixSection {
-    let rule = Rule::default();
-    let method = MethodConfig {
-        sizes: SIZES.to_vec(),
-        trials: 9,
-        warmup: 1,
-        npp: NppChoice::Fixed(1),
-        timer_samples: 64,
-        ..MethodConfig::default()
-    };
-    let config = AllPairsConfig {
-        retest_trials: 15,
-        ..AllPairsConfig::default()
-    };
-    let pick = |c: &AllPairsCollected, size: u64| -> Vec<(Rank, Rank)> {
-        matrix::pick_retests(c, size, &rule)
-    };
-    let prog = AllPairs::new(method, config.clone(), None).with_retest(&pick);
-    commbench_sim::run(cfg, &prog).expect("the simulated run");
-    MatrixSection::build(prog.take_collected(), config, rule).expect("the matrix")
+    common::allpairs::sim_matrix(cfg, &SIZES, 9)
 }
 
 /// `m` in a result document of the simulator.

@@ -3,6 +3,9 @@
 //! file uses only some of them.
 #![allow(dead_code)]
 
+#[cfg(feature = "sim")]
+pub mod allpairs;
+
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};

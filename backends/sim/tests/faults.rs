@@ -4,8 +4,11 @@
 //! drawn with a seeded generator, so the checks are not tuned to one placement.
 
 use commbench_core::stats::Xoshiro256;
-use commbench_core::{Endpoint, Error, Program, Rank, Result, Src, TagSel};
+use commbench_core::Error;
 use commbench_sim::{run, run_with_stats, Fault, SimConfig};
+
+mod common;
+use common::PingPong;
 
 /// Dimensions of the test machine: 8 nodes, 28 pairs.
 const DIMS: u32 = 3;
@@ -129,45 +132,6 @@ impl Truth {
         send(p.src, p.dst, p.n as u64, u64::from(p.trials) * p.npp);
         send(p.dst, p.src, p.n as u64, u64::from(p.trials) * p.npp);
         h
-    }
-}
-
-/// Seed 000 §3.2: barrier, handshake, then `npp` timed ping-pongs per trial, timed on `src`.
-struct PingPong {
-    src: Rank,
-    dst: Rank,
-    n: usize,
-    npp: u64,
-    trials: u32,
-}
-
-impl Program for PingPong {
-    type Output = Vec<u64>;
-    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<Vec<u64>> {
-        let me = ep.rank();
-        let mut buf = vec![0u8; self.n];
-        let mut hs = vec![0u8; 1];
-        let mut times = Vec::new();
-        for _ in 0..self.trials {
-            ep.barrier()?;
-            if me == self.src {
-                hs = ep.recv(Src::Rank(self.dst), TagSel::Tag(2), hs)?.buf;
-                let t1 = ep.now_ns();
-                for _ in 0..self.npp {
-                    buf = ep.send(self.dst, 1, buf)?;
-                    buf = ep.recv(Src::Rank(self.dst), TagSel::Tag(1), buf)?.buf;
-                }
-                times.push(ep.now_ns() - t1);
-            } else if me == self.dst {
-                hs = ep.send(self.src, 2, hs)?;
-                for _ in 0..self.npp {
-                    buf = ep.recv(Src::Rank(self.src), TagSel::Tag(1), buf)?.buf;
-                    buf = ep.send(self.src, 1, buf)?;
-                }
-            }
-        }
-        ep.barrier()?;
-        Ok(times)
     }
 }
 

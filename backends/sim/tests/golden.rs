@@ -1,8 +1,11 @@
 //! Golden virtual times: exact values from the model of seed 001 §2 (see docs/simulator.md).
 
 use commbench_core::transport::work::Work;
-use commbench_core::{Endpoint, Error, Program, Rank, Result, Src, TagSel};
+use commbench_core::{Endpoint, Error, Program, Result, Src, TagSel};
 use commbench_sim::{distance, run, run_with_stats, SimConfig, NCUBE_TICK_NS};
+
+mod common;
+use common::PingPong;
 
 fn ncube(tick_ns: u64) -> SimConfig {
     let mut c = SimConfig::preset("ncube7").unwrap();
@@ -31,48 +34,6 @@ fn compute_time<E: Endpoint>(ep: &mut E, work: u64) -> u64 {
     let t1 = ep.now_ns();
     ep.compute(Work::int(work));
     ep.now_ns() - t1
-}
-
-/// Seed 000 §3.2: barrier, handshake, then `npp` timed ping-pongs per trial on `src`.
-struct PingPong {
-    src: Rank,
-    dst: Rank,
-    n: usize,
-    npp: u64,
-    trials: u32,
-}
-
-impl Program for PingPong {
-    type Output = Vec<u64>;
-    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<Vec<u64>> {
-        let me = ep.rank();
-        let mut buf = vec![0u8; self.n];
-        let mut hs = vec![0u8; 1];
-        let mut times = Vec::new();
-        for _ in 0..self.trials {
-            ep.barrier()?;
-            if me == self.src {
-                hs = ep.recv(Src::Rank(self.dst), TagSel::Tag(2), hs)?.buf;
-                let (t, b) = timed(ep, |ep| {
-                    for _ in 0..self.npp {
-                        buf = ep.send(self.dst, 1, buf)?;
-                        buf = ep.recv(Src::Rank(self.dst), TagSel::Tag(1), buf)?.buf;
-                    }
-                    Ok(buf)
-                })?;
-                buf = b;
-                times.push(t);
-            } else if me == self.dst {
-                hs = ep.send(self.src, 2, hs)?;
-                for _ in 0..self.npp {
-                    buf = ep.recv(Src::Rank(self.src), TagSel::Tag(1), buf)?.buf;
-                    buf = ep.send(self.src, 1, buf)?;
-                }
-            }
-        }
-        ep.barrier()?;
-        Ok(times)
-    }
 }
 
 #[test]

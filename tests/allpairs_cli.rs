@@ -42,6 +42,7 @@ fn bad_input_is_refused_before_anything_runs() {
     );
     assert_usage_error(&["allpairs", "--z", "0"], "--z 0");
     assert_usage_error(&["allpairs", "--min-factor", "0.5"], "--min-factor 0.5");
+    assert_usage_error(&["allpairs", "--min-factor", "1"], "--min-factor 1");
     assert_usage_error(&["allpairs", "--rounds", "0"], "--rounds 0");
     assert_usage_error(&["allpairs", "--round-timeout", "0"], "--round-timeout 0");
     assert_usage_error(&["allpairs", "--npp", "1,2"], "--npp with a list");
@@ -182,4 +183,69 @@ fn a_slow_node_on_the_simulator_is_named_and_fails_a_health_check() {
     let o = run(&with_json(&a, &j));
     assert_ok(&o);
     assert_eq!(read_json(&j)["allpairs"]["verdicts"], serde_json::json!([]));
+}
+
+#[test]
+fn ctrl_c_between_rounds_keeps_the_cells_measured_and_exits_130() {
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+
+    let out = tmpdir("ap-sigint").join("out");
+    let mut c = commbench(&[
+        "allpairs",
+        "--ranks",
+        "4",
+        "--schedule",
+        "serial",
+        "--sizes",
+        "8",
+        "--trials",
+        "5000",
+        "--warmup",
+        "5",
+        "--samples",
+        "1000",
+        "--retest-trials",
+        "0",
+        "--progress",
+        "always",
+        "--output",
+    ]);
+    c.arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = c.spawn().expect("starts");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.expect("stderr line");
+        let reached = line.contains("rounds 3/6");
+        seen.push(line);
+        if reached {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.contains("rounds 3/6")),
+        "{seen:#?}"
+    );
+    // Ctrl-C reaches the whole foreground process group: rank 0 and its child ranks.
+    killpg(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("killpg");
+    let reader =
+        std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
+    let status = common::wait_for(&mut child, Duration::from_secs(60)).expect("it stops");
+    let err = reader.join().expect("reader");
+    assert_eq!(status.code(), Some(130), "{err}");
+    let doc = read_json(&out.join("result.json"));
+    assert_eq!(doc["status"], "interrupted", "{}", doc["error"]);
+    // Whole rounds only: two cells each, the rounds before the stop and the one under way.
+    let rounds = doc["allpairs"]["rounds"].as_array().expect("rounds").len();
+    assert!((3..6).contains(&rounds), "{rounds} rounds");
+    assert_eq!(cells(&doc, 8).len(), 2 * rounds);
+    let text = std::fs::read_to_string(out.join("commbench.output.txt")).expect("output");
+    assert!(text.contains("RUN STOPPED"), "{text}");
 }

@@ -10,6 +10,7 @@ use super::run::{deliver, other_rank, Ending};
 use super::signals;
 use crate::cli::backend::{BackendRun, Outcome};
 use commbench::analysis::allpairs::Rule;
+use commbench::analysis::document::ResultDoc;
 use commbench::analysis::matrix::{self, MatrixSection};
 use commbench::core::method::allpairs::{AllPairs, AllPairsCollected, AllPairsProgress};
 use commbench::core::method::engine::{Collected, Progress, Stage};
@@ -83,25 +84,27 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
             }
         }
     }
-    let faulty = doc.allpairs.as_ref().is_some_and(MatrixSection::has_fault);
     deliver(&plan.outputs, &doc, ending)?;
-    if work.fail_on_suspect && faulty {
-        let names = doc
-            .allpairs
-            .as_ref()
-            .map(|s| {
-                s.verdicts
-                    .iter()
-                    .filter(|v| v.kind != "contention")
-                    .map(|v| format!("{} {:?}", v.kind, v.nodes))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_default();
-        return Err(Fatal::run(
+    match faults_named(&doc) {
+        Some(names) if work.fail_on_suspect => Err(Fatal::run(
             format!("--fail-on-suspect: the verdicts name {names}"),
             Some("the report lists each verdict with its evidence".into()),
-        ));
+        )),
+        _ => Ok(()),
     }
-    Ok(())
+}
+
+/// The faults the verdicts name (nodes, links, dimensions; not contention), if any.
+fn faults_named(doc: &ResultDoc) -> Option<String> {
+    let s = doc.allpairs.as_ref().filter(|s| s.has_fault())?;
+    let names: Vec<String> = s
+        .verdicts
+        .iter()
+        .filter(|v| v.kind != "contention")
+        .map(|v| match v.dimension {
+            Some(d) if v.nodes.is_empty() => format!("{} {d}", v.kind),
+            _ => format!("{} {:?}", v.kind, v.nodes),
+        })
+        .collect();
+    Some(names.join(", "))
 }

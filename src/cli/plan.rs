@@ -779,54 +779,14 @@ pub fn queue(
 /// The plan of `allpairs`: every ordered pair of at least two ranks (4 local ranks unless
 /// `--ranks` says otherwise), with defaults sized for n (n - 1) cells.
 pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
-    for flag in ["--source", "--dest"] {
-        if given.has(flag) {
-            return Err(Fatal::usage(
-                format!("{flag} is not used by allpairs: every rank is a source and a dest"),
-                format!("drop {flag}"),
-            ));
-        }
-    }
+    check_allpairs(&a, given)?;
     let sizes = spec::parse_sizes(&a.sizes).map_err(|e| {
         Fatal::usage(
             format!("--sizes: {e}"),
             "examples: --sizes 8, --sizes 8,1M, --sizes 1..4M:x4",
         )
     })?;
-    if !(a.z.is_finite() && a.z > 0.0) {
-        return Err(Fatal::usage(
-            format!("--z {}: must be a positive number", a.z),
-            "the default, 3.5, is the usual cut for a robust z-score",
-        ));
-    }
-    if !(a.min_factor.is_finite() && a.min_factor >= 1.0) {
-        return Err(Fatal::usage(
-            format!("--min-factor {}: must be a number >= 1", a.min_factor),
-            "for example --min-factor 1.25 (25% slower than a healthy pair of its class)",
-        ));
-    }
-    if let Some(t) = a
-        .round_timeout
-        .filter(|t| !(t.is_finite() && *t > 0.0 && *t < 1e9))
-    {
-        return Err(Fatal::usage(
-            format!("--round-timeout {t}: must be a positive number of seconds"),
-            "for example --round-timeout 3600",
-        ));
-    }
-    if a.rounds == 0 {
-        return Err(Fatal::usage(
-            "--rounds 0: at least one pass over the schedule",
-            "drop --rounds, or give 1 or more",
-        ));
-    }
     let c = &mut a.common;
-    if c.npp.is_some() && c.npp.as_deref().is_some_and(|n| n.contains(',')) {
-        return Err(Fatal::usage(
-            "--npp with a list: all-pairs measures each cell with one npp",
-            "give one value (--npp 16), or leave --npp out to calculate it",
-        ));
-    }
     if !given.has("--npp-trials") {
         c.npp_trials = 20;
     }
@@ -868,4 +828,49 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
         ));
     }
     Ok(plan)
+}
+
+/// All-pairs' own options, checked: no `--source`/`--dest`, a positive z, a factor of at
+/// above 1, a positive round timeout, a pass at least, one npp at most.
+fn check_allpairs(a: &AllpairsArgs, given: &Given) -> Result<(), Fatal> {
+    if let Some(flag) = ["--source", "--dest"].into_iter().find(|f| given.has(f)) {
+        return Err(Fatal::usage(
+            format!("{flag} is not used by allpairs: every rank is a source and a dest"),
+            format!("drop {flag}"),
+        ));
+    }
+    if !(a.z.is_finite() && a.z > 0.0) {
+        return Err(Fatal::usage(
+            format!("--z {}: must be a positive number", a.z),
+            "the default, 3.5, is the usual cut for a robust z-score",
+        ));
+    }
+    if !(a.min_factor.is_finite() && a.min_factor > 1.0) {
+        return Err(Fatal::usage(
+            format!("--min-factor {}: must be a number above 1", a.min_factor),
+            "for example --min-factor 1.25 (25% slower than a healthy pair of its class)",
+        ));
+    }
+    if let Some(t) = a
+        .round_timeout
+        .filter(|t| !(t.is_finite() && *t > 0.0 && *t < 1e9))
+    {
+        return Err(Fatal::usage(
+            format!("--round-timeout {t}: must be a positive number of seconds"),
+            "for example --round-timeout 3600",
+        ));
+    }
+    if a.rounds == 0 {
+        return Err(Fatal::usage(
+            "--rounds 0: at least one pass over the schedule",
+            "drop --rounds, or give 1 or more",
+        ));
+    }
+    if a.common.npp.as_deref().is_some_and(|n| n.contains(',')) {
+        return Err(Fatal::usage(
+            "--npp with a list: all-pairs measures each cell with one npp",
+            "give one value (--npp 16), or leave --npp out to calculate it",
+        ));
+    }
+    Ok(())
 }

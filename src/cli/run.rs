@@ -294,12 +294,15 @@ fn failure(doc: &ResultDoc, ending: Ending) -> Result<(), Fatal> {
     let Some(e) = &doc.error else {
         return Ok(());
     };
-    let kept = if doc.points.is_empty() {
-        "no size was completed".to_string()
+    let (kept, what, none) = match &doc.allpairs {
+        Some(m) => (m.cells.len(), "cell(s)", "no cell was completed"),
+        None => (doc.points.len(), "point(s)", "no size was completed"),
+    };
+    let kept = if kept == 0 {
+        none.to_string()
     } else {
         format!(
-            "the {} point(s) measured before the {} are reported and written",
-            doc.points.len(),
+            "the {kept} {what} measured before the {} are reported and written",
             if matches!(ending, Ending::Interrupted(_)) {
                 "stop"
             } else {

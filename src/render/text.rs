@@ -523,20 +523,26 @@ pub fn render_with_fits(doc: &ResultDoc, detail: Detail, fits: &[FitSection]) ->
             }
         }
     }
+    // An all-pairs run keeps cells, not points.
+    let (kept, what) = match &doc.allpairs {
+        Some(m) => (m.cells.len(), "cell(s)"),
+        None => (doc.points.len(), "point(s)"),
+    };
     match (&doc.error, doc.status.as_str()) {
+        (Some(err), "interrupted") if doc.allpairs.is_some() => {
+            let _ = writeln!(
+                out,
+                "\nRUN STOPPED: {err}; the {kept} cell(s) measured are reported"
+            );
+        }
         (Some(err), "interrupted") => {
             let _ = writeln!(
                 out,
-                "\nRUN STOPPED: {err}; the {} size(s) measured in full are reported",
-                doc.points.len()
+                "\nRUN STOPPED: {err}; the {kept} size(s) measured in full are reported"
             );
         }
         (Some(err), _) => {
-            let _ = writeln!(
-                out,
-                "\nRUN FAILED after {} point(s): {err}",
-                doc.points.len()
-            );
+            let _ = writeln!(out, "\nRUN FAILED after {kept} {what}: {err}");
         }
         (None, _) => {}
     }

@@ -214,6 +214,30 @@ fn quick_doc(name: &str, backend: &[&str], sizes: &[u64], extra: &[&str]) -> ser
     doc
 }
 
+/// An all-pairs run of 3 local ranks on `backend` (`--backend NAME` and its options), 10
+/// trials a cell at 8 B and 4 KiB, no retests: its matrix must be complete.
+#[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
+fn allpairs_complete(name: &str, backend: &[&str]) {
+    let mut args = vec![
+        "allpairs", "--ranks", "3", "--sizes", "8,4K", "--trials", "10",
+    ];
+    args.extend_from_slice(&["--samples", "1000", "--retest-trials", "0"]);
+    args.extend_from_slice(backend);
+    let doc = run_json(&tmpdir(name).join("r.json"), &args);
+    assert_eq!(doc["status"], "complete", "{}", doc["error"]);
+    let cells = doc["allpairs"]["cells"].as_array().expect("cells");
+    for size in [8, 4096] {
+        let mut pairs: Vec<(u64, u64)> = cells
+            .iter()
+            .filter(|c| c["size"] == size)
+            .map(|c| (c["source"].as_u64().unwrap(), c["dest"].as_u64().unwrap()))
+            .collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        assert_eq!(pairs.len(), 6, "{name} at {size} B: {pairs:?}");
+    }
+}
+
 /// [`quick_doc`] of an 8-byte tcp ping-pong.
 fn tcp_doc(name: &str, extra: &[&str]) -> serde_json::Value {
     quick_doc(name, TCP, &[8], extra)
@@ -906,6 +930,14 @@ mod ofi {
     }
 
     #[test]
+    fn allpairs_fills_the_matrix_over_tcp_ofi_rxm() {
+        allpairs_complete(
+            "ofi-allpairs",
+            &["--backend", "ofi", "--ofi-provider", "tcp;ofi_rxm"],
+        );
+    }
+
+    #[test]
     fn an_absent_provider_is_bad_usage_listing_the_available_ones() {
         let out = run(&[
             "pingpong",
@@ -1029,6 +1061,14 @@ mod ofi {
 #[cfg(feature = "ucx")]
 mod ucx {
     use super::*;
+
+    #[test]
+    fn allpairs_fills_the_matrix_over_shared_memory() {
+        allpairs_complete(
+            "ucx-allpairs",
+            &["--backend", "ucx", "--ucx-tls", "posix,self"],
+        );
+    }
 
     #[test]
     fn runs_on_shared_memory_and_tcp_recording_lanes_and_protocols() {

@@ -8,7 +8,7 @@ mod common;
 
 use commbench::analysis::document::{Environment, ResultDoc, SCHEMA, SCHEMA_VERSION};
 use commbench::analysis::matrix::MatrixSection;
-use commbench::analysis::matrix_compare::{self, Change};
+use commbench::analysis::matrix_compare::{self, Change, SizeComparison};
 use commbench::render::svg::{plot, PlotKind};
 use commbench::render::text::{render, Detail};
 use commbench_sim::SimConfig;
@@ -125,9 +125,20 @@ fn slow_cells() -> BTreeSet<(u32, u32)> {
 fn report_plot_and_compare_in_process() {
     let healthy = document(measure(&machine(false)));
     let faulty = document(measure(&machine(true)));
+    check_reports(&healthy, &faulty);
+    check_plots(&healthy, &faulty);
+    let (h, f) = (
+        healthy.allpairs.as_ref().unwrap(),
+        faulty.allpairs.as_ref().unwrap(),
+    );
+    check_compare_with_itself(h);
+    check_compare_healthy_with_faulty(h, f);
+}
 
-    // The report: the verdict first, naming the node and its host.
-    let s = render(&faulty, Detail::Table);
+/// The report: the verdict first, naming the node and its host; none of a healthy machine,
+/// whose pair classes are kept apart, every line within 100 characters.
+fn check_reports(healthy: &ResultDoc, faulty: &ResultDoc) {
+    let s = render(faulty, Detail::Table);
     let verdicts = s.find("Verdicts").expect(&s);
     let node = s.find("1. node 3 (node3): x").expect(&s);
     let first_size = s.find("8 bytes:").expect(&s);
@@ -141,7 +152,7 @@ fn report_plot_and_compare_in_process() {
         "{s}"
     );
     assert!(!s.contains("no suspect"), "{s}");
-    let s = render(&healthy, Detail::Table);
+    let s = render(healthy, Detail::Table);
     assert!(
         s.contains("no suspect: every node and link within x1.25 of its class"),
         "{s}"
@@ -150,9 +161,11 @@ fn report_plot_and_compare_in_process() {
     for line in s.lines() {
         assert!(line.chars().count() <= 100, "{line}");
     }
+}
 
-    // The plot: one rect per cell, the diagonal grey, the slow node's cells outlined.
-    for (d, outlined) in [(&healthy, 0), (&faulty, 14)] {
+/// The plot: one rect per cell, the diagonal grey, the slow node's cells outlined.
+fn check_plots(healthy: &ResultDoc, faulty: &ResultDoc) {
+    for (d, outlined) in [(healthy, 0), (faulty, 14)] {
         for size in SIZES {
             let svg = plot(d, PlotKind::Matrix, Some(size)).expect("a matrix plot");
             assert!(svg.starts_with("<?xml") && svg.contains("<svg "), "{svg}");
@@ -163,12 +176,10 @@ fn report_plot_and_compare_in_process() {
             balanced(&svg);
         }
     }
+}
 
-    // Compare: a matrix against itself is the same everywhere.
-    let (h, f) = (
-        healthy.allpairs.as_ref().unwrap(),
-        faulty.allpairs.as_ref().unwrap(),
-    );
+/// Compare: a matrix against itself is the same everywhere.
+fn check_compare_with_itself(h: &MatrixSection) {
     let same = matrix_compare::compare(h, h, 500, 1).unwrap();
     assert_eq!(same.totals(), (0, 0, 2 * 56));
     assert!(same
@@ -176,46 +187,56 @@ fn report_plot_and_compare_in_process() {
         .iter()
         .flat_map(|s| &s.cells)
         .all(|c| c.ratio == 1.0 && c.change == Change::Same));
-    // Healthy against faulty: exactly the slow node's cells are slower, at each size, and
-    // they are the cells the simulator's closed form says are more than 1.25 times slower.
+}
+
+/// Healthy against faulty: exactly the slow node's cells are slower, at each size, and they
+/// are the cells the simulator's closed form says are more than 1.25 times slower; the text
+/// counts them.
+fn check_compare_healthy_with_faulty(h: &MatrixSection, f: &MatrixSection) {
     let cmp = matrix_compare::compare(h, f, 500, 1).unwrap();
     let (mh, mf) = (machine(false), machine(true));
     for s in &cmp.sizes {
-        let slower: BTreeSet<(u32, u32)> = s
-            .cells
-            .iter()
-            .filter(|c| c.change == Change::Slower)
-            .map(|c| (c.source, c.dest))
-            .collect();
-        assert_eq!(slower, slow_cells(), "size {}", s.size);
-        assert_eq!((s.faster, s.cells.len()), (0, 56));
-        let expected: BTreeSet<(u32, u32)> = s
-            .cells
-            .iter()
-            .filter(|c| {
-                let t = |m: &SimConfig| {
-                    (m.pingpong_one_way_between_ns(s.size, c.source, c.dest)
-                        + m.pingpong_one_way_between_ns(s.size, c.dest, c.source))
-                        as f64
-                };
-                t(&mf) / t(&mh) > matrix_compare::SLOWER
-            })
-            .map(|c| (c.source, c.dest))
-            .collect();
-        assert_eq!(slower, expected, "size {}", s.size);
-        let node = s.nodes.iter().find(|n| n.rank == SLOW).unwrap();
-        assert!(node.ratio > 1.5 && node.slower == 14, "{node:?}");
-        assert!(s
-            .nodes
-            .iter()
-            .filter(|n| n.rank != SLOW)
-            .all(|n| (n.ratio - 1.0).abs() < 0.05));
+        check_size_compared(s, &mh, &mf);
     }
     let text = commbench::render::matrix::comparison(&cmp, h, ("healthy.json", "faulty.json"));
     assert!(
         text.contains("in all: 28 cell(s) slower, 0 faster, 84 the same"),
         "{text}"
     );
+}
+
+/// One size of healthy (`mh`) against faulty (`mf`): the slower cells are the slow node's and
+/// those the closed form predicts; the slow node alone changed among the nodes.
+fn check_size_compared(s: &SizeComparison, mh: &SimConfig, mf: &SimConfig) {
+    let slower: BTreeSet<(u32, u32)> = s
+        .cells
+        .iter()
+        .filter(|c| c.change == Change::Slower)
+        .map(|c| (c.source, c.dest))
+        .collect();
+    assert_eq!(slower, slow_cells(), "size {}", s.size);
+    assert_eq!((s.faster, s.cells.len()), (0, 56));
+    let expected: BTreeSet<(u32, u32)> = s
+        .cells
+        .iter()
+        .filter(|c| {
+            let t = |m: &SimConfig| {
+                (m.pingpong_one_way_between_ns(s.size, c.source, c.dest)
+                    + m.pingpong_one_way_between_ns(s.size, c.dest, c.source))
+                    as f64
+            };
+            t(mf) / t(mh) > matrix_compare::SLOWER
+        })
+        .map(|c| (c.source, c.dest))
+        .collect();
+    assert_eq!(slower, expected, "size {}", s.size);
+    let node = s.nodes.iter().find(|n| n.rank == SLOW).unwrap();
+    assert!(node.ratio > 1.5 && node.slower == 14, "{node:?}");
+    assert!(s
+        .nodes
+        .iter()
+        .filter(|n| n.rank != SLOW)
+        .all(|n| (n.ratio - 1.0).abs() < 0.05));
 }
 
 /// Writes a machine and runs `commbench allpairs` on it: the report it printed and the

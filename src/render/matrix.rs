@@ -8,7 +8,9 @@
 use crate::analysis::allpairs::{CellFit, Estimate, Fit, Topology, Verdict};
 use crate::analysis::document::ResultDoc;
 use crate::analysis::matrix::MatrixSection;
-use crate::analysis::matrix_compare::{self, cell_times, Change, MatrixComparison};
+use crate::analysis::matrix_compare::{
+    self, cell_times, CellRatio, Change, MatrixComparison, SizeComparison,
+};
 use crate::render::format::{text, Style};
 use crate::render::text::{size_words, Detail, CI_NOTE};
 use crate::spec::format_size;
@@ -783,6 +785,18 @@ pub fn render(out: &mut String, doc: &ResultDoc, detail: Detail) {
 /// first.
 pub fn comparison(c: &MatrixComparison, a: &MatrixSection, names: (&str, &str)) -> String {
     let mut out = String::new();
+    comparison_head(&mut out, c, names);
+    for s in &c.sizes {
+        let _ = writeln!(out);
+        comparison_size(&mut out, s, a);
+    }
+    comparison_tail(&mut out, c);
+    out
+}
+
+/// The head of a comparison: which document is which, the ranks and sizes, how a cell is
+/// judged, and the totals over all sizes.
+fn comparison_head(out: &mut String, c: &MatrixComparison, names: (&str, &str)) {
     let _ = writeln!(
         out,
         "All-pairs comparison: B = {} against A = {}, cell by cell",
@@ -822,108 +836,134 @@ pub fn comparison(c: &MatrixComparison, a: &MatrixSection, names: (&str, &str)) 
         out,
         "  in all: {slower} cell(s) slower, {faster} faster, {same} the same"
     );
-    for s in &c.sizes {
-        let _ = writeln!(out);
-        let mut extra = String::new();
-        if s.only_a + s.only_b > 0 {
-            extra = format!(" ({} only in A, {} only in B)", s.only_a, s.only_b);
-        }
+}
+
+/// One size of a comparison: its counts, its most changed cells and its nodes.
+fn comparison_size(out: &mut String, s: &SizeComparison, a: &MatrixSection) {
+    let mut extra = String::new();
+    if s.only_a + s.only_b > 0 {
+        extra = format!(" ({} only in A, {} only in B)", s.only_a, s.only_b);
+    }
+    let _ = writeln!(
+        out,
+        "{}: {} cells in both{extra}: {} slower, {} faster, {} the same",
+        size_words(s.size),
+        s.cells.len(),
+        s.slower,
+        s.faster,
+        s.same
+    );
+    let worst = s.worst();
+    if !worst.is_empty() {
+        changed_cells(out, &worst, a);
+    }
+    changed_nodes(out, s);
+}
+
+/// The table of a size's changed cells, the largest changes first, at most
+/// [`CHANGES_SHOWN`] of them.
+fn changed_cells(out: &mut String, worst: &[&CellRatio], a: &MatrixSection) {
+    let pw = worst
+        .iter()
+        .map(|x| pair_words(a, x.source, x.dest).len())
+        .max()
+        .unwrap_or(14)
+        .clamp(14, 38);
+    let _ = writeln!(
+        out,
+        "  {:<pw$} {:>10} {:>10} {:>7} {:>15}  change",
+        "source -> dest", "A us", "B us", "B/A", "95% CI"
+    );
+    for x in worst.iter().take(CHANGES_SHOWN) {
         let _ = writeln!(
             out,
-            "{}: {} cells in both{extra}: {} slower, {} faster, {} the same",
-            size_words(s.size),
-            s.cells.len(),
-            s.slower,
-            s.faster,
-            s.same
+            "  {:<pw$} {:>10} {:>10} {:>7} {:>15}  {}",
+            pair_words(a, x.source, x.dest),
+            us(x.a_us),
+            us(x.b_us),
+            text(x.ratio, Style::Fixed(2)),
+            ratio_ci(x),
+            change_word(x.change)
         );
-        let worst = s.worst();
-        if !worst.is_empty() {
-            let pw = worst
-                .iter()
-                .map(|x| pair_words(a, x.source, x.dest).len())
-                .max()
-                .unwrap_or(14)
-                .clamp(14, 38);
-            let _ = writeln!(
-                out,
-                "  {:<pw$} {:>10} {:>10} {:>7} {:>15}  change",
-                "source -> dest", "A us", "B us", "B/A", "95% CI"
-            );
-            for x in worst.iter().take(CHANGES_SHOWN) {
-                let ci = x.ci95.map_or_else(
-                    || "-".to_string(),
-                    |ci| {
-                        format!(
-                            "{}..{}",
-                            text(ci.lo, Style::Fixed(2)),
-                            text(ci.hi, Style::Fixed(2))
-                        )
-                    },
-                );
-                let change = match x.change {
-                    Change::Slower => "slower",
-                    Change::Faster => "faster",
-                    Change::Same => "same",
-                };
-                let _ = writeln!(
-                    out,
-                    "  {:<pw$} {:>10} {:>10} {:>7} {:>15}  {change}",
-                    pair_words(a, x.source, x.dest),
-                    us(x.a_us),
-                    us(x.b_us),
-                    text(x.ratio, Style::Fixed(2)),
-                    ci
-                );
-            }
-            if worst.len() > CHANGES_SHOWN {
-                let _ = writeln!(out, "  ... and {} more", worst.len() - CHANGES_SHOWN);
-            }
+    }
+    if worst.len() > CHANGES_SHOWN {
+        let _ = writeln!(out, "  ... and {} more", worst.len() - CHANGES_SHOWN);
+    }
+}
+
+/// A cell's 95% CI of B/A as `lo..hi`, or `-` without one.
+fn ratio_ci(x: &CellRatio) -> String {
+    x.ci95.map_or_else(
+        || "-".to_string(),
+        |ci| {
+            format!(
+                "{}..{}",
+                text(ci.lo, Style::Fixed(2)),
+                text(ci.hi, Style::Fixed(2))
+            )
+        },
+    )
+}
+
+/// The word for a cell's change.
+fn change_word(change: Change) -> &'static str {
+    match change {
+        Change::Slower => "slower",
+        Change::Faster => "faster",
+        Change::Same => "same",
+    }
+}
+
+/// The table of a size's nodes by the median B/A of their cells, the most changed first, at
+/// most [`COMPARE_NODES_SHOWN`] of them.
+fn changed_nodes(out: &mut String, s: &SizeComparison) {
+    let mut nodes: Vec<_> = s.nodes.iter().collect();
+    nodes.sort_by(|x, y| {
+        y.ratio
+            .ln()
+            .abs()
+            .total_cmp(&x.ratio.ln().abs())
+            .then(x.rank.cmp(&y.rank))
+    });
+    let shown = nodes.len().min(COMPARE_NODES_SHOWN);
+    let _ = writeln!(
+        out,
+        "  nodes, median B/A of the cells each takes part in ({}):",
+        if shown == nodes.len() {
+            "most changed first".to_string()
+        } else {
+            format!("the {shown} most changed of {}", nodes.len())
         }
-        let mut nodes: Vec<_> = s.nodes.iter().collect();
-        nodes.sort_by(|x, y| {
-            y.ratio
-                .ln()
-                .abs()
-                .total_cmp(&x.ratio.ln().abs())
-                .then(x.rank.cmp(&y.rank))
-        });
-        let shown = nodes.len().min(COMPARE_NODES_SHOWN);
-        let _ = writeln!(
-            out,
-            "  nodes, median B/A of the cells each takes part in ({}):",
-            if shown == nodes.len() {
-                "most changed first".to_string()
-            } else {
-                format!("the {shown} most changed of {}", nodes.len())
-            }
-        );
-        let hw = nodes
-            .iter()
-            .take(shown)
-            .map(|n| n.host.len())
-            .max()
-            .unwrap_or(4)
-            .clamp(4, 24);
+    );
+    let hw = nodes
+        .iter()
+        .take(shown)
+        .map(|n| n.host.len())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 24);
+    let _ = writeln!(
+        out,
+        "  {:>5} {:<hw$} {:>7} {:>6} {:>7} {:>7}",
+        "rank", "host", "B/A", "cells", "slower", "faster"
+    );
+    for n in nodes.iter().take(shown) {
+        let name: String = n.host.chars().take(hw).collect();
         let _ = writeln!(
             out,
             "  {:>5} {:<hw$} {:>7} {:>6} {:>7} {:>7}",
-            "rank", "host", "B/A", "cells", "slower", "faster"
+            n.rank,
+            name,
+            text(n.ratio, Style::Fixed(2)),
+            n.cells,
+            n.slower,
+            n.faster
         );
-        for n in nodes.iter().take(shown) {
-            let name: String = n.host.chars().take(hw).collect();
-            let _ = writeln!(
-                out,
-                "  {:>5} {:<hw$} {:>7} {:>6} {:>7} {:>7}",
-                n.rank,
-                name,
-                text(n.ratio, Style::Fixed(2)),
-                n.cells,
-                n.slower,
-                n.faster
-            );
-        }
     }
+}
+
+/// The end of a comparison: the sizes only one document has, and what its CIs describe.
+fn comparison_tail(out: &mut String, c: &MatrixComparison) {
     if !c.only_a.is_empty() || !c.only_b.is_empty() {
         let _ = writeln!(out);
         if !c.only_a.is_empty() {
@@ -947,7 +987,6 @@ pub fn comparison(c: &MatrixComparison, a: &MatrixSection, names: (&str, &str)) 
         "Each document is one run: the CIs describe the variation of the trials within each run, \
          not between runs"
     );
-    out
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use crate::analysis::matrix::MatrixSection;
 use crate::render::matrix::{flagged, host_order};
 use commbench_core::stats::nice_width;
 use commbench_core::transport::error::{Error, Result};
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 const W: f64 = 1000.0;
@@ -128,65 +129,128 @@ fn tick(v: f64) -> String {
     }
 }
 
-/// The heatmap with its labels, host boundaries and flagged outlines; the colour legend.
-fn heatmap(svg: &mut Svg, m: &MatrixSection, size: u64, order: &[u32]) {
-    let n = order.len().max(1);
-    let cell = SIDE / n as f64;
-    let med = m.medians(size);
-    let at = |i: u32, j: u32| -> Option<f64> {
-        med.get(i as usize)
-            .and_then(|r| r.get(j as usize))
-            .copied()
-            .flatten()
-            .filter(|v| *v > 0.0 && v.is_finite())
-    };
+/// Rank `r`'s host, `?` when the document names none.
+fn host_name(m: &MatrixSection, r: u32) -> &str {
+    m.hosts.get(r as usize).map_or("?", String::as_str)
+}
+
+/// The median of cell `i -> j` in `med`, when it was measured and is positive.
+fn median_at(med: &[Vec<Option<f64>>], i: u32, j: u32) -> Option<f64> {
+    med.get(i as usize)
+        .and_then(|r| r.get(j as usize))
+        .copied()
+        .flatten()
+        .filter(|v| *v > 0.0 && v.is_finite())
+}
+
+/// The range of the colour scale: the least and the greatest median drawn, 5% either side of
+/// the one value when all are equal, 1 to 10 us when there is none.
+fn colour_range(med: &[Vec<Option<f64>>], order: &[u32]) -> (f64, f64) {
     let values: Vec<f64> = order
         .iter()
-        .flat_map(|&i| order.iter().filter_map(move |&j| at(i, j)))
+        .flat_map(|&i| order.iter().filter_map(move |&j| median_at(med, i, j)))
         .collect();
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let (lo, hi) = if lo.is_finite() && hi > lo {
+    if lo.is_finite() && hi > lo {
         (lo, hi)
     } else if lo.is_finite() {
         (lo * 0.95, lo * 1.05)
     } else {
         (1.0, 10.0)
-    };
-    let t = |v: f64| (v.ln() - lo.ln()) / (hi.ln() - lo.ln());
+    }
+}
+
+/// Where `v` falls on the log scale over `[lo, hi]`, 0 at `lo` and 1 at `hi`.
+fn log_position(v: f64, (lo, hi): (f64, f64)) -> f64 {
+    (v.ln() - lo.ln()) / (hi.ln() - lo.ln())
+}
+
+/// The heatmap with its labels, host boundaries and flagged outlines; the colour legend.
+fn heatmap(svg: &mut Svg, m: &MatrixSection, size: u64, order: &[u32]) {
+    let n = order.len().max(1);
+    let cell = SIDE / n as f64;
+    let med = m.medians(size);
+    let range = colour_range(&med, order);
     let flags = flagged(m, size);
-    let z: std::collections::HashMap<(u32, u32), f64> = m
+    cells(svg, m, size, order, &med, range);
+    host_boundaries(svg, m, order, cell);
+    flag_outlines(svg, &flags, order, cell);
+    frame(svg, HX, HY, SIDE, SIDE);
+    labels(svg, m, order, cell);
+    legend(svg, range.0, range.1);
+}
+
+/// How one cell is drawn: its class, fill, extra data attribute and tooltip.
+struct CellLook {
+    class: &'static str,
+    fill: String,
+    data: String,
+    tip: String,
+}
+
+/// The look of cell `i -> j` of median `v` (`None`: not measured) and robust z `z`, coloured
+/// on the log scale over `range`; the diagonal and cells not measured grey.
+fn cell_look(
+    m: &MatrixSection,
+    (i, j): (u32, u32),
+    v: Option<f64>,
+    z: Option<f64>,
+    range: (f64, f64),
+) -> CellLook {
+    match v {
+        Some(v) if i != j => {
+            let zs = z.map_or(String::new(), |z| format!(", z {}", num(z)));
+            CellLook {
+                class: "cell",
+                fill: colour(log_position(v, range)),
+                data: format!(r#" data-us="{v}""#),
+                tip: format!(
+                    "{i} ({}) -> {j} ({}): {} us{zs}",
+                    host_name(m, i),
+                    host_name(m, j),
+                    num(v)
+                ),
+            }
+        }
+        _ => CellLook {
+            class: "cell missing",
+            fill: MISSING.to_string(),
+            data: String::new(),
+            tip: if i == j {
+                format!("{i} ({}): the diagonal is not measured", host_name(m, i))
+            } else {
+                format!("{i} -> {j}: not measured")
+            },
+        },
+    }
+}
+
+/// One rect per cell, rows in `order` from the top and columns in `order` from the left.
+fn cells(
+    svg: &mut Svg,
+    m: &MatrixSection,
+    size: u64,
+    order: &[u32],
+    med: &[Vec<Option<f64>>],
+    range: (f64, f64),
+) {
+    let cell = SIDE / order.len().max(1) as f64;
+    let z: HashMap<(u32, u32), f64> = m
         .fit_at(size)
         .map(|f| f.cells.iter().map(|c| ((c.source, c.dest), c.z)).collect())
         .unwrap_or_default();
-    let host = |r: u32| m.hosts.get(r as usize).map_or("?", String::as_str);
     svg.raw(r#"<g class="heatmap" stroke="white" stroke-width="0.5">"#);
     for (a, &i) in order.iter().enumerate() {
         for (b, &j) in order.iter().enumerate() {
             let (x, y) = (HX + b as f64 * cell, HY + a as f64 * cell);
-            let (class, fill, data, tip) = match at(i, j) {
-                Some(v) if i != j => {
-                    let zs = z
-                        .get(&(i, j))
-                        .map_or(String::new(), |z| format!(", z {}", num(*z)));
-                    (
-                        "cell",
-                        colour(t(v)),
-                        format!(r#" data-us="{v}""#),
-                        format!("{i} ({}) -> {j} ({}): {} us{zs}", host(i), host(j), num(v)),
-                    )
-                }
-                _ => (
-                    "cell missing",
-                    MISSING.to_string(),
-                    String::new(),
-                    if i == j {
-                        format!("{i} ({}): the diagonal is not measured", host(i))
-                    } else {
-                        format!("{i} -> {j}: not measured")
-                    },
-                ),
-            };
+            let v = median_at(med, i, j);
+            let CellLook {
+                class,
+                fill,
+                data,
+                tip,
+            } = cell_look(m, (i, j), v, z.get(&(i, j)).copied(), range);
             let _ = writeln!(
                 svg.s,
                 r#"<rect class="{class}" x="{x:.2}" y="{y:.2}" width="{cell:.2}" height="{cell:.2}" fill="{fill}" data-source="{i}" data-dest="{j}"{data}><title>{}</title></rect>"#,
@@ -195,28 +259,37 @@ fn heatmap(svg: &mut Svg, m: &MatrixSection, size: u64, order: &[u32]) {
         }
     }
     svg.raw("</g>");
-    // Host boundaries, where some host holds several ranks.
+}
+
+/// Lines between the ranks of different hosts, where some host holds several ranks.
+fn host_boundaries(svg: &mut Svg, m: &MatrixSection, order: &[u32], cell: f64) {
+    let host = |r: u32| host_name(m, r);
     let shared = (1..order.len()).any(|k| host(order[k]) == host(order[k - 1]));
-    if shared {
-        svg.raw(r#"<g class="host-boundaries" stroke="black" stroke-width="1.5">"#);
-        for k in 1..order.len() {
-            if host(order[k]) != host(order[k - 1]) {
-                let p = HX + k as f64 * cell;
-                let _ = writeln!(
-                    svg.s,
-                    r#"<line class="host-boundary" x1="{p:.2}" y1="{HY:.2}" x2="{p:.2}" y2="{:.2}"/>"#,
-                    HY + SIDE
-                );
-                let p = HY + k as f64 * cell;
-                let _ = writeln!(
-                    svg.s,
-                    r#"<line class="host-boundary" x1="{HX:.2}" y1="{p:.2}" x2="{:.2}" y2="{p:.2}"/>"#,
-                    HX + SIDE
-                );
-            }
-        }
-        svg.raw("</g>");
+    if !shared {
+        return;
     }
+    svg.raw(r#"<g class="host-boundaries" stroke="black" stroke-width="1.5">"#);
+    for k in 1..order.len() {
+        if host(order[k]) != host(order[k - 1]) {
+            let p = HX + k as f64 * cell;
+            let _ = writeln!(
+                svg.s,
+                r#"<line class="host-boundary" x1="{p:.2}" y1="{HY:.2}" x2="{p:.2}" y2="{:.2}"/>"#,
+                HY + SIDE
+            );
+            let p = HY + k as f64 * cell;
+            let _ = writeln!(
+                svg.s,
+                r#"<line class="host-boundary" x1="{HX:.2}" y1="{p:.2}" x2="{:.2}" y2="{p:.2}"/>"#,
+                HX + SIDE
+            );
+        }
+    }
+    svg.raw("</g>");
+}
+
+/// An outline inside each flagged cell.
+fn flag_outlines(svg: &mut Svg, flags: &HashSet<(u32, u32)>, order: &[u32], cell: f64) {
     svg.raw(&format!(
         r#"<g class="flags" fill="none" stroke="{FLAG}" stroke-width="2">"#
     ));
@@ -235,9 +308,6 @@ fn heatmap(svg: &mut Svg, m: &MatrixSection, size: u64, order: &[u32]) {
         }
     }
     svg.raw("</g>");
-    frame(svg, HX, HY, SIDE, SIDE);
-    labels(svg, m, order, cell);
-    legend(svg, lo, hi);
 }
 
 /// A black frame.
@@ -341,29 +411,76 @@ fn legend(svg: &mut Svg, lo: f64, hi: f64) {
     svg.raw("</g>");
 }
 
+/// Rank `r`'s node effect in `v` as a factor, 1 when it has none.
+fn factor_of(v: &[f64], r: u32) -> f64 {
+    v.get(r as usize).map_or(1.0, |e| e.exp())
+}
+
+/// The log axis of the node effects over `[lo, hi]`.
+#[derive(Clone, Copy)]
+struct FactorAxis {
+    lo: f64,
+    hi: f64,
+}
+
+impl FactorAxis {
+    /// Over every factor drawn, and 0.9 to 1.1 at least, 5% wider either way.
+    fn new(f: &Fit, order: &[u32]) -> Self {
+        let all: Vec<f64> = order
+            .iter()
+            .flat_map(|&r| [factor_of(&f.sender, r), factor_of(&f.receiver, r)])
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .collect();
+        let lo = all.iter().copied().fold(1.0, f64::min).min(0.9);
+        let hi = all.iter().copied().fold(1.0, f64::max).max(1.1);
+        FactorAxis {
+            lo: lo / 1.05,
+            hi: hi * 1.05,
+        }
+    }
+
+    /// The x of factor `v`.
+    fn x(self, v: f64) -> f64 {
+        BX0 + (BX1 - BX0) * (v.ln() - self.lo.ln()) / (self.hi.ln() - self.lo.ln())
+    }
+}
+
 /// The node effects as factors, one row per rank in the heatmap's order: sender above,
 /// receiver below, from 1 on a log axis.
 fn node_bars(svg: &mut Svg, f: &Fit, order: &[u32]) {
-    let cell = SIDE / order.len().max(1) as f64;
-    let fac = |v: &[f64], r: u32| v.get(r as usize).map_or(1.0, |e| e.exp());
-    let all: Vec<f64> = order
-        .iter()
-        .flat_map(|&r| [fac(&f.sender, r), fac(&f.receiver, r)])
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .collect();
-    let lo = all.iter().copied().fold(1.0, f64::min).min(0.9);
-    let hi = all.iter().copied().fold(1.0, f64::max).max(1.1);
-    let (lo, hi) = (lo / 1.05, hi * 1.05);
-    let px = |v: f64| BX0 + (BX1 - BX0) * (v.ln() - lo.ln()) / (hi.ln() - lo.ln());
+    let axis = FactorAxis::new(f, order);
     svg.raw(r#"<g class="node-effects">"#);
+    factor_grid(svg, axis);
+    rank_bars(svg, f, order, axis);
+    let one = axis.x(1.0);
+    let _ = writeln!(
+        svg.s,
+        r#"<line class="unit-line" x1="{one:.1}" y1="{HY:.1}" x2="{one:.1}" y2="{:.1}" stroke="black"/>"#,
+        HY + SIDE
+    );
+    frame(svg, BX0, HY, BX1 - BX0, SIDE);
+    svg.text(
+        "axis-title",
+        (BX0 + BX1) / 2.0,
+        HY + SIDE + 32.0,
+        "middle",
+        r#" font-size="12""#,
+        "node effect (factor, log scale)",
+    );
+    node_legend(svg);
+    svg.raw("</g>");
+}
+
+/// The grid lines and labels of the factors on the axis.
+fn factor_grid(svg: &mut Svg, axis: FactorAxis) {
     let ticks: Vec<f64> = [
         0.1, 0.2, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 1000.0,
     ]
     .into_iter()
-    .filter(|&t| t >= lo && t <= hi)
+    .filter(|&t| t >= axis.lo && t <= axis.hi)
     .collect();
     for t in &ticks {
-        let x = px(*t);
+        let x = axis.x(*t);
         let _ = writeln!(
             svg.s,
             r##"<line class="grid" x1="{x:.1}" y1="{HY:.1}" x2="{x:.1}" y2="{:.1}" stroke="#e4e4e4"/>"##,
@@ -378,18 +495,23 @@ fn node_bars(svg: &mut Svg, f: &Fit, order: &[u32]) {
             &format!("{t}"),
         );
     }
-    let one = px(1.0);
+}
+
+/// Each rank's two bars from 1, sender in the upper half of its row, receiver in the lower.
+fn rank_bars(svg: &mut Svg, f: &Fit, order: &[u32], axis: FactorAxis) {
+    let cell = SIDE / order.len().max(1) as f64;
+    let one = axis.x(1.0);
     for (k, &r) in order.iter().enumerate() {
         let y = HY + k as f64 * cell;
         let h = (cell / 2.0 - 1.0).max(0.5);
         for (half, (v, color, class)) in [
-            (fac(&f.sender, r), SENDER, "sender-bar"),
-            (fac(&f.receiver, r), RECEIVER, "receiver-bar"),
+            (factor_of(&f.sender, r), SENDER, "sender-bar"),
+            (factor_of(&f.receiver, r), RECEIVER, "receiver-bar"),
         ]
         .into_iter()
         .enumerate()
         {
-            let x = px(v.clamp(lo, hi));
+            let x = axis.x(v.clamp(axis.lo, axis.hi));
             let (x0, w) = if x >= one {
                 (one, x - one)
             } else {
@@ -409,20 +531,10 @@ fn node_bars(svg: &mut Svg, f: &Fit, order: &[u32]) {
             );
         }
     }
-    let _ = writeln!(
-        svg.s,
-        r#"<line class="unit-line" x1="{one:.1}" y1="{HY:.1}" x2="{one:.1}" y2="{:.1}" stroke="black"/>"#,
-        HY + SIDE
-    );
-    frame(svg, BX0, HY, BX1 - BX0, SIDE);
-    svg.text(
-        "axis-title",
-        (BX0 + BX1) / 2.0,
-        HY + SIDE + 32.0,
-        "middle",
-        r#" font-size="12""#,
-        "node effect (factor, log scale)",
-    );
+}
+
+/// The key of the node effects' colours, above their plot.
+fn node_legend(svg: &mut Svg) {
     for (k, (label, color)) in [("sender", SENDER), ("receiver", RECEIVER)]
         .into_iter()
         .enumerate()
@@ -442,7 +554,6 @@ fn node_bars(svg: &mut Svg, f: &Fit, order: &[u32]) {
             label,
         );
     }
-    svg.raw("</g>");
 }
 
 /// Linear ticks over `[lo, hi]`.
@@ -460,89 +571,66 @@ fn linear_ticks(lo: f64, hi: f64) -> (Vec<f64>, usize) {
     ((first..=last).map(|k| k as f64 * step).collect(), decimals)
 }
 
+/// The bins of the histogram of the robust z, and its scales.
+struct ZBins {
+    /// The z range drawn.
+    lo: f64,
+    hi: f64,
+    /// The width of a bin.
+    width: f64,
+    /// Cells per bin.
+    counts: [u64; Z_BINS],
+    /// The largest count, at least 1.
+    cmax: f64,
+}
+
+impl ZBins {
+    /// The cells' finite z in [`Z_BINS`] bins over their range, widened to 1.2 times the
+    /// rule's threshold either way at least, and by 2% of the range at each end.
+    fn new(f: &Fit, rule_z: f64) -> Self {
+        let z: Vec<f64> = f
+            .cells
+            .iter()
+            .map(|c| c.z)
+            .filter(|z| z.is_finite())
+            .collect();
+        let zmin = z.iter().copied().fold(-1.2 * rule_z, f64::min);
+        let zmax = z.iter().copied().fold(1.2 * rule_z, f64::max);
+        let (lo, hi) = (zmin - 0.02 * (zmax - zmin), zmax + 0.02 * (zmax - zmin));
+        let width = (hi - lo) / Z_BINS as f64;
+        let mut counts = [0u64; Z_BINS];
+        for v in &z {
+            let k = (((v - lo) / width).floor().max(0.0) as usize).min(Z_BINS - 1);
+            counts[k] += 1;
+        }
+        let cmax = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
+        ZBins {
+            lo,
+            hi,
+            width,
+            counts,
+            cmax,
+        }
+    }
+
+    /// The x of robust z `v`.
+    fn x(&self, v: f64) -> f64 {
+        ZX0 + (ZX1 - ZX0) * (v - self.lo) / (self.hi - self.lo)
+    }
+
+    /// The y of count `c`.
+    fn y(&self, c: f64) -> f64 {
+        ZY1 - (ZY1 - ZY0) * c / (self.cmax * 1.1)
+    }
+}
+
 /// The histogram of the cells' robust z with the rule's threshold marked.
 fn z_histogram(svg: &mut Svg, f: &Fit, rule_z: f64) {
-    let z: Vec<f64> = f
-        .cells
-        .iter()
-        .map(|c| c.z)
-        .filter(|z| z.is_finite())
-        .collect();
-    let zmin = z.iter().copied().fold(-1.2 * rule_z, f64::min);
-    let zmax = z.iter().copied().fold(1.2 * rule_z, f64::max);
-    let (lo, hi) = (zmin - 0.02 * (zmax - zmin), zmax + 0.02 * (zmax - zmin));
-    let width = (hi - lo) / Z_BINS as f64;
-    let mut counts = [0u64; Z_BINS];
-    for v in &z {
-        let k = (((v - lo) / width).floor().max(0.0) as usize).min(Z_BINS - 1);
-        counts[k] += 1;
-    }
-    let cmax = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
-    let px = |v: f64| ZX0 + (ZX1 - ZX0) * (v - lo) / (hi - lo);
-    let py = |c: f64| ZY1 - (ZY1 - ZY0) * c / (cmax * 1.1);
+    let h = ZBins::new(f, rule_z);
     svg.raw(r#"<g class="z-histogram">"#);
-    let (xt, decimals) = linear_ticks(lo, hi);
-    for v in xt {
-        let x = px(v);
-        let _ = writeln!(
-            svg.s,
-            r#"<line class="tick" x1="{x:.1}" y1="{ZY1:.1}" x2="{x:.1}" y2="{:.1}" stroke="black"/>"#,
-            ZY1 + 5.0
-        );
-        svg.text(
-            "tick-label",
-            x,
-            ZY1 + 18.0,
-            "middle",
-            r#" font-size="10""#,
-            &format!("{v:.decimals$}"),
-        );
-    }
-    let (yt, yd) = linear_ticks(0.0, cmax * 1.1);
-    for c in yt {
-        let y = py(c);
-        let _ = writeln!(
-            svg.s,
-            r#"<line class="tick" x1="{:.1}" y1="{y:.1}" x2="{ZX0:.1}" y2="{y:.1}" stroke="black"/>"#,
-            ZX0 - 5.0
-        );
-        svg.text(
-            "tick-label",
-            ZX0 - 8.0,
-            y + 4.0,
-            "end",
-            r#" font-size="10""#,
-            &format!("{c:.yd$}"),
-        );
-    }
-    svg.raw(r##"<g class="bars" fill="#7aa6d8" stroke="#3b6ea8" stroke-width="0.6">"##);
-    for (k, &c) in counts.iter().enumerate().filter(|(_, &c)| c > 0) {
-        let x0 = px(lo + k as f64 * width);
-        let top = py(c as f64);
-        let _ = writeln!(
-            svg.s,
-            r#"<rect class="bar" x="{x0:.2}" y="{top:.2}" width="{:.2}" height="{:.2}" data-count="{c}"/>"#,
-            (px(lo + (k + 1) as f64 * width) - x0).max(0.5),
-            ZY1 - top
-        );
-    }
-    svg.raw("</g>");
-    for (v, anchor) in [(rule_z, "start"), (-rule_z, "end")] {
-        let x = px(v);
-        let _ = writeln!(
-            svg.s,
-            r#"<line class="threshold" x1="{x:.1}" y1="{ZY0:.1}" x2="{x:.1}" y2="{ZY1:.1}" stroke="{FLAG}" stroke-width="1.5" stroke-dasharray="6 3"/>"#
-        );
-        let dx = if anchor == "start" { 4.0 } else { -4.0 };
-        svg.text(
-            "annotation",
-            x + dx,
-            ZY0 + 12.0,
-            anchor,
-            &format!(r#" font-size="11" fill="{FLAG}""#),
-            &format!("z = {v}"),
-        );
-    }
+    z_ticks(svg, &h);
+    z_bars(svg, &h);
+    z_thresholds(svg, &h, rule_z);
     frame(svg, ZX0, ZY0, ZX1 - ZX0, ZY1 - ZY0);
     svg.text(
         "axis-title",
@@ -558,6 +646,80 @@ fn z_histogram(svg: &mut Svg, f: &Fit, rule_z: f64) {
         r#"<text class="axis-title" x="40" y="{cy:.1}" text-anchor="middle" font-size="12" transform="rotate(-90 40 {cy:.1})">cells</text>"#
     );
     svg.raw("</g>");
+}
+
+/// The ticks and labels of the histogram's z axis (below) and count axis (left).
+fn z_ticks(svg: &mut Svg, h: &ZBins) {
+    let (xt, decimals) = linear_ticks(h.lo, h.hi);
+    for v in xt {
+        let x = h.x(v);
+        let _ = writeln!(
+            svg.s,
+            r#"<line class="tick" x1="{x:.1}" y1="{ZY1:.1}" x2="{x:.1}" y2="{:.1}" stroke="black"/>"#,
+            ZY1 + 5.0
+        );
+        svg.text(
+            "tick-label",
+            x,
+            ZY1 + 18.0,
+            "middle",
+            r#" font-size="10""#,
+            &format!("{v:.decimals$}"),
+        );
+    }
+    let (yt, yd) = linear_ticks(0.0, h.cmax * 1.1);
+    for c in yt {
+        let y = h.y(c);
+        let _ = writeln!(
+            svg.s,
+            r#"<line class="tick" x1="{:.1}" y1="{y:.1}" x2="{ZX0:.1}" y2="{y:.1}" stroke="black"/>"#,
+            ZX0 - 5.0
+        );
+        svg.text(
+            "tick-label",
+            ZX0 - 8.0,
+            y + 4.0,
+            "end",
+            r#" font-size="10""#,
+            &format!("{c:.yd$}"),
+        );
+    }
+}
+
+/// One bar per bin that holds a cell.
+fn z_bars(svg: &mut Svg, h: &ZBins) {
+    svg.raw(r##"<g class="bars" fill="#7aa6d8" stroke="#3b6ea8" stroke-width="0.6">"##);
+    for (k, &c) in h.counts.iter().enumerate().filter(|(_, &c)| c > 0) {
+        let x0 = h.x(h.lo + k as f64 * h.width);
+        let top = h.y(c as f64);
+        let _ = writeln!(
+            svg.s,
+            r#"<rect class="bar" x="{x0:.2}" y="{top:.2}" width="{:.2}" height="{:.2}" data-count="{c}"/>"#,
+            (h.x(h.lo + (k + 1) as f64 * h.width) - x0).max(0.5),
+            ZY1 - top
+        );
+    }
+    svg.raw("</g>");
+}
+
+/// The dashed lines at the rule's threshold, `+z` and `-z`, with their labels.
+fn z_thresholds(svg: &mut Svg, h: &ZBins, rule_z: f64) {
+    for (v, anchor) in [(rule_z, "start"), (-rule_z, "end")] {
+        let x = h.x(v);
+        let _ = writeln!(
+            svg.s,
+            r#"<line class="threshold" x1="{x:.1}" y1="{ZY0:.1}" x2="{x:.1}" y2="{ZY1:.1}" stroke="{FLAG}" stroke-width="1.5" stroke-dasharray="6 3"/>"#
+        );
+        let dx = if anchor == "start" { 4.0 } else { -4.0 };
+        svg.text(
+            "annotation",
+            x + dx,
+            ZY0 + 12.0,
+            anchor,
+            &format!(r#" font-size="11" fill="{FLAG}""#),
+            &format!("z = {v}"),
+        );
+    }
 }
 
 /// The matrix plot of `doc` at `size` (default: the first size measured).

@@ -107,7 +107,7 @@ pub fn topology(c: &AllPairsCollected) -> Topology {
 
 /// The cells of `size` as the attribution takes them: the main passes (`retest` false) or the
 /// retests, every measurement of a cell merged.
-fn observations<'a>(cells: impl Iterator<Item = (u32, u32, Vec<f64>)> + 'a) -> Vec<CellObs> {
+fn observations(cells: impl Iterator<Item = (u32, u32, Vec<f64>)>) -> Vec<CellObs> {
     let mut by: BTreeMap<(u32, u32), Vec<f64>> = BTreeMap::new();
     for (s, d, v) in cells {
         by.entry((s, d)).or_default().extend(v);

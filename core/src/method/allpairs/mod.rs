@@ -270,8 +270,8 @@ impl<'a> AllPairs<'a> {
             timer: t,
         })
         .map_err(|e| Error::Protocol(format!("encoding the timer report: {e}")))?;
-        let wait = patience(ep, &self.config);
-        let all = pair::patiently(ep, wait, |ep| ep.gather(0, &hello))
+        let all = self
+            .between_rounds(ep, |ep| ep.gather(0, &hello))
             .phase("collecting host names and timers")?;
         if let Some(all) = all {
             let mut hosts = Vec::with_capacity(all.len());
@@ -303,14 +303,21 @@ struct Ctx {
     kernels: Kernels,
 }
 
-/// How long a wait between rounds may last on `ep`: the configured round timeout, or 100
-/// times the run's.
-fn patience<E: Endpoint>(ep: &E, cfg: &AllPairsConfig) -> std::time::Duration {
-    let given = cfg.round_timeout_s;
-    if given.is_finite() && given > 0.0 {
-        std::time::Duration::from_secs_f64(given.min(1e9))
-    } else {
-        ep.timeout().saturating_mul(100)
+impl AllPairs<'_> {
+    /// `f` on `ep` (a control-plane step between rounds) with waits of the configured round
+    /// timeout, or 100 times the run's ([`pair::patiently`]).
+    fn between_rounds<E: Endpoint, T>(
+        &self,
+        ep: &mut E,
+        f: impl FnOnce(&mut E) -> Result<T>,
+    ) -> Result<T> {
+        let given = self.config.round_timeout_s;
+        let wait = if given.is_finite() && given > 0.0 {
+            std::time::Duration::from_secs_f64(given.min(1e9))
+        } else {
+            ep.timeout().saturating_mul(100)
+        };
+        pair::patiently(ep, wait, f)
     }
 }
 
@@ -333,8 +340,8 @@ impl AllPairs<'_> {
             _ => 0,
         };
         let mut word = asked.to_le_bytes().to_vec();
-        let wait = patience(ep, &self.config);
-        pair::patiently(ep, wait, |ep| ep.broadcast(0, &mut word)).phase("start of a round")?;
+        self.between_rounds(ep, |ep| ep.broadcast(0, &mut word))
+            .phase("start of a round")?;
         let b: [u8; 4] = word
             .as_slice()
             .try_into()
@@ -367,8 +374,8 @@ impl AllPairs<'_> {
         }
         let bytes = serde_json::to_vec(&mine)
             .map_err(|e| Error::Protocol(format!("encoding cells: {e}")))?;
-        let wait = patience(ep, &self.config);
-        let all = pair::patiently(ep, wait, |ep| ep.gather(0, &bytes))
+        let all = self
+            .between_rounds(ep, |ep| ep.gather(0, &bytes))
             .phase_with(|| format!("{}: collecting cells", at()))?;
         let Some(all) = all else { return Ok(()) };
         let end_ns = ep.now_ns().saturating_sub(t0);
@@ -545,8 +552,8 @@ impl Program for AllPairs<'_> {
             }
             self.retests(ep, size, (si, sizes.len()), ctx)?;
         }
-        let wait = patience(ep, &self.config);
-        pair::patiently(ep, wait, |ep| ep.barrier()).phase("final barrier")
+        self.between_rounds(ep, |ep| ep.barrier())
+            .phase("final barrier")
     }
 }
 
@@ -554,8 +561,8 @@ impl AllPairs<'_> {
     /// The safe point before a round: stop when rank 0 was asked to.
     fn stop_point<E: Endpoint>(&self, ep: &mut E, done: usize, sizes: usize) -> Result<()> {
         if let Some(signal) = self.go(ep)? {
-            let wait = patience(ep, &self.config);
-            pair::patiently(ep, wait, |ep| ep.barrier()).phase("final barrier")?;
+            self.between_rounds(ep, |ep| ep.barrier())
+                .phase("final barrier")?;
             return Err(Error::Interrupted {
                 signal,
                 done,
@@ -594,8 +601,7 @@ impl AllPairs<'_> {
                 }
             }
         }
-        let wait = patience(ep, &self.config);
-        pair::patiently(ep, wait, |ep| ep.broadcast(0, &mut word))
+        self.between_rounds(ep, |ep| ep.broadcast(0, &mut word))
             .phase("naming the pairs to retest")?;
         if word.len() % 8 != 0 {
             return Err(Error::Protocol(format!(

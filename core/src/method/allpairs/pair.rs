@@ -91,10 +91,6 @@ impl<E: Endpoint> Endpoint for PairEp<'_, E> {
         let d = self.real(dest)?;
         self.ep.send(d, tag, buf)
     }
-    fn recv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<Completion> {
-        let r = self.irecv(src, tag, buf)?;
-        self.wait(r)
-    }
     fn pingpong(
         &mut self,
         peer: Rank,

@@ -25,4 +25,6 @@ pub mod testkit;
 pub mod transport;
 
 pub use transport::error::{Error, Result, ResultExt};
-pub use transport::{Completion, Endpoint, OpKind, Program, Rank, ReqId, Role, Src, Tag, TagSel};
+pub use transport::{
+    Completion, Endpoint, OpKind, Program, Rank, ReqId, Role, Span, Src, Tag, TagSel,
+};

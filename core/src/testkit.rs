@@ -5,7 +5,7 @@
 //! and 4 ranks; a violated expectation is an error naming the check, the rank and what differed.
 
 use crate::transport::error::{Error, Result};
-use crate::transport::{Endpoint, OpKind, Program, Rank, Role, Src, TagSel};
+use crate::transport::{Endpoint, OpKind, Program, Rank, Role, Span, Src, TagSel};
 
 /// Starts `n` ranks of a backend and runs a program on each.
 pub trait Harness {
@@ -67,6 +67,7 @@ pub fn run_check<H: Harness>(h: &H, name: &str, n: u32, max_size: usize) -> Resu
                 },
             )
             .map(drop),
+        "spans" => h.run(n, &Spans).map(drop),
         other => Err(Error::Invalid(format!(
             "no conformance check named `{other}`"
         ))),
@@ -488,6 +489,177 @@ impl Program for PingPongLoop {
         }
         ep.barrier()?;
         Self::one(ep, 0, 1, 8, 3)?;
+        ep.barrier()
+    }
+}
+
+/// Messages placed at an offset in their buffers and one buffer posted several times at once
+/// ([`Endpoint::isend_span`], [`Endpoint::irecv_span`], [`Endpoint::pingpong_span`]): the bytes
+/// land at the receive's offset and nowhere else, `count` messages use one buffer both ways
+/// (matched before a receive posted after them, with the receive posted before the messages
+/// arrive and after), and a span that does not fit its buffer is [`Error::Invalid`].
+#[derive(Debug)]
+pub struct Spans;
+
+impl Spans {
+    /// Guard bytes around a received message: whatever lies outside the span must keep them.
+    const GUARD: u8 = 0xEE;
+
+    /// Rank 0 sends `count` copies of `len` bytes at offset 5 of one buffer, then one ordinary
+    /// message with the same tag; rank `last` receives the copies at offset 13 of one buffer
+    /// and the ordinary message after them, its receives posted before the sends when `early`
+    /// (a barrier between), after them otherwise.
+    fn repeated<E: Endpoint>(ep: &mut E, len: usize, count: u32, early: bool) -> Result<()> {
+        let (me, last) = (ep.rank(), ep.size() - 1);
+        let data = pattern(len, len as u32 + count);
+        let tail = pattern(len + 3, 7);
+        let span = |start| Span { start, len, count };
+        if me == 0 {
+            if early {
+                ep.barrier()?;
+            }
+            let mut buf = vec![1u8; len + 9];
+            buf[5..5 + len].copy_from_slice(&data);
+            let r = ep.isend_span(last, 31, buf, span(5))?;
+            let t = ep.isend(last, 31, tail.clone())?;
+            if !early {
+                ep.barrier()?;
+            }
+            let c = ep.wait(r)?;
+            if c.kind != OpKind::Send || c.buf.len() != len + 9 || c.buf[5..5 + len] != data[..] {
+                return Err(fail(
+                    "spans",
+                    me,
+                    "a repeated send gave back another buffer".into(),
+                ));
+            }
+            ep.wait(t)?;
+        } else if me == last {
+            if !early {
+                ep.barrier()?;
+            }
+            let r = ep.irecv_span(
+                Src::Rank(0),
+                TagSel::Tag(31),
+                vec![Self::GUARD; len + 20],
+                span(13),
+            )?;
+            let t = ep.irecv(Src::Rank(0), TagSel::Tag(31), vec![0; len + 3])?;
+            if early {
+                ep.barrier()?;
+            }
+            let c = ep.wait(r)?;
+            let ok = c.kind == OpKind::Recv
+                && (c.len, c.peer, c.tag) == (len, 0, 31)
+                && c.buf.len() == len + 20
+                && c.buf[13..13 + len] == data[..]
+                && c.buf[..13]
+                    .iter()
+                    .chain(&c.buf[13 + len..])
+                    .all(|&b| b == Self::GUARD);
+            if !ok {
+                return Err(fail(
+                    "spans",
+                    me,
+                    format!("{count} messages of {len} bytes into one buffer at offset 13: wrong bytes, length or envelope"),
+                ));
+            }
+            let c = ep.wait(t)?;
+            if c.len != len + 3 || c.buf[..c.len] != tail[..] {
+                return Err(fail(
+                    "spans",
+                    me,
+                    "the message after a repeated receive differs".into(),
+                ));
+            }
+        } else {
+            ep.barrier()?;
+        }
+        ep.barrier()
+    }
+
+    /// A ping-pong of `len` bytes at offset 3 (initiator) and 11 (echo) of larger buffers.
+    fn pingpong<E: Endpoint>(ep: &mut E, len: usize) -> Result<()> {
+        let me = ep.rank();
+        let sent = pattern(len, 99 + len as u32);
+        let (start, role, peer) = match me {
+            0 => (3, Role::Initiator, 1),
+            1 => (11, Role::Echo, 0),
+            _ => return Ok(()),
+        };
+        let mut buf = vec![Self::GUARD; len + 16];
+        if me == 0 {
+            buf[3..3 + len].copy_from_slice(&sent);
+        }
+        let span = Span {
+            start,
+            len,
+            count: 1,
+        };
+        ep.pingpong_span(peer, 23, &mut buf, span, 5, role)?;
+        let outside_ok = buf[..start]
+            .iter()
+            .chain(&buf[start + len..])
+            .all(|&b| b == Self::GUARD);
+        if buf.len() != len + 16 || buf[start..start + len] != sent[..] || !outside_ok {
+            return Err(fail(
+                "spans",
+                me,
+                format!("ping-pong of {len} bytes at offset {start}: the bytes differ"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Program for Spans {
+    type Output = ();
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        let me = ep.rank();
+        for len in [0usize, 1, 8, 4099, 1 << 17] {
+            for count in [1u32, 2, 16] {
+                for early in [true, false] {
+                    Self::repeated(ep, len, count, early)?;
+                }
+            }
+            Self::pingpong(ep, len)?;
+            ep.barrier()?;
+        }
+        // A span that does not fit, or posted 0 times, is refused at once.
+        let bad = [
+            Span {
+                start: 5,
+                len: 8,
+                count: 1,
+            },
+            Span {
+                start: usize::MAX,
+                len: 2,
+                count: 1,
+            },
+            Span {
+                start: 0,
+                len: 4,
+                count: 0,
+            },
+        ];
+        for span in bad {
+            for send in [true, false] {
+                let peer = (me + 1) % ep.size();
+                let r = if send {
+                    ep.isend_span(peer, 40, vec![0; 12], span)
+                } else {
+                    ep.irecv_span(Src::Rank(peer), TagSel::Tag(40), vec![0; 12], span)
+                };
+                if !matches!(r, Err(Error::Invalid(_))) {
+                    return Err(fail(
+                        "spans",
+                        me,
+                        format!("{span:?} on a 12-byte buffer was not refused"),
+                    ));
+                }
+            }
+        }
         ep.barrier()
     }
 }

@@ -84,6 +84,76 @@ impl Completion {
     }
 }
 
+/// Where a message lies in the buffer posted for it, and how many messages post that one
+/// buffer at once ([`Endpoint::isend_span`], [`Endpoint::irecv_span`]).
+///
+/// `start` places a message at an offset from its buffer's first byte, so that its address
+/// has the alignment asked for (NetPIPE's `--soffset`/`--roffset`, a page-aligned buffer);
+/// `count` posts the one buffer `count` times, as osu_bw's single buffer keeps its whole
+/// window of sends (and receives) on one piece of memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Span {
+    /// Offset of the message's first byte in the buffer.
+    pub start: usize,
+    /// Bytes of the message (for a receive: the most it accepts).
+    pub len: usize,
+    /// Messages posted on these bytes at once, at least 1.
+    pub count: u32,
+}
+
+impl Span {
+    /// All of a buffer of `len` bytes, posted once: what [`Endpoint::isend`] and
+    /// [`Endpoint::irecv`] post.
+    #[inline]
+    pub fn whole(len: usize) -> Span {
+        Span {
+            start: 0,
+            len,
+            count: 1,
+        }
+    }
+
+    /// Whether this is all of a buffer of `buf_len` bytes, posted once.
+    #[inline]
+    pub fn is_whole(&self, buf_len: usize) -> bool {
+        self.start == 0 && self.len == buf_len && self.count == 1
+    }
+
+    /// The bytes of a buffer of `buf_len` the message occupies, or [`Error::Invalid`] when
+    /// they do not fit in it or `count` is 0.
+    #[inline]
+    pub fn range(&self, buf_len: usize) -> Result<std::ops::Range<usize>> {
+        match self.start.checked_add(self.len) {
+            Some(end) if end <= buf_len && self.count > 0 => Ok(self.start..end),
+            _ => Err(bad_span(self, buf_len)),
+        }
+    }
+}
+
+/// The error of [`Span::range`], out of line.
+#[cold]
+#[inline(never)]
+fn bad_span(span: &Span, buf_len: usize) -> Error {
+    if span.count == 0 {
+        return Error::Invalid("a span posted 0 times".into());
+    }
+    Error::Invalid(format!(
+        "a span of {} bytes at offset {} does not fit a buffer of {buf_len} bytes",
+        span.len, span.start
+    ))
+}
+
+/// The error of a backend that posts whole buffers only, asked for a [`Span`] that is not
+/// one.
+#[cold]
+#[inline(never)]
+pub fn spans_unsupported(backend: &str) -> Error {
+    Error::Config(format!(
+        "the {backend} backend cannot place a message at an offset in its buffer or post one \
+         buffer several times at once"
+    ))
+}
+
 /// What a backend records about itself in the result document (mode, library version, ...).
 pub type BackendInfo = serde_json::Map<String, serde_json::Value>;
 
@@ -175,6 +245,51 @@ pub trait Endpoint {
         pingpong_loop(self, peer, tag, buf, n, role)
     }
 
+    /// Post `span.count` sends of the `span.len` bytes at `span.start` of `buf` to `dest` with
+    /// `tag`, in order, as one request that completes (handing `buf` back) when all have:
+    /// osu_bw's window on a single buffer, or a message at a chosen alignment. A whole span
+    /// ([`Span::is_whole`]) is [`Endpoint::isend`]. The default supports nothing else
+    /// ([`spans_unsupported`]); every backend of this workspace overrides it.
+    fn isend_span(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.isend(dest, tag, buf);
+        }
+        Err(spans_unsupported(self.backend()))
+    }
+
+    /// Post `span.count` receives, each of at most `span.len` bytes landing at `span.start` of
+    /// `buf`, matched one after another as if posted in that order, as one request that
+    /// completes when all have; its completion gives the sender, tag and length of the last.
+    /// A whole span is [`Endpoint::irecv`]; the default supports nothing else.
+    fn irecv_span(&mut self, src: Src, tag: TagSel, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.irecv(src, tag, buf);
+        }
+        Err(spans_unsupported(self.backend()))
+    }
+
+    /// [`Endpoint::pingpong`] of the message at `span` of `buf` (`span.count` is 1): the loop
+    /// the ping-pong kernel times when its buffers are placed at an alignment or offset. The
+    /// default runs [`Endpoint::isend_span`], [`Endpoint::irecv_span`] and [`Endpoint::wait`]
+    /// `n` times ([`pingpong_span_loop`]); a whole span is [`Endpoint::pingpong`].
+    #[inline]
+    fn pingpong_span(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        buf: &mut Vec<u8>,
+        span: Span,
+        n: u64,
+        role: Role,
+    ) -> Result<()> {
+        if span.is_whole(buf.len()) {
+            return self.pingpong(peer, tag, buf, n, role);
+        }
+        pingpong_span_loop(self, peer, tag, buf, span, n, role)
+    }
+
     /// Read this rank's clock in nanoseconds. Real backends: `CLOCK_MONOTONIC`.
     #[inline]
     fn now_ns(&mut self) -> u64 {
@@ -256,6 +371,38 @@ pub fn pingpong_loop<E: Endpoint + ?Sized>(
             Role::Echo => {
                 let b = ep.recv(Src::Rank(peer), TagSel::Tag(tag), b)?.buf;
                 ep.send(peer, tag, b)?
+            }
+        };
+    }
+    Ok(())
+}
+
+/// The loop of [`Endpoint::pingpong_span`]'s default, on [`Endpoint::isend_span`],
+/// [`Endpoint::irecv_span`] and [`Endpoint::wait`].
+#[inline]
+pub fn pingpong_span_loop<E: Endpoint + ?Sized>(
+    ep: &mut E,
+    peer: Rank,
+    tag: Tag,
+    buf: &mut Vec<u8>,
+    span: Span,
+    n: u64,
+    role: Role,
+) -> Result<()> {
+    for _ in 0..n {
+        let b = std::mem::take(buf);
+        *buf = match role {
+            Role::Initiator => {
+                let r = ep.isend_span(peer, tag, b, span)?;
+                let b = ep.wait(r)?.buf;
+                let r = ep.irecv_span(Src::Rank(peer), TagSel::Tag(tag), b, span)?;
+                ep.wait(r)?.buf
+            }
+            Role::Echo => {
+                let r = ep.irecv_span(Src::Rank(peer), TagSel::Tag(tag), b, span)?;
+                let b = ep.wait(r)?.buf;
+                let r = ep.isend_span(peer, tag, b, span)?;
+                ep.wait(r)?.buf
             }
         };
     }

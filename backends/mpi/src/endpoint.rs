@@ -6,8 +6,8 @@ use crate::MpiConfig;
 use commbench_core::transport::error::check_rank;
 use commbench_core::transport::{BackendInfo, TAG_UB};
 use commbench_core::{
-    transport::clock, Completion, Endpoint, Error, OpKind, Rank, ReqId, Result, Role, Src, Tag,
-    TagSel,
+    transport::clock, transport::pingpong_span_loop, Completion, Endpoint, Error, OpKind, Rank,
+    ReqId, Result, Role, Span, Src, Tag, TagSel,
 };
 use mpi::ffi;
 use std::os::raw::{c_int, c_void};
@@ -61,11 +61,27 @@ struct Op {
 /// A posted operation whose buffer MPI may still use.
 #[derive(Debug)]
 struct Active {
+    /// The request of the operation; of a span posted several times, its last message's.
     req: ffi::MPI_Request,
     op: Op,
     buf: Vec<u8>,
     /// A blocking call timed out on it: nobody will collect it.
     orphan: bool,
+    /// `None` for all of `buf` posted once; for any other [`Span`], what its completion needs.
+    span: Option<Posted>,
+}
+
+/// A [`Span`] posted as one request: its messages before the last are the slot's
+/// [`Slot::rest`], tested in posting order before the last (`req`).
+#[derive(Debug, Clone, Copy)]
+struct Posted {
+    /// Bytes of each message (for a receive: the most each accepts).
+    cap: usize,
+    /// How many of the slot's `rest` have completed (MPI set them to `MPI_REQUEST_NULL`).
+    done: usize,
+    /// MPI's code and status of the first of `rest` that finished with an error (a truncated
+    /// receive): the span's error once all its messages have finished.
+    failed: Option<(c_int, ffi::MPI_Status)>,
 }
 
 /// One message's worth of arguments to `MPI_Isend`/`MPI_Irecv` ([`MpiEndpoint::wire`]): the one
@@ -90,7 +106,9 @@ impl Wire {
         // SAFETY: `w.p` points to a heap buffer of at least `w.count` bytes, taken from a live
         // `&mut [u8]` by `MpiEndpoint::wire`; every caller keeps that buffer (on its frame or
         // in the slab) until the request completes, or parks it with the request; `w.comm` is
-        // one of the endpoint's valid communicators.
+        // one of the endpoint's valid communicators. A span posted `count` times starts
+        // `count` requests on the same bytes (osu_bw's single buffer): the slab keeps them
+        // until the last has completed, and nothing reads them before.
         let rc = unsafe {
             match kind {
                 OpKind::Send => ffi::MPI_Isend(w.p, w.count, w.byte, w.peer, w.t, w.comm, &mut req),
@@ -118,6 +136,9 @@ fn unknown_request(req: ReqId) -> Error {
 struct Slot {
     generation: u32,
     op: Option<Active>,
+    /// The requests of a span's messages before its last, in posting order; kept (empty)
+    /// between uses, so that posting a window of messages allocates nothing once warm.
+    rest: Vec<ffi::MPI_Request>,
 }
 
 /// One rank's endpoint on MPI.
@@ -208,9 +229,10 @@ impl MpiEndpoint {
     }
 
     /// A message of the native ping-pong loop that did not complete cleanly: the error MPI
-    /// reported (a truncated receive as [`Error::Truncated`], from its status), or, when the
-    /// spin failed or timed out, the request parked with the loop's buffer (MPI may still use
-    /// it; the caller's buffer is left empty) and the error naming what was awaited.
+    /// reported (a truncated receive of at most `cap` bytes as [`Error::Truncated`], from its
+    /// status), or, when the spin failed or timed out, the request parked with the loop's
+    /// buffer (MPI may still use it; the caller's buffer is left empty) and the error naming
+    /// what was awaited.
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
@@ -223,6 +245,7 @@ impl MpiEndpoint {
         peer: Rank,
         tag: Tag,
         ctrl: bool,
+        cap: usize,
         buf: &mut Vec<u8>,
     ) -> Error {
         let op = Op {
@@ -234,13 +257,56 @@ impl MpiEndpoint {
         match spin {
             Spin::Done(rc) => match kind {
                 OpKind::Send => sys::mpi_error("MPI_Isend", rc),
-                OpKind::Recv => match self.finished(rc, st, op, buf.len()) {
+                OpKind::Recv => match self.finished(rc, st, op, cap) {
                     Err(e) => e,
                     Ok(_) => sys::mpi_error("MPI_Irecv", rc),
                 },
             },
             spin => self.abandon(req, spin, op, std::mem::take(buf)),
         }
+    }
+
+    /// The native ping-pong loop of `pingpong` and `pingpong_span`, on the message `wire`
+    /// describes (`cap` bytes of `buf`, which it points into) with `peer` under `tag` (on the
+    /// control lane when `ctrl`): per message `MPI_Isend` or `MPI_Irecv` on a request on the
+    /// stack and an `MPI_Test` spin (the clock first read after 1024 tests), nothing built per
+    /// message; a receive's status is read only when MPI reports an error.
+    #[inline(always)]
+    fn pingpong_on(
+        &mut self,
+        wire: Wire,
+        cap: usize,
+        (peer, tag, ctrl): (Rank, Tag, bool),
+        buf: &mut Vec<u8>,
+        n: u64,
+        role: Role,
+    ) -> Result<()> {
+        let legs = match role {
+            Role::Initiator => [OpKind::Send, OpKind::Recv],
+            Role::Echo => [OpKind::Recv, OpKind::Send],
+        };
+        let mut st = sys::empty_status();
+        for _ in 0..n {
+            for kind in legs {
+                let (rc, mut req) = wire.start(kind);
+                if rc != sys::SUCCESS {
+                    return Err(sys::mpi_error(kind_call(kind), rc));
+                }
+                let status = match kind {
+                    OpKind::Send => sys::status_ignore(),
+                    OpKind::Recv => &mut st as *mut ffi::MPI_Status,
+                };
+                match sys::spin(&mut req, status, self.timeout) {
+                    Spin::Done(rc) if rc == sys::SUCCESS => {}
+                    spin => {
+                        return Err(
+                            self.pingpong_failed(req, spin, &st, kind, peer, tag, ctrl, cap, buf)
+                        )
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Why a blocking send could not start: the error `isend` gives for the same arguments.
@@ -301,24 +367,41 @@ impl MpiEndpoint {
     /// Keep a started request and its buffer in the slab until it completes; `orphan`: nobody
     /// will collect it.
     fn park(&mut self, req: ffi::MPI_Request, op: Op, buf: Vec<u8>, orphan: bool) -> ReqId {
-        let i = match self.free.pop() {
-            Some(i) => i,
+        let i = self.claim();
+        self.fill(
+            i,
+            Active {
+                req,
+                op,
+                buf,
+                orphan,
+                span: None,
+            },
+        )
+    }
+
+    /// A free slot's index (its `rest` empty, its capacity kept).
+    #[inline]
+    fn claim(&mut self) -> usize {
+        match self.free.pop() {
+            Some(i) => i as usize,
             None => {
                 self.slots.push(Slot {
                     generation: 0,
                     op: None,
+                    rest: Vec::new(),
                 });
-                (self.slots.len() - 1) as u32
+                self.slots.len() - 1
             }
-        };
-        let s = &mut self.slots[i as usize];
+        }
+    }
+
+    /// Put `a` in the claimed slot `i` under a new generation: its request id.
+    #[inline]
+    fn fill(&mut self, i: usize, a: Active) -> ReqId {
+        let s = &mut self.slots[i];
         s.generation = s.generation.wrapping_add(1);
-        s.op = Some(Active {
-            req,
-            op,
-            buf,
-            orphan,
-        });
+        s.op = Some(a);
         ReqId(((s.generation as u64) << 32) | i as u64)
     }
 
@@ -333,6 +416,7 @@ impl MpiEndpoint {
 
     fn release(&mut self, i: usize) -> Option<Active> {
         let op = self.slots[i].op.take();
+        self.slots[i].rest.clear();
         self.free.push(i as u32);
         op
     }
@@ -430,6 +514,15 @@ impl MpiEndpoint {
     /// Start a send of `buf` to `dest`; the caller keeps `buf` until the request completes.
     #[inline]
     fn post_send(&self, dest: Rank, tag: Tag, buf: &mut [u8]) -> Result<(ffi::MPI_Request, Op)> {
+        let (op, peer, t, comm) = self.send_op(dest, tag)?;
+        let req = self.start_p2p(op.kind, buf, peer, t, comm)?;
+        Ok((req, op))
+    }
+
+    /// A send to `dest` with `tag`, checked: the operation, and MPI's rank, tag and
+    /// communicator for it.
+    #[inline]
+    fn send_op(&self, dest: Rank, tag: Tag) -> Result<(Op, c_int, c_int, ffi::MPI_Comm)> {
         check_rank("destination", dest, self.size)?;
         let (comm, t, ctrl) = self.route(tag)?;
         let op = Op {
@@ -438,13 +531,21 @@ impl MpiEndpoint {
             tag: Some(tag),
             ctrl,
         };
-        let req = self.start_p2p(op.kind, buf, dest as c_int, t, comm)?;
-        Ok((req, op))
+        Ok((op, dest as c_int, t, comm))
     }
 
     /// Start a receive into `buf`; the caller keeps `buf` until the request completes.
     #[inline]
     fn post_recv(&self, src: Src, tag: TagSel, buf: &mut [u8]) -> Result<(ffi::MPI_Request, Op)> {
+        let (op, s, t, comm) = self.recv_op(src, tag)?;
+        let req = self.start_p2p(op.kind, buf, s, t, comm)?;
+        Ok((req, op))
+    }
+
+    /// A receive from `src` with `tag`, checked: the operation, and MPI's source (perhaps
+    /// `MPI_ANY_SOURCE`), tag (perhaps `MPI_ANY_TAG`) and communicator for it.
+    #[inline]
+    fn recv_op(&self, src: Src, tag: TagSel) -> Result<(Op, c_int, c_int, ffi::MPI_Comm)> {
         let (s, peer) = match src {
             Src::Any => (sys::any_source(), None),
             Src::Rank(r) => {
@@ -465,8 +566,121 @@ impl MpiEndpoint {
             },
             ctrl,
         };
-        let req = self.start_p2p(op.kind, buf, s, t, comm)?;
-        Ok((req, op))
+        Ok((op, s, t, comm))
+    }
+
+    /// Post `span` of `buf` (anything but all of it once) as one request: `span.count`
+    /// `MPI_Isend`s or `MPI_Irecv`s of `op` on the span's bytes, with `peer` and MPI tag `t` on
+    /// `comm`, as osu_bw posts its window on a single buffer. The requests before the last
+    /// wait in the slot's `rest`. When one cannot start, those started before it are parked
+    /// as an orphan (MPI may use `buf` until they finish) and the error is returned.
+    fn post_span(
+        &mut self,
+        op: Op,
+        mut buf: Vec<u8>,
+        span: Span,
+        peer: c_int,
+        t: c_int,
+        comm: ffi::MPI_Comm,
+    ) -> Result<ReqId> {
+        let what = match op.kind {
+            OpKind::Send => "a message",
+            OpKind::Recv => "a receive buffer",
+        };
+        let count = sys::count(span.len, what)?;
+        let range = span.range(buf.len())?;
+        // `buf` moves into the slab below; its heap bytes, which the requests use, stay put.
+        let wire = self.wire(&mut buf[range], count, peer, t, comm);
+        let i = self.claim();
+        let mut rest = std::mem::take(&mut self.slots[i].rest);
+        rest.clear();
+        let mut rc = sys::SUCCESS;
+        for _ in 0..span.count {
+            let (code, req) = wire.start(op.kind);
+            if code != sys::SUCCESS {
+                rc = code;
+                break;
+            }
+            rest.push(req);
+        }
+        let last = rest.pop();
+        self.slots[i].rest = rest;
+        let Some(req) = last else {
+            // Nothing started: nothing uses `buf`, and the slot is free again.
+            self.free.push(i as u32);
+            return Err(sys::mpi_error(kind_call(op.kind), rc));
+        };
+        let posted = Posted {
+            cap: span.len,
+            done: 0,
+            failed: None,
+        };
+        let active = Active {
+            req,
+            op,
+            buf,
+            orphan: rc != sys::SUCCESS,
+            span: Some(posted),
+        };
+        let id = self.fill(i, active);
+        if rc != sys::SUCCESS {
+            return Err(sys::mpi_error(kind_call(op.kind), rc));
+        }
+        Ok(id)
+    }
+
+    /// [`Endpoint::test`] of a posted span: its messages before the last are tested in
+    /// posting order (the first that finished with an error remembered), then the last. Once
+    /// all have finished, the slot is released and the completion is the last message's
+    /// (sender, tag and length of a receive), or the remembered error.
+    fn test_span(&mut self, i: usize, req: ReqId) -> Result<Option<Completion>> {
+        let mut st = sys::empty_status();
+        let mut flag: c_int = 0;
+        let rc = {
+            let s = &mut self.slots[i];
+            let a = s.op.as_mut().ok_or_else(|| unknown_request(req))?;
+            let p = a.span.as_mut().ok_or_else(|| unknown_request(req))?;
+            let mut rc = sys::SUCCESS;
+            for r in &mut s.rest[p.done..] {
+                // SAFETY: `r` is an active request of this span, whose buffer `a.buf` lives
+                // in the slab until all of the span's requests have completed.
+                rc = unsafe { ffi::MPI_Test(r, &mut flag, &mut st) };
+                if flag == 0 {
+                    break;
+                }
+                let truncated = a.op.kind == OpKind::Recv && st.MPI_ERROR == sys::ERR_TRUNCATE;
+                if p.failed.is_none() && (rc != sys::SUCCESS || truncated) {
+                    p.failed = Some((rc, st));
+                }
+                p.done += 1;
+            }
+            if p.done == s.rest.len() {
+                // SAFETY: as above, for the span's last message.
+                rc = unsafe { ffi::MPI_Test(&mut a.req, &mut flag, &mut st) };
+            }
+            if flag == 0 {
+                if rc != sys::SUCCESS {
+                    // The request may still be active: keep the span (and its buffer).
+                    a.orphan = true;
+                    return Err(sys::mpi_error("MPI_Test", rc));
+                }
+                return Ok(None);
+            }
+            rc
+        };
+        let a = self.release(i).ok_or_else(|| unknown_request(req))?;
+        let p = a.span.ok_or_else(|| unknown_request(req))?;
+        if let Some((rc, st)) = p.failed {
+            self.finished(rc, &st, a.op, p.cap)?;
+        }
+        let (peer, tag, len) = self.finished(rc, &st, a.op, p.cap)?;
+        Ok(Some(Completion {
+            kind: a.op.kind,
+            buf: a.buf,
+            peer,
+            tag,
+            len,
+        }))
     }
 
     /// `MPI_Isend` of `buf` to `peer`, or `MPI_Irecv` into `buf` from `peer` (which may be
@@ -578,32 +792,42 @@ fn free_comm(mut c: ffi::MPI_Comm) {
     }
 }
 
+/// Cancel `req` if it is a receive and test it until `deadline`: whether it finished. The
+/// caller keeps its buffer alive meanwhile, and leaks it when this says no.
+fn settle(req: &mut ffi::MPI_Request, kind: OpKind, deadline: Instant) -> bool {
+    if kind == OpKind::Recv {
+        // SAFETY: `req` is an active request of this endpoint.
+        unsafe {
+            ffi::MPI_Cancel(req);
+        }
+    }
+    let mut st = sys::empty_status();
+    while Instant::now() < deadline {
+        let mut flag: c_int = 0;
+        // SAFETY: as above; the caller keeps its buffer alive.
+        let rc = unsafe { ffi::MPI_Test(req, &mut flag, &mut st) };
+        if flag != 0 {
+            return true;
+        }
+        if rc != sys::SUCCESS {
+            return false;
+        }
+    }
+    false
+}
+
 impl Drop for MpiEndpoint {
     fn drop(&mut self) {
         // Requests nobody collected: cancel receives, give every request a moment to finish,
         // and leak the buffers of those that did not, since MPI may still use them.
+        // A span's messages that had not completed are its `rest` from `done` on, and `req`.
         let deadline = Instant::now() + Duration::from_millis(200);
         for s in &mut self.slots {
             let Some(mut a) = s.op.take() else { continue };
-            if a.op.kind == OpKind::Recv {
-                // SAFETY: `a.req` is an active request of this endpoint.
-                unsafe {
-                    ffi::MPI_Cancel(&mut a.req);
-                }
-            }
-            let mut st = sys::empty_status();
-            let mut done = false;
-            while Instant::now() < deadline {
-                let mut flag: c_int = 0;
-                // SAFETY: as above; its buffer `a.buf` is still alive.
-                let rc = unsafe { ffi::MPI_Test(&mut a.req, &mut flag, &mut st) };
-                if flag != 0 {
-                    done = true;
-                    break;
-                }
-                if rc != sys::SUCCESS {
-                    break;
-                }
+            let skip = a.span.map_or(0, |p| p.done);
+            let mut done = true;
+            for req in s.rest[skip..].iter_mut().chain([&mut a.req]) {
+                done &= settle(req, a.op.kind, deadline);
             }
             if !done {
                 sys::leak(std::mem::take(&mut a.buf));
@@ -629,8 +853,32 @@ impl Endpoint for MpiEndpoint {
         Ok(self.park(req, op, buf, false))
     }
 
+    /// Post a span of `buf` ([`MpiEndpoint::post_span`]); all of it once is `isend`.
+    fn isend_span(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.isend(dest, tag, buf);
+        }
+        let (op, peer, t, comm) = self.send_op(dest, tag)?;
+        self.post_span(op, buf, span, peer, t, comm)
+    }
+
+    /// Post a span of `buf` ([`MpiEndpoint::post_span`]): `span.count` receives into the same
+    /// bytes, which MPI matches in posting order; all of `buf` once is `irecv`.
+    fn irecv_span(&mut self, src: Src, tag: TagSel, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.irecv(src, tag, buf);
+        }
+        let (op, s, t, comm) = self.recv_op(src, tag)?;
+        self.post_span(op, buf, span, s, t, comm)
+    }
+
     fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
         let i = self.slot_index(req)?;
+        if self.slots[i].op.as_ref().is_some_and(|a| a.span.is_some()) {
+            return self.test_span(i, req);
+        }
         let mut st = sys::empty_status();
         let mut flag: c_int = 0;
         let rc = {
@@ -775,30 +1023,40 @@ impl Endpoint for MpiEndpoint {
             });
         };
         let wire = self.wire(buf, count, peer as c_int, t, comm);
-        let legs = match role {
-            Role::Initiator => [OpKind::Send, OpKind::Recv],
-            Role::Echo => [OpKind::Recv, OpKind::Send],
-        };
-        let mut st = sys::empty_status();
-        for _ in 0..n {
-            for kind in legs {
-                let (rc, mut req) = wire.start(kind);
-                if rc != sys::SUCCESS {
-                    return Err(sys::mpi_error(kind_call(kind), rc));
-                }
-                let status = match kind {
-                    OpKind::Send => sys::status_ignore(),
-                    OpKind::Recv => &mut st as *mut ffi::MPI_Status,
-                };
-                match sys::spin(&mut req, status, self.timeout) {
-                    Spin::Done(rc) if rc == sys::SUCCESS => {}
-                    spin => {
-                        return Err(self.pingpong_failed(req, spin, &st, kind, peer, tag, ctrl, buf))
-                    }
-                }
-            }
+        let cap = buf.len();
+        self.pingpong_on(wire, cap, (peer, tag, ctrl), buf, n, role)
+    }
+
+    /// The native ping-pong loop of `pingpong` on the message at `span` of `buf` (its pointer
+    /// at `span.start`, its count `span.len`), so that a message placed at an offset or an
+    /// alignment is timed on the same path as a whole buffer. All of `buf` is `pingpong`; a
+    /// span posted more than once runs the trait's loop of posted spans.
+    fn pingpong_span(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        buf: &mut Vec<u8>,
+        span: Span,
+        n: u64,
+        role: Role,
+    ) -> Result<()> {
+        let range = span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.pingpong(peer, tag, buf, n, role);
         }
-        Ok(())
+        if span.count != 1 {
+            return pingpong_span_loop(self, peer, tag, buf, span, n, role);
+        }
+        let (Some((comm, t, ctrl)), Ok(count), true) =
+            (self.lane(tag), c_int::try_from(span.len), peer < self.size)
+        else {
+            return Err(match role {
+                Role::Initiator => self.send_error(peer, tag, &buf[range]),
+                Role::Echo => self.recv_error(Src::Rank(peer), TagSel::Tag(tag), &buf[range]),
+            });
+        };
+        let wire = self.wire(&mut buf[range], count, peer as c_int, t, comm);
+        self.pingpong_on(wire, span.len, (peer, tag, ctrl), buf, n, role)
     }
 
     #[inline]

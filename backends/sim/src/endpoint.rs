@@ -5,7 +5,7 @@
 use commbench_core::transport::error::check_rank;
 use commbench_core::transport::work::Work;
 use commbench_core::transport::BackendInfo;
-use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Src, Tag, TagSel};
+use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Span, Src, Tag, TagSel};
 use corosensei::Yielder;
 use std::time::Duration;
 
@@ -43,8 +43,19 @@ impl Coll {
 /// What a node asks of the kernel.
 #[derive(Debug)]
 pub(crate) enum Req {
-    Isend { dest: Rank, tag: Tag, buf: Vec<u8> },
-    Irecv { src: Src, tag: TagSel, buf: Vec<u8> },
+    /// `span` is checked against `buf` ([`Span::range`]) before it is asked.
+    Isend {
+        dest: Rank,
+        tag: Tag,
+        buf: Vec<u8>,
+        span: Span,
+    },
+    Irecv {
+        src: Src,
+        tag: TagSel,
+        buf: Vec<u8>,
+        span: Span,
+    },
     Test(ReqId),
     Wait(ReqId),
     Now,
@@ -102,6 +113,10 @@ pub(crate) struct EpInfo {
 /// * `isend` costs F(n) of this node's CPU and returns when the message sits in a system
 ///   buffer (the send is then complete); `irecv` costs A(capacity); collecting a received
 ///   message (`wait`, or `test` that finds it) costs U(n).
+/// * A span ([`Span`]: `isend_span`, `irecv_span`) of count `c` is exactly `c` such sends or
+///   receives posted in order (and, for receives, a `wait` on each in order), on the bytes at
+///   the span's offset of one buffer: the same events and virtual time as `c` buffers, since
+///   the simulator does not model memory (caches, pages), which is all one buffer changes.
 /// * `wait`, `wait_all`, `send` and `recv` block the node's coroutine until completion: no
 ///   polling events. `test` costs `poll_ns` of CPU time so polling loops advance time.
 /// * `now_ns` returns the virtual time at the end of the read, floored to the clock tick; each
@@ -160,30 +175,66 @@ impl Endpoint for SimEndpoint<'_> {
     }
 
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
+        let span = Span::whole(buf.len());
+        self.isend_span(dest, tag, buf, span)
+    }
+
+    fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
+        let span = Span::whole(buf.len());
+        self.irecv_span(src, tag, buf, span)
+    }
+
+    /// `span.count` sends, each exactly an `isend` of the `span.len` bytes at `span.start`:
+    /// the same F, injection, hops and handlers, one after another, the request returned
+    /// after the last F. The virtual time of a window posted on one buffer is therefore that
+    /// of the same window posted on `count` buffers: what one buffer changes on real
+    /// hardware (caches, pages, memory traffic) is not in the model.
+    fn isend_span(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        span.range(buf.len())?;
         check_rank("destination", dest, self.info.size)?;
         if let Some(cap) = self.info.recv_cap {
-            if buf.len() as u64 > cap && dest != self.rank {
+            if span.len as u64 > cap && dest != self.rank {
                 return Err(Error::Invalid(format!(
                     "a {}-byte message can never fit the {cap}-byte receive buffer of node {dest}",
-                    buf.len()
+                    span.len
                 )));
             }
         }
-        match self.ask(Req::Isend { dest, tag, buf }) {
+        match self.ask(Req::Isend {
+            dest,
+            tag,
+            buf,
+            span,
+        }) {
             Resp::Id(r) => r,
             other => Err(protocol("isend", &other)),
         }
     }
 
-    fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
+    /// `span.count` receives, each exactly an `irecv` of at most `span.len` bytes: posted one
+    /// after another (each its A and its walk of the unexpected queue), matched as separately
+    /// posted receives would be, and collected in order by `wait` (each its U), as a `wait` on
+    /// each of `count` receives would; the message (its carried prefix) lands at
+    /// `span.start` and no byte outside the span is written. Virtual time is that of the
+    /// receives on `count` buffers: the simulator does not model memory.
+    fn irecv_span(&mut self, src: Src, tag: TagSel, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        span.range(buf.len())?;
         if let Src::Rank(r) = src {
             check_rank("source", r, self.info.size)?;
         }
-        match self.ask(Req::Irecv { src, tag, buf }) {
+        match self.ask(Req::Irecv {
+            src,
+            tag,
+            buf,
+            span,
+        }) {
             Resp::Id(r) => r,
             other => Err(protocol("irecv", &other)),
         }
     }
+
+    // pingpong_span: the trait's default loop on isend_span, irecv_span and wait above; every
+    // step is a request to the kernel either way, so there is no faster native loop.
 
     fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
         match self.ask(Req::Test(req)) {

@@ -89,10 +89,23 @@ impl Ord for Ev {
 #[derive(Debug, Clone, Copy)]
 enum Pending {
     Nothing,
-    Inject { msg: u32, req: ReqId },
-    Post { req: ReqId },
-    Poll { req: ReqId },
-    Unformat { req: ReqId, test: bool },
+    /// F of message `msg` of send `req`; `more` of its span's messages follow it.
+    Inject {
+        msg: u32,
+        req: ReqId,
+        more: u32,
+    },
+    /// A of the next receive of `req`'s span.
+    Post {
+        req: ReqId,
+    },
+    Poll {
+        req: ReqId,
+    },
+    Unformat {
+        req: ReqId,
+        test: bool,
+    },
     Clock,
     Compute,
 }
@@ -107,24 +120,98 @@ enum Blocked {
 #[derive(Debug)]
 enum RState {
     Free,
+    /// A send of the `len` bytes at `start` of `buf` (each of its span's messages copied out
+    /// when its F starts; complete once the last is injected).
     SendDone {
         buf: Vec<u8>,
         peer: Rank,
         tag: Tag,
+        start: usize,
+        len: usize,
     },
-    RecvPosted {
-        src: Src,
-        tag: TagSel,
-        buf: Vec<u8>,
-    },
-    RecvArrived {
-        buf: Vec<u8>,
+    /// A receive span: `count` receives into the same bytes of one buffer.
+    Recv(Recv),
+}
+
+/// A receive request of `count` receives (1 for [`commbench_core::Endpoint::irecv`]), each
+/// of at most `cap` bytes landing at `start` of `buf`. They are posted one after another
+/// (each after its own A), matched as that many separately posted receives would be, and
+/// collected in order (each after its own U): exactly the events of `count` `irecv`s followed
+/// by a `wait` on each, on one buffer.
+#[derive(Debug)]
+struct Recv {
+    src: Src,
+    tag: TagSel,
+    buf: Vec<u8>,
+    start: usize,
+    cap: usize,
+    count: u32,
+    /// Receives posted so far.
+    posted: u32,
+    /// Receives met by a message (landed or failed).
+    matched: u32,
+    /// Receives collected by the program.
+    collected: u32,
+    /// Met and not yet collected, oldest first.
+    units: Units,
+    /// Sender, tag and length of the last receive collected.
+    last: (Rank, Tag, usize),
+}
+
+impl Recv {
+    /// Receives posted and still waiting for a message: the entries this request stands for
+    /// in the posted-receive queue (it is in the queue exactly when this is not 0).
+    #[inline]
+    fn waiting(&self) -> u32 {
+        self.posted - self.matched
+    }
+}
+
+/// One receive of a span that a message has met.
+#[derive(Debug)]
+enum Unit {
+    Landed {
         peer: Rank,
         tag: Tag,
         len: usize,
         held: u64,
     },
-    RecvFailed(Error),
+    Failed(Error),
+}
+
+/// The met receives of a span in order: the first inline (a span of one never allocates),
+/// the rest behind it.
+#[derive(Debug, Default)]
+struct Units {
+    head: Option<Unit>,
+    rest: VecDeque<Unit>,
+}
+
+impl Units {
+    fn push(&mut self, u: Unit) {
+        if self.head.is_none() {
+            self.head = Some(u);
+        } else {
+            self.rest.push_back(u);
+        }
+    }
+
+    fn front(&self) -> Option<&Unit> {
+        self.head.as_ref()
+    }
+
+    fn pop(&mut self) -> Option<Unit> {
+        let u = self.head.take();
+        self.head = self.rest.pop_front();
+        u
+    }
+}
+
+/// What finishing a piece of user work leads to: an answer for the program (or none: it
+/// stays suspended), or more user work on its behalf before the answer.
+enum Step {
+    Answer(Option<Resp>),
+    Then(u64, Pending),
 }
 
 #[derive(Debug)]
@@ -250,23 +337,6 @@ struct Kernel<'c> {
     hops: u64,
 }
 
-/// The shape of a request's state, without borrowing it.
-enum St {
-    Free,
-    Done,
-    Arrived(u64),
-    Posted,
-}
-
-fn state_of(s: &RState) -> St {
-    match s {
-        RState::Free => St::Free,
-        RState::SendDone { .. } | RState::RecvFailed(_) => St::Done,
-        RState::RecvArrived { len, .. } => St::Arrived(*len as u64),
-        RState::RecvPosted { .. } => St::Posted,
-    }
-}
-
 /// A failure of the simulator itself (a state its own bookkeeping should never reach).
 pub(crate) fn sim_error(message: impl Into<String>) -> Error {
     Error::Backend {
@@ -277,6 +347,15 @@ pub(crate) fn sim_error(message: impl Into<String>) -> Error {
 
 fn not_found(req: ReqId) -> Error {
     Error::Invalid(format!("unknown or finished request {}", req.0))
+}
+
+/// The answer to a `test` (`test`) or a `wait` that collects `c`.
+fn answer(test: bool, c: Result<Completion>) -> Resp {
+    if test {
+        Resp::Maybe(c.map(Some))
+    } else {
+        Resp::Done(c)
+    }
 }
 
 fn describe_src(s: Src) -> String {
@@ -385,47 +464,88 @@ impl<'c> Kernel<'c> {
     /// Start `dur` ns of user work on `node`; `then` says what its completion does. Work that
     /// ends now completes at once and its answer is returned.
     fn start_user(&mut self, node: u32, dur: u64, then: Pending) -> Option<Resp> {
+        if self.begin_user(node, dur, then) {
+            return self.finish_user(node);
+        }
+        None
+    }
+
+    /// Start `dur` ns of user work on `node` that `then` finishes; true when it ends now (it
+    /// is then only pending, for the caller to finish at once).
+    fn begin_user(&mut self, node: u32, dur: u64, then: Pending) -> bool {
         let now = self.now;
         let n = &mut self.nodes[node as usize];
         let finish = now.max(n.hbusy).saturating_add(dur);
         n.pending = then;
         if finish == now {
-            return self.finish_user(node);
+            return true;
         }
         n.user_active = true;
         n.user_finish = finish;
         let live = !n.spinning;
         self.push(finish, EV_USER, node, live);
-        None
+        false
     }
 
+    /// Run a step outside [`Kernel::finish_user`]: its answer, or its work started.
+    fn run_step(&mut self, node: u32, step: Step) -> Option<Resp> {
+        match step {
+            Step::Answer(r) => r,
+            Step::Then(dur, then) => self.start_user(node, dur, then),
+        }
+    }
+
+    /// The user work of `node` has ended. A span's next step (the next message's F, the next
+    /// receive's A or U) starts here, in a loop rather than by recursion, so that a span of
+    /// any count whose steps take no time needs no stack.
     fn finish_user(&mut self, node: u32) -> Option<Resp> {
-        let n = &mut self.nodes[node as usize];
-        n.user_active = false;
-        match std::mem::replace(&mut n.pending, Pending::Nothing) {
-            Pending::Nothing => None,
-            Pending::Inject { msg, req } => {
+        loop {
+            let n = &mut self.nodes[node as usize];
+            n.user_active = false;
+            let pending = std::mem::replace(&mut n.pending, Pending::Nothing);
+            match self.finish_step(node, pending) {
+                Step::Answer(r) => return r,
+                Step::Then(dur, then) => {
+                    if !self.begin_user(node, dur, then) {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish_step(&mut self, node: u32, pending: Pending) -> Step {
+        match pending {
+            Pending::Nothing => Step::Answer(None),
+            Pending::Inject { msg, req, more } => {
                 self.inject(msg, node);
-                Some(Resp::Id(Ok(req)))
+                if more == 0 {
+                    return Step::Answer(Some(Resp::Id(Ok(req))));
+                }
+                match self.next_send(node, req) {
+                    Ok((msg, f)) => Step::Then(
+                        f,
+                        Pending::Inject {
+                            msg,
+                            req,
+                            more: more - 1,
+                        },
+                    ),
+                    Err(e) => Step::Answer(Some(Resp::Id(Err(e)))),
+                }
             }
-            Pending::Post { req } => {
-                self.post_recv(node, req);
-                Some(Resp::Id(Ok(req)))
-            }
+            Pending::Post { req } => match self.post_recv(node, req) {
+                Ok(Some(a)) => Step::Then(a, Pending::Post { req }),
+                Ok(None) => Step::Answer(Some(Resp::Id(Ok(req)))),
+                Err(e) => Step::Answer(Some(Resp::Id(Err(e)))),
+            },
             Pending::Poll { req } => self.poll_done(node, req),
-            Pending::Unformat { req, test } => {
-                let c = self.collect_arrived(node, req);
-                Some(if test {
-                    Resp::Maybe(c.map(Some))
-                } else {
-                    Resp::Done(c)
-                })
-            }
+            Pending::Unformat { req, test } => self.unformat_done(node, req, test),
             Pending::Clock => {
                 let tick = self.cfg.tick_ns;
-                Some(Resp::Time(self.now / tick * tick))
+                Step::Answer(Some(Resp::Time(self.now / tick * tick)))
             }
-            Pending::Compute => Some(Resp::Unit(Ok(()))),
+            Pending::Compute => Step::Answer(Some(Resp::Unit(Ok(())))),
         }
     }
 
@@ -435,71 +555,180 @@ impl<'c> Kernel<'c> {
         self.faults.node_ns(node, self.cfg.times.u.ns(len))
     }
 
-    /// Hand back a finished request of `node` at slot `i` (send done, or failed receive).
-    fn take_done(&mut self, node: u32, i: usize) -> Result<Completion> {
-        match self.nodes[node as usize].take(i) {
-            RState::SendDone { buf, peer, tag } => Ok(Completion::send(buf, peer, tag)),
-            RState::RecvFailed(e) => Err(e),
-            _ => Err(sim_error("request collected in the wrong state")),
+    /// F of an `len`-byte message sent by `node` (scaled by its faults).
+    #[inline]
+    fn f_ns(&self, node: u32, len: u64) -> u64 {
+        self.faults.node_ns(node, self.cfg.times.f.ns(len))
+    }
+
+    /// The next message of send span `req` of `node`, copied out of its buffer as a separate
+    /// `isend` of those bytes would copy it, and its F. On failure (no memory for the copy)
+    /// the request ends; the messages already injected stay in flight, as those of the
+    /// `isend`s before a failed one would.
+    fn next_send(&mut self, node: u32, req: ReqId) -> Result<(u32, u64)> {
+        let n = &mut self.nodes[node as usize];
+        let i = n.slot(req).ok_or_else(|| not_found(req))?;
+        let RState::SendDone {
+            buf,
+            peer,
+            tag,
+            start,
+            len,
+        } = &mut n.reqs[i].1
+        else {
+            return Err(sim_error("a send span continued in the wrong state"));
+        };
+        let (dest, tag, start, len) = (*peer, *tag, *start, *len);
+        let buf = std::mem::take(buf);
+        let m = self.alloc_msg(node, dest, tag, &buf[start..start + len]);
+        let n = &mut self.nodes[node as usize];
+        if let RState::SendDone { buf: b, .. } = &mut n.reqs[i].1 {
+            *b = buf;
+        }
+        match m {
+            Ok(m) => Ok((m, self.f_ns(node, len as u64))),
+            Err(e) => {
+                n.take(i);
+                Err(e)
+            }
         }
     }
 
-    /// The program collects an arrived receive (after U): its buffer room is given back.
-    fn collect_arrived(&mut self, node: u32, req: ReqId) -> Result<Completion> {
+    /// What the program's next collection of receive span `req` (slot `i`) does: U of its
+    /// next met receive, its error, or waiting for a message (blocked, or a failed `test`).
+    fn collect_next(&mut self, node: u32, i: usize, req: ReqId, test: bool) -> Step {
         let n = &mut self.nodes[node as usize];
-        let i = n.slot(req).ok_or_else(|| not_found(req))?;
-        match n.take(i) {
-            RState::RecvArrived {
+        let RState::Recv(r) = &n.reqs[i].1 else {
+            let e = sim_error("a receive collected in the wrong state");
+            return Step::Answer(Some(answer(test, Err(e))));
+        };
+        match r.units.front() {
+            Some(&Unit::Landed { len, .. }) => {
+                let u = self.u_ns(node, len as u64);
+                Step::Then(u, Pending::Unformat { req, test })
+            }
+            Some(Unit::Failed(_)) => {
+                let e = self.withdraw(node, i);
+                Step::Answer(Some(answer(test, Err(e))))
+            }
+            None if test => {
+                n.spinning = true;
+                n.last_poll = Some(req);
+                Step::Answer(Some(Resp::Maybe(Ok(None))))
+            }
+            None => {
+                n.blocked = Blocked::Wait(req);
+                Step::Answer(None)
+            }
+        }
+    }
+
+    /// U of the next met receive of span `req` has ended: the program has that message (its
+    /// buffer room is given back); the request completes with the last of them.
+    fn unformat_done(&mut self, node: u32, req: ReqId, test: bool) -> Step {
+        let n = &mut self.nodes[node as usize];
+        let Some(i) = n.slot(req) else {
+            return Step::Answer(Some(answer(test, Err(not_found(req)))));
+        };
+        let RState::Recv(r) = &mut n.reqs[i].1 else {
+            let e = sim_error("a receive collected in the wrong state");
+            return Step::Answer(Some(answer(test, Err(e))));
+        };
+        let Some(Unit::Landed {
+            peer,
+            tag,
+            len,
+            held,
+        }) = r.units.pop()
+        else {
+            let e = sim_error("a receive collected before its message arrived");
+            return Step::Answer(Some(answer(test, Err(e))));
+        };
+        r.last = (peer, tag, len);
+        r.collected += 1;
+        let done = r.collected == r.count;
+        self.release(node, held);
+        if !done {
+            return self.collect_next(node, i, req, test);
+        }
+        let n = &mut self.nodes[node as usize];
+        let RState::Recv(r) = n.take(i) else {
+            return Step::Answer(Some(answer(test, Err(not_found(req)))));
+        };
+        let (peer, tag, len) = r.last;
+        let c = Completion::recv(r.buf, peer, tag, len);
+        Step::Answer(Some(answer(test, Ok(c))))
+    }
+
+    /// End receive span `i` of `node` at its first failed receive: the receives still posted
+    /// leave the posted queue, the room of the messages met after it is given back, and the
+    /// failure is the request's answer.
+    fn withdraw(&mut self, node: u32, i: usize) -> Error {
+        let n = &mut self.nodes[node as usize];
+        if let RState::Recv(r) = &n.reqs[i].1 {
+            if r.waiting() > 0 {
+                n.posted.retain(|&k| k as usize != i);
+            }
+        }
+        let RState::Recv(mut r) = n.take(i) else {
+            return sim_error("a receive withdrawn in the wrong state");
+        };
+        let mut first = None;
+        while let Some(u) = r.units.pop() {
+            match u {
+                Unit::Landed { held, .. } => self.release(node, held),
+                Unit::Failed(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        first.unwrap_or_else(|| sim_error("a receive withdrawn without a failure"))
+    }
+
+    /// Hand back a finished send of `node` at slot `i`.
+    fn take_send(&mut self, node: u32, i: usize) -> Result<Completion> {
+        match self.nodes[node as usize].take(i) {
+            RState::SendDone {
                 buf,
                 peer,
                 tag,
                 len,
-                held,
+                ..
             } => {
-                self.release(node, held);
-                Ok(Completion::recv(buf, peer, tag, len))
+                let mut c = Completion::send(buf, peer, tag);
+                c.len = len;
+                Ok(c)
             }
-            RState::RecvFailed(e) => Err(e),
-            _ => Err(sim_error("receive collected before arrival")),
+            _ => Err(sim_error("a send collected in the wrong state")),
         }
     }
 
-    fn poll_done(&mut self, node: u32, req: ReqId) -> Option<Resp> {
-        let n = &mut self.nodes[node as usize];
+    fn poll_done(&mut self, node: u32, req: ReqId) -> Step {
+        let n = &self.nodes[node as usize];
         let Some(i) = n.slot(req) else {
-            return Some(Resp::Maybe(Err(not_found(req))));
+            return Step::Answer(Some(Resp::Maybe(Err(not_found(req)))));
         };
-        match state_of(&n.reqs[i].1) {
-            St::Done => Some(Resp::Maybe(self.take_done(node, i).map(Some))),
-            St::Arrived(len) => {
-                let u = self.u_ns(node, len);
-                self.start_user(node, u, Pending::Unformat { req, test: true })
+        match &n.reqs[i].1 {
+            RState::SendDone { .. } => {
+                Step::Answer(Some(Resp::Maybe(self.take_send(node, i).map(Some))))
             }
-            St::Posted => {
-                n.spinning = true;
-                n.last_poll = Some(req);
-                Some(Resp::Maybe(Ok(None)))
-            }
-            St::Free => Some(Resp::Maybe(Err(not_found(req)))),
+            RState::Recv(_) => self.collect_next(node, i, req, true),
+            RState::Free => Step::Answer(Some(Resp::Maybe(Err(not_found(req))))),
         }
     }
 
     fn wait(&mut self, node: u32, req: ReqId) -> Option<Resp> {
-        let n = &mut self.nodes[node as usize];
+        let n = &self.nodes[node as usize];
         let Some(i) = n.slot(req) else {
             return Some(Resp::Done(Err(not_found(req))));
         };
-        match state_of(&n.reqs[i].1) {
-            St::Done => Some(Resp::Done(self.take_done(node, i))),
-            St::Arrived(len) => {
-                let u = self.u_ns(node, len);
-                self.start_user(node, u, Pending::Unformat { req, test: false })
+        match &n.reqs[i].1 {
+            RState::SendDone { .. } => Some(Resp::Done(self.take_send(node, i))),
+            RState::Recv(_) => {
+                let step = self.collect_next(node, i, req, false);
+                self.run_step(node, step)
             }
-            St::Posted => {
-                n.blocked = Blocked::Wait(req);
-                None
-            }
-            St::Free => Some(Resp::Done(Err(not_found(req)))),
+            RState::Free => Some(Resp::Done(Err(not_found(req)))),
         }
     }
 
@@ -561,23 +790,48 @@ impl<'c> Kernel<'c> {
             n.last_poll = None;
         }
         match req {
-            Req::Isend { dest, tag, buf } => {
-                let len = buf.len();
-                let msg = match self.alloc_msg(node, dest, tag, &buf) {
+            Req::Isend {
+                dest,
+                tag,
+                buf,
+                span,
+            } => {
+                let (start, len) = (span.start, span.len);
+                let msg = match self.alloc_msg(node, dest, tag, &buf[start..start + len]) {
                     Ok(m) => m,
                     Err(e) => return Some(Resp::Id(Err(e))),
                 };
-                let f = self.faults.node_ns(node, self.cfg.times.f.ns(len as u64));
+                let f = self.f_ns(node, len as u64);
                 let req = self.nodes[node as usize].alloc(RState::SendDone {
                     buf,
                     peer: dest,
                     tag,
+                    start,
+                    len,
                 });
-                self.start_user(node, f, Pending::Inject { msg, req })
+                let more = span.count - 1;
+                self.start_user(node, f, Pending::Inject { msg, req, more })
             }
-            Req::Irecv { src, tag, buf } => {
-                let a = self.cfg.times.a.ns(buf.len() as u64);
-                let req = self.nodes[node as usize].alloc(RState::RecvPosted { src, tag, buf });
+            Req::Irecv {
+                src,
+                tag,
+                buf,
+                span,
+            } => {
+                let a = self.cfg.times.a.ns(span.len as u64);
+                let req = self.nodes[node as usize].alloc(RState::Recv(Recv {
+                    src,
+                    tag,
+                    buf,
+                    start: span.start,
+                    cap: span.len,
+                    count: span.count,
+                    posted: 0,
+                    matched: 0,
+                    collected: 0,
+                    units: Units::default(),
+                    last: (0, 0, 0),
+                }));
                 self.start_user(node, a, Pending::Post { req })
             }
             Req::Test(req) => self.start_user(node, self.cfg.poll_ns, Pending::Poll { req }),
@@ -591,15 +845,18 @@ impl<'c> Kernel<'c> {
         }
     }
 
-    /// A receive has been posted (after A): take the oldest matching unexpected message, or
-    /// queue the receive.
-    fn post_recv(&mut self, node: u32, req: ReqId) {
-        let n = &self.nodes[node as usize];
-        let Some(i) = n.slot(req) else { return };
-        let RState::RecvPosted { src, tag, .. } = &n.reqs[i].1 else {
-            return;
+    /// The next receive of span `req` has been posted (after its A): it takes the oldest
+    /// matching unexpected message, or waits in the posted queue. Returns the A of the receive
+    /// after it, or `None` when this was the span's last.
+    fn post_recv(&mut self, node: u32, req: ReqId) -> Result<Option<u64>> {
+        let n = &mut self.nodes[node as usize];
+        let i = n.slot(req).ok_or_else(|| not_found(req))?;
+        let RState::Recv(r) = &mut n.reqs[i].1 else {
+            return Err(sim_error("a receive posted in the wrong state"));
         };
-        let (src, tag) = (*src, *tag);
+        let (src, tag, queued) = (r.src, r.tag, r.waiting() > 0);
+        r.posted += 1;
+        let next = (r.posted < r.count).then_some(r.cap as u64);
         let hit = n.unexpected.iter().position(|&m| {
             let m = &self.msgs[m as usize];
             src.accepts(m.src) && tag.accepts(m.tag)
@@ -614,37 +871,40 @@ impl<'c> Kernel<'c> {
                     self.land(node, i, m);
                 }
             }
+            // The span's receives still waiting are the queue's last entries (this node has
+            // posted nothing since them), so this one joins them there.
+            None if queued => {}
             None => self.nodes[node as usize].posted.push_back(i as u32),
         }
+        Ok(next.map(|cap| self.cfg.times.a.ns(cap)))
     }
 
-    /// Message `m` meets the posted receive in slot `i` of `node`.
+    /// Message `m` meets the next posted receive of span `i` of `node`: its bytes (those the
+    /// simulator carries) land at the span's offset, and nowhere else in the buffer.
     fn land(&mut self, node: u32, i: usize, m: u32) {
         let msg = &self.msgs[m as usize];
         let (src, tag, len, held) = (msg.src, msg.tag, msg.len, msg.held);
-        let slot = &mut self.nodes[node as usize].reqs[i].1;
-        let RState::RecvPosted { buf, .. } = slot else {
+        let RState::Recv(r) = &mut self.nodes[node as usize].reqs[i].1 else {
             return;
         };
-        let mut buf = std::mem::take(buf);
-        if len > buf.len() {
-            *slot = RState::RecvFailed(Error::Truncated {
+        r.matched += 1;
+        if len > r.cap {
+            r.units.push(Unit::Failed(Error::Truncated {
                 len,
-                cap: buf.len(),
+                cap: r.cap,
                 source_rank: src,
                 tag,
-            });
+            }));
             self.release(node, held);
         } else {
-            let data = &self.msgs[m as usize].data;
-            buf[..data.len()].copy_from_slice(data);
-            *slot = RState::RecvArrived {
-                buf,
+            let data = &msg.data;
+            r.buf[r.start..r.start + data.len()].copy_from_slice(data);
+            r.units.push(Unit::Landed {
                 peer: src,
                 tag,
                 len,
                 held,
-            };
+            });
         }
         self.free_msgs.push(m);
     }
@@ -752,21 +1012,30 @@ impl<'c> Kernel<'c> {
         let msg = &self.msgs[m as usize];
         let (node, src, tag) = (msg.dest, msg.src, msg.tag);
         let n = &self.nodes[node as usize];
-        let hit = n.posted.iter().position(|&i| match &n.reqs[i as usize].1 {
-            RState::RecvPosted { src: s, tag: t, .. } => s.accepts(src) && t.accepts(tag),
-            _ => false,
-        });
-        // Every delivery walks the posted queue, up to its match or to the end.
-        let walked = hit.map_or(n.posted.len(), |k| k + 1);
+        // Every delivery walks the posted queue, up to its match or to the end. A span stands
+        // for its receives still waiting, one after another: a message it accepts meets the
+        // first of them, one it does not walks past all of them.
+        let mut walked = 0usize;
+        let mut hit = None;
+        for (k, &i) in n.posted.iter().enumerate() {
+            let RState::Recv(r) = &n.reqs[i as usize].1 else {
+                continue;
+            };
+            if r.src.accepts(src) && r.tag.accepts(tag) {
+                walked += 1;
+                hit = Some((k, i as usize, r.waiting() == 1));
+                break;
+            }
+            walked += r.waiting() as usize;
+        }
         self.charge_match(node, walked);
-        let Some(k) = hit else {
+        let Some((k, i, last)) = hit else {
             self.nodes[node as usize].unexpected.push_back(m);
             return;
         };
-        let Some(i) = self.nodes[node as usize].posted.remove(k) else {
-            return;
-        };
-        let i = i as usize;
+        if last {
+            self.nodes[node as usize].posted.remove(k);
+        }
         self.land(node, i, m);
         let n = &mut self.nodes[node as usize];
         let Blocked::Wait(req) = n.blocked else {
@@ -775,18 +1044,11 @@ impl<'c> Kernel<'c> {
         if n.slot(req) != Some(i) {
             return;
         }
+        // The program waits for this very receive: the span's earlier ones are collected.
         n.blocked = Blocked::No;
-        match state_of(&n.reqs[i].1) {
-            St::Arrived(len) => {
-                let u = self.u_ns(node, len);
-                if let Some(r) = self.start_user(node, u, Pending::Unformat { req, test: false }) {
-                    self.wake(node, r);
-                }
-            }
-            _ => {
-                let r = self.take_done(node, i);
-                self.wake(node, Resp::Done(r));
-            }
+        let step = self.collect_next(node, i, req, false);
+        if let Some(r) = self.run_step(node, step) {
+            self.wake(node, r);
         }
     }
 
@@ -866,11 +1128,11 @@ impl<'c> Kernel<'c> {
     fn describe_node(&self, i: usize) -> String {
         let n = &self.nodes[i];
         let req_desc = |req: ReqId| match n.slot(req).map(|s| &n.reqs[s].1) {
-            Some(RState::RecvPosted { src, tag, .. }) => {
+            Some(RState::Recv(r)) => {
                 format!(
                     "recv from {} tag {}",
-                    describe_src(*src),
-                    describe_tag(*tag)
+                    describe_src(r.src),
+                    describe_tag(r.tag)
                 )
             }
             _ => format!("request {}", req.0),

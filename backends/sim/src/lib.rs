@@ -19,6 +19,9 @@
 //! * Optional injected faults (`[[faults]]`): a slow link, node or dimension whose E (or F, U,
 //!   R and S) is scaled by a factor ([`Fault`]), so a detector can be tested on known ground
 //!   truth ([`SimConfig::pingpong_one_way_between_ns`]).
+//! * Spans (`isend_span`, `irecv_span`): a message at an offset of its buffer, and one buffer
+//!   posted `count` times, cost exactly what `count` separate posts cost; the simulator does
+//!   not model memory, so a window on one buffer times as a window on many.
 //! * Deterministic: integer nanoseconds, events ordered by (time, sequence number); each
 //!   node's program is a stackful coroutine (`corosensei`) on one thread. A run in which every
 //!   node is blocked ends with [`commbench_core::Error::Deadlock`] naming each node and what it

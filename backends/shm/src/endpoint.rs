@@ -27,8 +27,8 @@ use crate::WaitPolicy;
 use commbench_core::method::limits;
 use commbench_core::transport::clock::monotonic_ns;
 use commbench_core::transport::error::check_rank;
-use commbench_core::transport::matching::{Matcher, ReqTable};
-use commbench_core::transport::BackendInfo;
+use commbench_core::transport::matching::{Matcher, PostedRecv, ReqTable};
+use commbench_core::transport::{BackendInfo, Span};
 use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Src, Tag, TagSel};
 use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
@@ -90,10 +90,9 @@ struct Rx {
 enum RxState {
     /// Between records.
     Idle,
-    /// Copying into a posted receive.
+    /// Copying into a posted receive ([`PostedRecv::dest`]).
     Direct {
-        req: ReqId,
-        buf: Vec<u8>,
+        recv: PostedRecv,
         tag: Tag,
         len: usize,
         got: usize,
@@ -196,12 +195,31 @@ enum Fast {
     Other,
 }
 
-/// A send not yet fully written into its ring.
+/// A send not yet fully written into its ring: the payload `buf[start..start + len]`, written
+/// `left` more times (a span posted several times at once) before the request completes.
 struct PendingSend {
     req: ReqId,
     tag: Tag,
     buf: Vec<u8>,
     st: TxState,
+    start: usize,
+    len: usize,
+    left: u32,
+}
+
+impl PendingSend {
+    /// The payload of each record.
+    #[inline]
+    fn payload(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+
+    /// The completion handed back once the last record is written.
+    fn done(self, dest: Rank) -> Completion {
+        let mut c = Completion::send(self.buf, dest, self.tag);
+        c.len = self.len;
+        c
+    }
 }
 
 /// Progress of one send: header written, payload bytes written.
@@ -327,32 +345,30 @@ fn backend_info(layout: &Layout, wait: WaitPolicy, mode: &str) -> BackendInfo {
     info
 }
 
-/// Where the payload of a record from `p` goes once it matched the posted receive `req`: into
-/// `buf` from byte `got` on, or nowhere after a truncation error when `buf` is too small.
+/// Where the payload of a record from `p` goes once it matched the posted receive `recv`:
+/// into its [`PostedRecv::dest`] from byte `got` on, or nowhere after a truncation error when
+/// the message is longer than the receive takes.
 fn into_receive(
+    matcher: &mut Matcher,
     reqs: &mut ReqTable,
     p: usize,
-    req: ReqId,
-    buf: Vec<u8>,
+    recv: PostedRecv,
     tag: Tag,
     len: usize,
     got: usize,
 ) -> RxState {
-    if len > buf.len() {
-        reqs.complete(
-            req,
-            Err(Error::Truncated {
-                len,
-                cap: buf.len(),
-                source_rank: p as Rank,
-                tag,
-            }),
-        );
+    if len > recv.cap {
+        let e = Error::Truncated {
+            len,
+            cap: recv.cap,
+            source_rank: p as Rank,
+            tag,
+        };
+        matcher.refuse(reqs, recv, e);
         return RxState::Discard { len, got };
     }
     RxState::Direct {
-        req,
-        buf,
+        recv,
         tag,
         len,
         got,
@@ -631,7 +647,7 @@ impl ShmEndpoint {
                     break;
                 };
                 rx.state = match matcher.match_arrival(p as Rank, tag) {
-                    Some(pr) => into_receive(reqs, p, pr.req, pr.buf, tag, len, 0),
+                    Some(pr) => into_receive(matcher, reqs, p, pr, tag, len, 0),
                     None => match unexpected_buffer(matcher, len, p, tag) {
                         Ok(buf) => RxState::Unexp {
                             buf,
@@ -666,9 +682,9 @@ impl ShmEndpoint {
             rx.tail = align16(rx.tail);
             dirty = true;
             match std::mem::replace(&mut rx.state, RxState::Idle) {
-                RxState::Direct {
-                    req, buf, tag, len, ..
-                } => reqs.complete(req, Ok(Completion::recv(buf, p as Rank, tag, len))),
+                RxState::Direct { recv, tag, len, .. } => {
+                    matcher.landed(reqs, recv, p as Rank, tag, len)
+                }
                 RxState::Unexp { buf, tag, .. } => matcher.push_unexpected(p as Rank, tag, buf),
                 RxState::Discard { .. } | RxState::Idle => {}
             }
@@ -685,12 +701,20 @@ impl ShmEndpoint {
         let mut did = false;
         while let Some(mut ps) = self.sendq[d].pop_front() {
             let before = (ps.st.started, ps.st.off);
-            if self.write_some(d, ps.tag, &ps.buf, &mut ps.st) {
-                self.pending_sends -= 1;
-                self.reqs
-                    .complete(ps.req, Ok(Completion::send(ps.buf, d as Rank, ps.tag)));
+            let mut st = ps.st;
+            if self.write_some(d, ps.tag, ps.payload(), &mut st) {
                 did = true;
+                if ps.left > 1 {
+                    // The next record of a span posted several times.
+                    ps.left -= 1;
+                    ps.st = TxState::default();
+                    self.sendq[d].push_front(ps);
+                    continue;
+                }
+                self.pending_sends -= 1;
+                self.reqs.complete(ps.req, Ok(ps.done(d as Rank)));
             } else {
+                ps.st = st;
                 did |= before != (ps.st.started, ps.st.off);
                 self.sendq[d].push_front(ps);
                 break;
@@ -751,8 +775,10 @@ impl ShmEndpoint {
             .deliver_copy(&mut self.reqs, self.rank, tag, data);
     }
 
-    /// A receive just queued as posted may match a message whose payload is still streaming
-    /// into an unexpected buffer (it arrived before the receive was posted): take it over.
+    /// A receive just queued as posted may match messages whose payload is still streaming
+    /// into an unexpected buffer (they arrived before the receive was posted): take them over,
+    /// one per ring, as long as the receive is queued (a span posted several times may take
+    /// several).
     fn adopt_partial(&mut self, req: ReqId, src: Src, sel: TagSel) {
         for p in 0..self.size as usize {
             let hit = matches!(&self.rx[p].state,
@@ -760,7 +786,7 @@ impl ShmEndpoint {
             if !hit {
                 continue;
             }
-            let Some(mut buf) = self.matcher.cancel(req) else {
+            let Some(mut recv) = self.matcher.take_posted(req) else {
                 return;
             };
             if let RxState::Unexp {
@@ -770,12 +796,12 @@ impl ShmEndpoint {
                 got,
             } = std::mem::replace(&mut self.rx[p].state, RxState::Idle)
             {
-                if len <= buf.len() {
-                    buf[..got].copy_from_slice(&tmp[..got]);
+                if len <= recv.cap {
+                    recv.dest(got).copy_from_slice(&tmp[..got]);
                 }
-                self.rx[p].state = into_receive(&mut self.reqs, p, req, buf, tag, len, got);
+                let (m, reqs) = (&mut self.matcher, &mut self.reqs);
+                self.rx[p].state = into_receive(m, reqs, p, recv, tag, len, got);
             }
-            return;
         }
     }
 
@@ -943,7 +969,13 @@ impl Rx {
         }
         let (data, cap, pos) = (self.data, self.cap, self.tail);
         let take = match &mut self.state {
-            RxState::Direct { buf, len, got, .. } | RxState::Unexp { buf, len, got, .. } => {
+            RxState::Direct { recv, len, got, .. } => {
+                let take = avail.min((*len - *got) as u64) as usize;
+                Rx::read_raw(data, cap, pos, &mut recv.dest(*len)[*got..*got + take]);
+                *got += take;
+                take
+            }
+            RxState::Unexp { buf, len, got, .. } => {
                 let take = avail.min((*len - *got) as u64) as usize;
                 Rx::read_raw(data, cap, pos, &mut buf[*got..*got + take]);
                 *got += take;
@@ -1016,7 +1048,62 @@ impl Endpoint for ShmEndpoint {
                 .complete(req, Ok(Completion::send(buf, dest, tag)));
             return Ok(req);
         }
-        self.sendq[d].push_back(PendingSend { req, tag, buf, st });
+        let len = buf.len();
+        self.sendq[d].push_back(PendingSend {
+            req,
+            tag,
+            buf,
+            st,
+            start: 0,
+            len,
+            left: 1,
+        });
+        self.pending_sends += 1;
+        Ok(req)
+    }
+
+    /// A span posted several times writes its record `count` times, straight into the ring
+    /// while it has room and nothing is queued before it, the rest queued as one send; a span
+    /// to this very rank is delivered `count` times at once.
+    fn isend_span(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.isend(dest, tag, buf);
+        }
+        self.check_dest(dest, span.len)?;
+        let req = self.reqs.alloc();
+        self.set_dep(req, Dep::Send(dest, tag));
+        let mut ps = PendingSend {
+            req,
+            tag,
+            buf,
+            st: TxState::default(),
+            start: span.start,
+            len: span.len,
+            left: span.count,
+        };
+        if dest == self.rank {
+            for _ in 0..span.count {
+                let data = ps.payload();
+                self.matcher.deliver_copy(&mut self.reqs, dest, tag, data);
+            }
+            self.reqs.complete(req, Ok(ps.done(dest)));
+            return Ok(req);
+        }
+        let d = dest as usize;
+        if self.sendq[d].is_empty() {
+            let mut st = TxState::default();
+            while self.write_some(d, tag, ps.payload(), &mut st) {
+                if ps.left == 1 {
+                    self.reqs.complete(req, Ok(ps.done(dest)));
+                    return Ok(req);
+                }
+                ps.left -= 1;
+                st = TxState::default();
+            }
+            ps.st = st;
+        }
+        self.sendq[d].push_back(ps);
         self.pending_sends += 1;
         Ok(req)
     }
@@ -1028,6 +1115,24 @@ impl Endpoint for ShmEndpoint {
         let req = self.reqs.alloc();
         self.set_dep(req, Dep::Recv(src, tag));
         match self.matcher.post_recv(req, src, tag, buf) {
+            Some(res) => self.reqs.complete(req, res),
+            None => self.adopt_partial(req, src, tag),
+        }
+        Ok(req)
+    }
+
+    /// The matcher takes the span: its messages land at `span.start` of `buf`.
+    fn irecv_span(&mut self, src: Src, tag: TagSel, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.irecv(src, tag, buf);
+        }
+        if let Src::Rank(s) = src {
+            check_rank("source", s, self.size)?;
+        }
+        let req = self.reqs.alloc();
+        self.set_dep(req, Dep::Recv(src, tag));
+        match self.matcher.post_recv_span(req, src, tag, buf, span) {
             Some(res) => self.reqs.complete(req, res),
             None => self.adopt_partial(req, src, tag),
         }

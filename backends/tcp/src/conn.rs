@@ -4,7 +4,7 @@
 use crate::frame::{self, Frame, HEADER_BYTES, SMALL_FRAME};
 use crate::TcpConfig;
 use commbench_core::method::limits;
-use commbench_core::transport::matching::{Matcher, ReqTable};
+use commbench_core::transport::matching::{Matcher, PostedRecv, ReqTable};
 use commbench_core::transport::{Completion, Rank, ReqId, Tag};
 use commbench_core::{Error, Result};
 use nix::errno::Errno;
@@ -25,7 +25,8 @@ const POOLED: usize = 1 << 20;
 /// Longest single sleep in a blocking wait, so that the deadline is checked regularly.
 pub(crate) const SLEEP_SLICE: Duration = Duration::from_millis(200);
 
-/// A send that did not fit in the socket at once.
+/// A send that did not fit in the socket at once: the payload `buf[start..start + len]`, sent
+/// `left` more times (a span posted several times at once) before the request completes.
 #[derive(Debug)]
 pub(crate) struct SendOp {
     /// `None` for the goodbye frame.
@@ -35,6 +36,39 @@ pub(crate) struct SendOp {
     pub(crate) tag: Tag,
     /// Bytes of header + payload already written.
     pub(crate) off: usize,
+    pub(crate) start: usize,
+    pub(crate) len: usize,
+    /// Frames still to write, this one included.
+    pub(crate) left: u32,
+}
+
+impl SendOp {
+    /// A send of all of `buf`, once, `off` bytes of its frame already written.
+    pub(crate) fn whole(
+        req: Option<ReqId>,
+        hdr: [u8; HEADER_BYTES],
+        buf: Vec<u8>,
+        tag: Tag,
+        off: usize,
+    ) -> SendOp {
+        let len = buf.len();
+        SendOp {
+            req,
+            hdr,
+            buf,
+            tag,
+            off,
+            start: 0,
+            len,
+            left: 1,
+        }
+    }
+
+    /// The payload of each frame.
+    #[inline]
+    fn payload(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
 }
 
 /// Where the bytes of the message being received go.
@@ -42,10 +76,9 @@ pub(crate) struct SendOp {
 pub(crate) enum Rx {
     /// Between messages: the next bytes are a header.
     Header,
-    /// Into a posted receive's buffer.
+    /// Into a posted receive's buffer ([`PostedRecv::dest`]).
     Posted {
-        req: ReqId,
-        buf: Vec<u8>,
+        recv: PostedRecv,
         tag: Tag,
         len: usize,
         got: usize,
@@ -61,7 +94,7 @@ impl Rx {
     /// its bytes have arrived; `None` between messages and for a discarded payload.
     fn sink(&mut self) -> Option<(&mut [u8], &mut usize)> {
         match self {
-            Rx::Posted { buf, len, got, .. } => Some((&mut buf[..*len], got)),
+            Rx::Posted { recv, len, got, .. } => Some((recv.dest(*len), got)),
             Rx::Unexpected { data, got, .. } => Some((data.as_mut_slice(), got)),
             Rx::Header | Rx::Discard { .. } => None,
         }
@@ -200,8 +233,8 @@ impl Conn {
     pub(crate) fn tx_progress(&mut self, reqs: &mut ReqTable) -> Result<bool> {
         let mut progressed = false;
         while let Some(op) = self.sendq.front() {
-            let total = HEADER_BYTES + op.buf.len();
-            let n = self.write_from(&op.hdr, &op.buf, op.off)?;
+            let total = HEADER_BYTES + op.len;
+            let n = self.write_from(&op.hdr, op.payload(), op.off)?;
             if n == 0 {
                 break;
             }
@@ -216,9 +249,17 @@ impl Conn {
             if !done {
                 break;
             }
+            if let Some(op) = self.sendq.front_mut().filter(|op| op.left > 1) {
+                // The next frame of a span posted several times: same header, same bytes.
+                op.left -= 1;
+                op.off = 0;
+                continue;
+            }
             if let Some(op) = self.sendq.pop_front() {
                 if let Some(req) = op.req {
-                    reqs.complete(req, Ok(Completion::send(op.buf, self.peer, op.tag)));
+                    let mut c = Completion::send(op.buf, self.peer, op.tag);
+                    c.len = op.len;
+                    reqs.complete(req, Ok(c));
                 }
             }
         }
@@ -308,21 +349,18 @@ impl Conn {
             return Ok(());
         };
         self.rx = match m.match_arrival(self.peer, tag) {
-            Some(p) if len > p.buf.len() => {
-                reqs.complete(
-                    p.req,
-                    Err(Error::Truncated {
-                        len,
-                        cap: p.buf.len(),
-                        source_rank: self.peer,
-                        tag,
-                    }),
-                );
+            Some(p) if len > p.cap => {
+                let e = Error::Truncated {
+                    len,
+                    cap: p.cap,
+                    source_rank: self.peer,
+                    tag,
+                };
+                m.refuse(reqs, p, e);
                 Rx::Discard { left: len }
             }
-            Some(p) => Rx::Posted {
-                req: p.req,
-                buf: p.buf,
+            Some(recv) => Rx::Posted {
+                recv,
                 tag,
                 len,
                 got: 0,
@@ -355,9 +393,7 @@ impl Conn {
     fn on_payload(&mut self, m: &mut Matcher, reqs: &mut ReqTable) {
         let peer = self.peer;
         match std::mem::replace(&mut self.rx, Rx::Header) {
-            Rx::Posted {
-                req, buf, tag, len, ..
-            } => reqs.complete(req, Ok(Completion::recv(buf, peer, tag, len))),
+            Rx::Posted { recv, tag, len, .. } => m.landed(reqs, recv, peer, tag, len),
             Rx::Unexpected { tag, data, .. } => m.deliver(reqs, peer, tag, data),
             Rx::Header | Rx::Discard { .. } => {}
         }
@@ -423,13 +459,8 @@ mod tests {
             let hdr = frame::message(len, i as Tag);
             expected.extend_from_slice(&hdr);
             expected.extend_from_slice(&buf);
-            c.sendq.push_back(SendOp {
-                req: Some(reqs.alloc()),
-                hdr,
-                buf,
-                tag: i as Tag,
-                off: 0,
-            });
+            c.sendq
+                .push_back(SendOp::whole(Some(reqs.alloc()), hdr, buf, i as Tag, 0));
         }
         b.set_nonblocking(true).unwrap();
         let mut got = Vec::new();

@@ -8,7 +8,7 @@ use commbench_core::launch::affinity;
 use commbench_core::launch::rendezvous::{self as rendezvous, Bootstrap, Listener, Rendezvous};
 use commbench_core::transport::matching::{Matcher, ReqTable};
 use commbench_core::transport::{
-    BackendInfo, Completion, Endpoint, OpKind, Rank, ReqId, Src, Tag, TagSel,
+    BackendInfo, Completion, Endpoint, OpKind, Rank, ReqId, Span, Src, Tag, TagSel,
 };
 use commbench_core::{Error, Result};
 use nix::errno::Errno;
@@ -248,13 +248,8 @@ impl TcpEndpoint {
         let start = Instant::now();
         let limit = self.cfg.timeout;
         for c in self.conns.iter_mut().flatten() {
-            c.sendq.push_back(SendOp {
-                req: None,
-                hdr: frame::bye(),
-                buf: Vec::new(),
-                tag: 0,
-                off: 0,
-            });
+            c.sendq
+                .push_back(SendOp::whole(None, frame::bye(), Vec::new(), 0, 0));
         }
         loop {
             self.progress().map_err(|e| e.in_phase("goodbye"))?;
@@ -318,13 +313,13 @@ impl Endpoint for TcpEndpoint {
             .get_mut(dest as usize)
             .and_then(Option::as_mut)
             .ok_or_else(|| Error::Invalid(format!("no connection to rank {dest}")))?;
-        c.sendq.push_back(SendOp {
-            req: Some(req),
-            hdr: frame::message(len, tag),
+        c.sendq.push_back(SendOp::whole(
+            Some(req),
+            frame::message(len, tag),
             buf,
             tag,
-            off: 0,
-        });
+            0,
+        ));
         if c.sendq.len() == 1 {
             if len >= QUICKACK_MIN {
                 c.quickack()?;
@@ -345,6 +340,73 @@ impl Endpoint for TcpEndpoint {
         };
         self.note(req, OpKind::Recv, peer);
         if let Some(res) = self.matcher.post_recv(req, src, tag, buf) {
+            self.reqs.complete(req, res);
+        }
+        Ok(req)
+    }
+
+    /// A span posted several times is queued as one send that writes its frame `count` times
+    /// before it completes; a span to this very rank is delivered `count` times at once.
+    fn isend_span(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        let range = span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.isend(dest, tag, buf);
+        }
+        self.check_peer(dest, "send to")?;
+        check_len(span.len)?;
+        let req = self.reqs.alloc();
+        self.note(req, OpKind::Send, Some(dest));
+        let mut done = Completion::send(Vec::new(), dest, tag);
+        done.len = span.len;
+        if dest == self.rank {
+            for _ in 0..span.count {
+                let data = &buf[range.clone()];
+                self.matcher.deliver_copy(&mut self.reqs, dest, tag, data);
+            }
+            done.buf = buf;
+            self.reqs.complete(req, Ok(done));
+            return Ok(req);
+        }
+        let TcpEndpoint { conns, reqs, .. } = self;
+        let c = conns
+            .get_mut(dest as usize)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| Error::Invalid(format!("no connection to rank {dest}")))?;
+        c.sendq.push_back(SendOp {
+            req: Some(req),
+            hdr: frame::message(span.len, tag),
+            buf,
+            tag,
+            off: 0,
+            start: span.start,
+            len: span.len,
+            left: span.count,
+        });
+        if c.sendq.len() == 1 {
+            if span.len >= QUICKACK_MIN {
+                c.quickack()?;
+            }
+            c.tx_progress(reqs)?;
+        }
+        Ok(req)
+    }
+
+    /// The matcher takes the span: its messages land at `span.start` of `buf`.
+    fn irecv_span(&mut self, src: Src, tag: TagSel, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.irecv(src, tag, buf);
+        }
+        if let Src::Rank(r) = src {
+            self.check_peer(r, "receive from")?;
+        }
+        let req = self.reqs.alloc();
+        let peer = match src {
+            Src::Rank(r) => Some(r),
+            Src::Any => None,
+        };
+        self.note(req, OpKind::Recv, peer);
+        if let Some(res) = self.matcher.post_recv_span(req, src, tag, buf, span) {
             self.reqs.complete(req, res);
         }
         Ok(req)
@@ -416,13 +478,8 @@ impl Endpoint for TcpEndpoint {
                 let req = self.reqs.alloc();
                 self.note(req, OpKind::Send, Some(dest));
                 let c = self.conn(dest)?;
-                c.sendq.push_back(SendOp {
-                    req: Some(req),
-                    hdr,
-                    buf,
-                    tag,
-                    off: n,
-                });
+                c.sendq
+                    .push_back(SendOp::whole(Some(req), hdr, buf, tag, n));
                 return Ok(self.wait(req)?.buf);
             }
         }

@@ -8,6 +8,10 @@
 //!   unexpected.
 //! * Messages from one sender therefore match in the order they were sent (non-overtaking),
 //!   as long as the transport delivers each sender's messages in order.
+//! * A receive posted several times at once ([`Matcher::post_recv_span`], osu_bw's window on
+//!   one buffer) matches as that many receives posted in a row would: it takes unexpected
+//!   messages when posted, then stays queued in its place, one entry, until its last message
+//!   has matched, and completes when the last payload is in.
 //!
 //! # Structure
 //!
@@ -53,11 +57,12 @@
 //! park completions until [`crate::transport::Endpoint::test`] collects them.
 
 use crate::transport::error::{Error, Result};
-use crate::transport::{Completion, OpKind, Rank, ReqId, Src, Tag, TagSel};
+use crate::transport::{Completion, OpKind, Rank, ReqId, Span, Src, Tag, TagSel};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// A receive waiting for a message.
+/// A receive waiting for a message, or (from [`Matcher::match_arrival`]) the place a matched
+/// message's payload lands in: `buf[start..start + len]` for a message of `len` bytes.
 #[derive(Debug)]
 pub struct PostedRecv {
     /// Its request.
@@ -66,8 +71,25 @@ pub struct PostedRecv {
     pub src: Src,
     /// Accepted tag.
     pub tag: TagSel,
-    /// Where the payload goes; its length is the capacity.
+    /// The buffer the payload goes into.
     pub buf: Vec<u8>,
+    /// Offset in `buf` of the payload's first byte.
+    pub start: usize,
+    /// The most bytes the payload may have (`start + cap` is at most `buf.len()`).
+    pub cap: usize,
+    /// `Some(i)`: the message is the `i`-th (from 0) of a receive posted several times at once
+    /// ([`Matcher::post_recv_span`]); `buf` is then that receive's buffer or, while another
+    /// of its messages is landing there, a scratch buffer. Either way the transport hands the
+    /// place back through [`Matcher::landed`] or [`Matcher::refuse`].
+    pub part: Option<u32>,
+}
+
+impl PostedRecv {
+    /// The bytes a payload of `len` bytes lands in (`len` at most [`PostedRecv::cap`]).
+    #[inline]
+    pub fn dest(&mut self, len: usize) -> &mut [u8] {
+        &mut self.buf[self.start..self.start + len]
+    }
 }
 
 /// A message that arrived before any receive accepted it.
@@ -148,6 +170,120 @@ struct Stored {
     msg: Option<Unexpected>,
 }
 
+/// A receive posted several times at once ([`Matcher::post_recv_span`]): its one buffer and
+/// how far its messages have got. Its queue entry (with an empty buffer) keeps its place until
+/// its last message has matched; it completes when the last payload is in.
+///
+/// Messages landing in the buffer one after another need nothing more; but two peers' payloads
+/// may be on the way at once (a wildcard source). The buffer then goes to the first, and the
+/// next lands in a scratch buffer: its bytes are copied in afterwards unless a later message's
+/// bytes already are, so the buffer always ends holding the last message matched, as if each
+/// message had landed in matching order.
+#[derive(Debug)]
+struct Repeat {
+    /// The buffer, while no landing holds it.
+    buf: Option<Vec<u8>>,
+    start: usize,
+    cap: usize,
+    /// Messages the receive takes.
+    total: u32,
+    /// Messages matched so far: the next one's number.
+    matched: u32,
+    /// Messages whose payload is in (or was refused).
+    done: u32,
+    /// The message landing straight in `buf`, while one is.
+    lent: Option<u32>,
+    /// The message whose bytes `buf` holds.
+    written: Option<u32>,
+    /// A message later than `lent` that finished in a scratch buffer first: its bytes go in
+    /// when `buf` comes back.
+    stash: Option<(u32, Vec<u8>)>,
+    /// Sender, tag and length of the last message.
+    last: (Rank, Tag, usize),
+    /// The first message refused (truncated): the receive's outcome.
+    error: Option<Error>,
+}
+
+impl Repeat {
+    /// Message `i` is in hand as `data` (checked to fit): into the buffer when it is here and
+    /// holds no later message, kept aside when the buffer is out on an earlier one.
+    fn keep(&mut self, i: u32, data: &[u8], pool: &mut Vec<Vec<u8>>) {
+        match (&mut self.buf, self.lent) {
+            (Some(buf), _) if self.written.map_or(true, |w| w < i) => {
+                buf[self.start..self.start + data.len()].copy_from_slice(data);
+                self.written = Some(i);
+            }
+            (None, Some(j)) if i > j && self.stash.as_ref().map_or(true, |s| s.0 < i) => {
+                let mut v = pool.pop().unwrap_or_default();
+                v.clear();
+                v.extend_from_slice(data);
+                if let Some((_, old)) = self.stash.replace((i, v)) {
+                    recycle(pool, old);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The buffer comes back from message `i`'s landing (`ok`: its bytes are in it); a later
+    /// message's stashed bytes go in.
+    fn home(&mut self, i: u32, mut buf: Vec<u8>, ok: bool, pool: &mut Vec<Vec<u8>>) {
+        self.lent = None;
+        if ok {
+            self.written = Some(i);
+        }
+        if let Some((k, v)) = self.stash.take() {
+            buf[self.start..self.start + v.len()].copy_from_slice(&v);
+            self.written = Some(k);
+            recycle(pool, v);
+        }
+        self.buf = Some(buf);
+    }
+
+    /// Count message `i` in: its envelope when it is the last, its error when it was refused.
+    /// True once every message is in.
+    fn count(&mut self, i: u32, outcome: Result<(Rank, Tag, usize)>) -> bool {
+        self.done += 1;
+        match outcome {
+            Ok(env) if i + 1 == self.total => self.last = env,
+            Ok(_) => {}
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
+        }
+        self.done == self.total
+    }
+
+    /// The receive's outcome once every message is in.
+    fn outcome(mut self) -> Result<Completion> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        let (source, tag, len) = self.last;
+        Ok(Completion::recv(
+            self.buf.take().unwrap_or_default(),
+            source,
+            tag,
+            len,
+        ))
+    }
+}
+
+/// Where a queued receive sits.
+#[derive(Debug, Clone, Copy)]
+enum Loc {
+    Wild(usize),
+    Exact(Key, usize),
+}
+
+/// What an arriving message matched: a receive taken off its queue, or the next message of a
+/// receive posted several times (its request and that message's number).
+#[derive(Debug)]
+enum Hit {
+    Whole(PostedRecv),
+    Part(ReqId, u32, Src, TagSel),
+}
+
 /// Posted-receive and unexpected-message queues, hashed on (source, tag) (see the module
 /// documentation).
 #[derive(Debug, Default)]
@@ -170,6 +306,8 @@ pub struct Matcher {
     next_arrival: u64,
     pool: Vec<Vec<u8>>,
     searched: u64,
+    /// Receives posted several times at once that have not completed, by request.
+    repeats: FxMap<Repeat>,
 }
 
 /// Buffers kept for reuse by the unexpected queue.
@@ -206,6 +344,7 @@ impl Matcher {
     /// An exact receive (one source, one tag) inspects one unexpected message, the oldest of
     /// its envelope, however many others wait; a receive with a wildcard walks the unexpected
     /// messages oldest first, each one tested counting in [`Matcher::searched`].
+    #[inline]
     pub fn post_recv(
         &mut self,
         req: ReqId,
@@ -213,21 +352,119 @@ impl Matcher {
         tag: TagSel,
         buf: Vec<u8>,
     ) -> Option<Result<Completion>> {
-        let found = match (src, tag) {
-            (Src::Rank(r), TagSel::Tag(t)) => self.take_unexpected_exact(Key::new(r, t)),
-            _ => self.take_unexpected_wild(src, tag),
+        let cap = buf.len();
+        self.post_one(req, src, tag, buf, 0, cap)
+    }
+
+    /// [`Matcher::post_recv`] of a receive whose messages land at `span.start` of `buf`, at
+    /// most `span.len` bytes each, `span.count` times as one request: the receives match one
+    /// after another as `span.count` receives posted in that order would, and complete, with
+    /// the envelope and length of the last message, when the last one's payload is in (the
+    /// first message refused for its length is the outcome instead). It first takes as many
+    /// unexpected messages as it accepts; what remains is queued as one entry that keeps its
+    /// place in posting order until its last message has matched. A span that does not fit
+    /// `buf` is [`Error::Invalid`].
+    pub fn post_recv_span(
+        &mut self,
+        req: ReqId,
+        src: Src,
+        tag: TagSel,
+        buf: Vec<u8>,
+        span: Span,
+    ) -> Option<Result<Completion>> {
+        if let Err(e) = span.range(buf.len()) {
+            return Some(Err(e));
+        }
+        if span.count == 1 {
+            return self.post_one(req, src, tag, buf, span.start, span.len);
+        }
+        let mut r = Repeat {
+            buf: Some(buf),
+            start: span.start,
+            cap: span.len,
+            total: span.count,
+            matched: 0,
+            done: 0,
+            lent: None,
+            written: None,
+            stash: None,
+            last: (0, 0, 0),
+            error: None,
         };
-        if let Some(u) = found {
-            let res = fill(buf, u.source, u.tag, &u.data);
-            self.recycle(u.data);
+        while r.matched < r.total {
+            let Some(u) = self.take_unexpected(src, tag) else {
+                break;
+            };
+            let i = r.matched;
+            r.matched += 1;
+            let outcome = fits(r.cap, u.source, u.tag, u.data.len());
+            if outcome.is_ok() {
+                r.keep(i, &u.data, &mut self.pool);
+            }
+            r.count(i, outcome);
+            recycle(&mut self.pool, u.data);
+        }
+        if r.done == r.total {
+            return Some(r.outcome());
+        }
+        self.repeats.insert(Key(req.0), r);
+        let recv = PostedRecv {
+            req,
+            src,
+            tag,
+            buf: Vec::new(),
+            start: span.start,
+            cap: span.len,
+            part: Some(0),
+        };
+        self.enqueue(recv);
+        None
+    }
+
+    /// Post a receive of one message landing at `start` of `buf`, at most `cap` bytes.
+    #[inline]
+    fn post_one(
+        &mut self,
+        req: ReqId,
+        src: Src,
+        tag: TagSel,
+        buf: Vec<u8>,
+        start: usize,
+        cap: usize,
+    ) -> Option<Result<Completion>> {
+        if let Some(u) = self.take_unexpected(src, tag) {
+            let res = fill(buf, start, cap, u.source, u.tag, &u.data);
+            recycle(&mut self.pool, u.data);
             return Some(res);
         }
+        self.enqueue(PostedRecv {
+            req,
+            src,
+            tag,
+            buf,
+            start,
+            cap,
+            part: None,
+        });
+        None
+    }
+
+    /// The oldest unexpected message that `src` and `tag` accept, taken out of the store.
+    #[inline]
+    fn take_unexpected(&mut self, src: Src, tag: TagSel) -> Option<Unexpected> {
+        match (src, tag) {
+            (Src::Rank(r), TagSel::Tag(t)) => self.take_unexpected_exact(Key::new(r, t)),
+            _ => self.take_unexpected_wild(src, tag),
+        }
+    }
+
+    /// Queue a receive behind every receive posted before it.
+    #[inline]
+    fn enqueue(&mut self, recv: PostedRecv) {
         let seq = self.next_post;
         self.next_post += 1;
-        let q = Queued {
-            seq,
-            recv: PostedRecv { req, src, tag, buf },
-        };
+        let (src, tag) = (recv.src, recv.tag);
+        let q = Queued { seq, recv };
         match (src, tag) {
             (Src::Rank(r), TagSel::Tag(t)) => {
                 bucket(&mut self.exact, Key::new(r, t), self.exact_len).push_back(q);
@@ -235,7 +472,6 @@ impl Matcher {
             }
             _ => self.wild.push_back(q),
         }
-        None
     }
 
     /// The oldest unexpected message of `key`, taken out of the store.
@@ -323,13 +559,29 @@ impl Matcher {
     }
 
     /// A message from `source` with `tag` is arriving: remove and return the oldest posted
-    /// receive that accepts it, if any.
+    /// receive that accepts it, if any. The transport lands the payload in its
+    /// [`PostedRecv::dest`] and then hands it to [`Matcher::landed`] (or, when the message is
+    /// longer than [`PostedRecv::cap`], to [`Matcher::refuse`]). A receive posted several
+    /// times stays queued, in its place, until its last message: each arrival it takes is
+    /// one [`PostedRecv::part`] of it.
     ///
     /// The front of the (source, tag) bucket counts one inspected entry, whatever the number
     /// of exact receives for other envelopes; the wildcard receives posted before it are walked
     /// oldest first, each one tested counting one in [`Matcher::searched`].
+    #[inline]
     pub fn match_arrival(&mut self, source: Rank, tag: Tag) -> Option<PostedRecv> {
-        let mut exact = self.exact.get_mut(&Key::new(source, tag));
+        match self.match_entry(source, tag)? {
+            Hit::Whole(p) => Some(p),
+            Hit::Part(req, i, src, tag) => self.lend(req, i, src, tag),
+        }
+    }
+
+    /// The search of [`Matcher::match_arrival`]: the oldest receive that accepts the message,
+    /// taken off its queue, or the next message of a receive posted several times.
+    #[inline]
+    fn match_entry(&mut self, source: Rank, tag: Tag) -> Option<Hit> {
+        let key = Key::new(source, tag);
+        let mut exact = self.exact.get_mut(&key);
         let exact_seq = exact.as_ref().and_then(|q| q.front()).map(|q| q.seq);
         if exact_seq.is_some() {
             self.searched += 1;
@@ -346,11 +598,139 @@ impl Matcher {
             }
         }
         if let Some(i) = wild {
-            return self.wild.remove(i).map(|q| q.recv);
+            if self.wild[i].recv.part.is_some() {
+                return self.next_part(Loc::Wild(i));
+            }
+            return self.wild.remove(i).map(|q| Hit::Whole(q.recv));
         }
-        let q = exact.as_mut()?.pop_front()?;
+        let b = exact.as_mut()?;
+        if b.front()?.recv.part.is_some() {
+            return self.next_part(Loc::Exact(key, 0));
+        }
+        let q = b.pop_front()?;
         self.exact_len -= 1;
-        Some(q.recv)
+        Some(Hit::Whole(q.recv))
+    }
+
+    /// The queued receive at `loc` is posted several times: number its next message, and take
+    /// it off its queue when that is its last.
+    fn next_part(&mut self, loc: Loc) -> Option<Hit> {
+        let q = self.queued_at(loc)?;
+        let (req, src, tag) = (q.req, q.src, q.tag);
+        let r = self.repeats.get_mut(&Key(req.0))?;
+        let i = r.matched;
+        r.matched += 1;
+        if r.matched == r.total {
+            self.remove_at(loc);
+        }
+        Some(Hit::Part(req, i, src, tag))
+    }
+
+    /// Where message `i` of the receive `req` (posted several times) lands: its buffer when
+    /// no other message is landing there, else a scratch buffer.
+    fn lend(&mut self, req: ReqId, i: u32, src: Src, tag: TagSel) -> Option<PostedRecv> {
+        let r = self.repeats.get_mut(&Key(req.0))?;
+        let (buf, start) = match r.buf.take() {
+            Some(b) => {
+                r.lent = Some(i);
+                (b, r.start)
+            }
+            None => {
+                let mut b = self.pool.pop().unwrap_or_default();
+                b.clear();
+                b.resize(r.cap, 0);
+                (b, 0)
+            }
+        };
+        Some(PostedRecv {
+            req,
+            src,
+            tag,
+            buf,
+            start,
+            cap: r.cap,
+            part: Some(i),
+        })
+    }
+
+    /// The payload of a message from `source` with `tag`, `len` bytes, is all in `p`'s
+    /// [`PostedRecv::dest`]: complete the receive, or count the message in for a receive
+    /// posted several times (completed with its last).
+    #[inline]
+    pub fn landed(
+        &mut self,
+        reqs: &mut ReqTable,
+        p: PostedRecv,
+        source: Rank,
+        tag: Tag,
+        len: usize,
+    ) {
+        match p.part {
+            None => reqs.complete(p.req, Ok(Completion::recv(p.buf, source, tag, len))),
+            Some(_) => self.part_landed(reqs, p, Ok((source, tag, len))),
+        }
+    }
+
+    /// The message that matched `p` does not fit it (or cannot be received): `e` is the
+    /// receive's outcome ([`Error::Truncated`]); a receive posted several times still takes
+    /// its other messages before it fails with the first such error.
+    pub fn refuse(&mut self, reqs: &mut ReqTable, p: PostedRecv, e: Error) {
+        match p.part {
+            None => reqs.complete(p.req, Err(e)),
+            Some(_) => self.part_landed(reqs, p, Err(e)),
+        }
+    }
+
+    /// A part of a receive posted several times is over: its buffer back home (or its scratch
+    /// bytes kept), and the receive completed when it was the last.
+    fn part_landed(
+        &mut self,
+        reqs: &mut ReqTable,
+        p: PostedRecv,
+        outcome: Result<(Rank, Tag, usize)>,
+    ) {
+        let (key, i) = (Key(p.req.0), p.part.unwrap_or(0));
+        let Some(r) = self.repeats.get_mut(&key) else {
+            return;
+        };
+        let len = outcome.as_ref().map_or(0, |e| e.2);
+        if r.lent == Some(i) {
+            r.home(i, p.buf, outcome.is_ok(), &mut self.pool);
+        } else {
+            if outcome.is_ok() {
+                r.keep(i, &p.buf[p.start..p.start + len], &mut self.pool);
+            }
+            recycle(&mut self.pool, p.buf);
+        }
+        if r.count(i, outcome) {
+            if let Some(r) = self.repeats.remove(&key) {
+                reqs.complete(p.req, r.outcome());
+            }
+        }
+    }
+
+    /// Message `i` of the receive `req` (posted several times) is in memory as `data`.
+    fn part_data(
+        &mut self,
+        reqs: &mut ReqTable,
+        (req, i): (ReqId, u32),
+        source: Rank,
+        tag: Tag,
+        data: &[u8],
+    ) {
+        let key = Key(req.0);
+        let Some(r) = self.repeats.get_mut(&key) else {
+            return;
+        };
+        let outcome = fits(r.cap, source, tag, data.len());
+        if outcome.is_ok() {
+            r.keep(i, data, &mut self.pool);
+        }
+        if r.count(i, outcome) {
+            if let Some(r) = self.repeats.remove(&key) {
+                reqs.complete(req, r.outcome());
+            }
+        }
     }
 
     /// A whole message (already in memory: an unexpected payload finished arriving, or a send
@@ -358,10 +738,14 @@ impl Matcher {
     /// it in or failing with [`Error::Truncated`], or queue it as unexpected. The payload
     /// buffer goes back to the pool once copied. Searches as [`Matcher::match_arrival`] does.
     pub fn deliver(&mut self, reqs: &mut ReqTable, source: Rank, tag: Tag, data: Vec<u8>) {
-        match self.match_arrival(source, tag) {
-            Some(p) => {
-                reqs.complete(p.req, fill(p.buf, source, tag, &data));
-                self.recycle(data);
+        match self.match_entry(source, tag) {
+            Some(Hit::Whole(p)) => {
+                reqs.complete(p.req, fill(p.buf, p.start, p.cap, source, tag, &data));
+                recycle(&mut self.pool, data);
+            }
+            Some(Hit::Part(req, i, ..)) => {
+                self.part_data(reqs, (req, i), source, tag, &data);
+                recycle(&mut self.pool, data);
             }
             None => self.push_unexpected(source, tag, data),
         }
@@ -370,8 +754,11 @@ impl Matcher {
     /// [`Matcher::deliver`] for a payload borrowed from the caller: copied straight into a
     /// posted receive, or into a pooled buffer when it must wait as unexpected.
     pub fn deliver_copy(&mut self, reqs: &mut ReqTable, source: Rank, tag: Tag, data: &[u8]) {
-        match self.match_arrival(source, tag) {
-            Some(p) => reqs.complete(p.req, fill(p.buf, source, tag, data)),
+        match self.match_entry(source, tag) {
+            Some(Hit::Whole(p)) => {
+                reqs.complete(p.req, fill(p.buf, p.start, p.cap, source, tag, data))
+            }
+            Some(Hit::Part(req, i, ..)) => self.part_data(reqs, (req, i), source, tag, data),
             None => {
                 let mut b = self.unexpected_buffer(data.len());
                 b.copy_from_slice(data);
@@ -399,12 +786,6 @@ impl Matcher {
         b
     }
 
-    fn recycle(&mut self, b: Vec<u8>) {
-        if self.pool.len() < POOL_MAX && b.capacity() <= 1 << 20 {
-            self.pool.push(b);
-        }
-    }
-
     /// Receives waiting for a message.
     pub fn posted_len(&self) -> usize {
         self.exact_len + self.wild.len()
@@ -427,39 +808,118 @@ impl Matcher {
     /// Remove a posted receive (cancellation); returns its buffer if it was still queued. It
     /// walks every queued receive (cancellation is rare); should `req` be queued twice, the
     /// oldest goes.
+    ///
+    /// A receive posted several times at once is cancelled only while none of its messages
+    /// has matched (its buffer comes back); once one has, the receive cannot be taken back
+    /// (`None`) and goes on taking its messages.
     pub fn cancel(&mut self, req: ReqId) -> Option<Vec<u8>> {
+        let loc = self.locate(req)?;
+        if self.queued_at(loc)?.part.is_none() {
+            return self.remove_at(loc).map(|p| p.buf);
+        }
+        if self.repeats.get(&Key(req.0))?.matched > 0 {
+            return None;
+        }
+        self.remove_at(loc);
+        self.repeats.remove(&Key(req.0))?.buf
+    }
+
+    /// Take the queued receive `req` as if a message it accepts had just arrived (a transport
+    /// that adopts a message whose header came before the receive was posted): the receive
+    /// off its queue, or the next message of one posted several times, as
+    /// [`Matcher::match_arrival`] hands them out. `None` when `req` is not queued.
+    pub fn take_posted(&mut self, req: ReqId) -> Option<PostedRecv> {
+        let loc = self.locate(req)?;
+        if self.queued_at(loc)?.part.is_none() {
+            return self.remove_at(loc);
+        }
+        match self.next_part(loc)? {
+            Hit::Whole(p) => Some(p),
+            Hit::Part(req, i, src, tag) => self.lend(req, i, src, tag),
+        }
+    }
+
+    /// Where the receive `req` is queued (walking every queue: rare operations only); should
+    /// it be queued twice, the oldest.
+    fn locate(&self, req: ReqId) -> Option<Loc> {
         let wild = self.wild.iter().position(|q| q.recv.req == req);
         let exact = self
             .exact
             .iter()
-            .filter_map(|(k, b)| b.iter().find(|q| q.recv.req == req).map(|q| (q.seq, *k)))
+            .filter_map(|(k, b)| {
+                let i = b.iter().position(|q| q.recv.req == req)?;
+                Some((b[i].seq, Loc::Exact(*k, i)))
+            })
             .min_by_key(|&(seq, _)| seq);
-        if let Some(i) = wild {
-            if exact.map_or(true, |(seq, _)| self.wild[i].seq < seq) {
-                return self.wild.remove(i).map(|q| q.recv.buf);
-            }
+        match (wild, exact) {
+            (Some(i), Some((seq, _))) if self.wild[i].seq < seq => Some(Loc::Wild(i)),
+            (Some(i), None) => Some(Loc::Wild(i)),
+            (_, e) => e.map(|(_, loc)| loc),
         }
-        let (seq, k) = exact?;
-        let b = self.exact.get_mut(&k)?;
-        let i = b.iter().position(|q| q.seq == seq)?;
-        self.exact_len -= 1;
-        b.remove(i).map(|q| q.recv.buf)
+    }
+
+    fn queued_at(&self, loc: Loc) -> Option<&PostedRecv> {
+        match loc {
+            Loc::Wild(i) => self.wild.get(i),
+            Loc::Exact(k, i) => self.exact.get(&k)?.get(i),
+        }
+        .map(|q| &q.recv)
+    }
+
+    fn remove_at(&mut self, loc: Loc) -> Option<PostedRecv> {
+        let q = match loc {
+            Loc::Wild(i) => self.wild.remove(i)?,
+            Loc::Exact(k, i) => {
+                let q = self.exact.get_mut(&k)?.remove(i)?;
+                self.exact_len -= 1;
+                q
+            }
+        };
+        Some(q.recv)
     }
 }
 
-/// A receive's completion with `data` copied into `buf`, or [`Error::Truncated`] when it does
-/// not fit (MPI_ERR_TRUNCATE).
-fn fill(mut buf: Vec<u8>, source: Rank, tag: Tag, data: &[u8]) -> Result<Completion> {
-    let len = data.len();
-    if len > buf.len() {
+/// Keep `b` for reuse as an unexpected-message buffer, unless the pool is full or `b` large.
+fn recycle(pool: &mut Vec<Vec<u8>>, b: Vec<u8>) {
+    if pool.len() < POOL_MAX && b.capacity() <= 1 << 20 {
+        pool.push(b);
+    }
+}
+
+/// The envelope of a message of `len` bytes from `source` with `tag`, or [`Error::Truncated`]
+/// when it is longer than `cap`.
+fn fits(cap: usize, source: Rank, tag: Tag, len: usize) -> Result<(Rank, Tag, usize)> {
+    if len > cap {
         return Err(Error::Truncated {
             len,
-            cap: buf.len(),
+            cap,
             source_rank: source,
             tag,
         });
     }
-    buf[..len].copy_from_slice(data);
+    Ok((source, tag, len))
+}
+
+/// A receive's completion with `data` copied into `buf` at `start`, or [`Error::Truncated`]
+/// when it is longer than `cap` (MPI_ERR_TRUNCATE).
+fn fill(
+    mut buf: Vec<u8>,
+    start: usize,
+    cap: usize,
+    source: Rank,
+    tag: Tag,
+    data: &[u8],
+) -> Result<Completion> {
+    let len = data.len();
+    if len > cap {
+        return Err(Error::Truncated {
+            len,
+            cap,
+            source_rank: source,
+            tag,
+        });
+    }
+    buf[start..start + len].copy_from_slice(data);
     Ok(Completion {
         kind: OpKind::Recv,
         buf,
@@ -700,6 +1160,7 @@ mod tests {
             tag: TagSel,
             buf: Vec<u8>,
         ) -> Option<Result<Completion>> {
+            let cap = buf.len();
             let mut hit = None;
             for (i, u) in self.unexpected.iter().enumerate() {
                 self.searched += 1;
@@ -709,9 +1170,17 @@ mod tests {
                 }
             }
             match hit.and_then(|i| self.unexpected.remove(i)) {
-                Some(u) => Some(fill(buf, u.source, u.tag, &u.data)),
+                Some(u) => Some(fill(buf, 0, cap, u.source, u.tag, &u.data)),
                 None => {
-                    self.posted.push_back(PostedRecv { req, src, tag, buf });
+                    self.posted.push_back(PostedRecv {
+                        req,
+                        src,
+                        tag,
+                        buf,
+                        start: 0,
+                        cap,
+                        part: None,
+                    });
                     None
                 }
             }
@@ -731,7 +1200,7 @@ mod tests {
 
         fn deliver(&mut self, reqs: &mut ReqTable, source: Rank, tag: Tag, data: Vec<u8>) {
             match self.match_arrival(source, tag) {
-                Some(p) => reqs.complete(p.req, fill(p.buf, source, tag, &data)),
+                Some(p) => reqs.complete(p.req, fill(p.buf, 0, p.cap, source, tag, &data)),
                 None => self.unexpected.push_back(Unexpected { source, tag, data }),
             }
         }
@@ -838,8 +1307,10 @@ mod tests {
                     assert_eq!(pn.as_ref().map(|p| p.req), po.as_ref().map(|p| p.req));
                     match (pn, po) {
                         (Some(pn), Some(po)) => {
-                            self.tn.complete(pn.req, fill(pn.buf, source, tag, &data));
-                            self.to.complete(po.req, fill(po.buf, source, tag, &data));
+                            self.tn
+                                .complete(pn.req, fill(pn.buf, 0, pn.cap, source, tag, &data));
+                            self.to
+                                .complete(po.req, fill(po.buf, 0, po.cap, source, tag, &data));
                         }
                         _ => self.headers.push((source, tag, data)),
                     }
@@ -1176,6 +1647,238 @@ mod tests {
             .is_none());
         assert_eq!(m.cancel(ReqId(5)), Some(vec![5]));
         assert_eq!(m.cancel(ReqId(5)), Some(vec![6]));
+    }
+
+    fn span(start: usize, len: usize, count: u32) -> Span {
+        Span { start, len, count }
+    }
+
+    /// Land `len` bytes of `byte` from `source` with `tag` in what `match_arrival` found.
+    fn land(
+        m: &mut Matcher,
+        t: &mut ReqTable,
+        mut p: PostedRecv,
+        source: Rank,
+        tag: Tag,
+        byte: u8,
+        len: usize,
+    ) {
+        p.dest(len).fill(byte);
+        m.landed(t, p, source, tag, len);
+    }
+
+    #[test]
+    fn a_repeat_receive_takes_its_messages_before_a_later_receive() {
+        let (mut m, mut t) = (Matcher::new(), ReqTable::new());
+        let (r, later) = (t.alloc(), t.alloc());
+        let posted = m.post_recv_span(
+            r,
+            Src::Rank(1),
+            TagSel::Tag(5),
+            vec![0xEE; 10],
+            span(3, 4, 3),
+        );
+        assert!(posted.is_none());
+        assert!(m
+            .post_recv(later, Src::Rank(1), TagSel::Tag(5), vec![0; 4])
+            .is_none());
+        assert_eq!(m.posted_len(), 2, "one entry for the three messages");
+        for (i, len) in [(0u32, 4usize), (1, 2), (2, 3)] {
+            let p = m.match_arrival(1, 5).unwrap();
+            assert_eq!((p.req, p.part, p.start, p.cap), (r, Some(i), 3, 4));
+            assert!(t.is_pending(r), "complete before message {i}");
+            land(&mut m, &mut t, p, 1, 5, i as u8 + 1, len);
+        }
+        let c = t.take(r).unwrap().unwrap();
+        assert_eq!(
+            (c.len, c.peer, c.tag),
+            (3, 1, 5),
+            "the last message's envelope"
+        );
+        let mut want = vec![0xEE; 10];
+        want[3..7].copy_from_slice(&[3, 3, 3, 1]);
+        assert_eq!(
+            c.buf, want,
+            "each message at offset 3, nothing outside the span"
+        );
+        assert_eq!(m.match_arrival(1, 5).unwrap().req, later);
+        assert_eq!(m.posted_len(), 0);
+        check_invariants(&m);
+    }
+
+    #[test]
+    fn a_repeat_receive_keeps_its_place_among_wildcards() {
+        let (mut m, mut t) = (Matcher::new(), ReqTable::new());
+        let first = t.alloc();
+        queued(&mut m, first, Src::Any, TagSel::Any);
+        let r = t.alloc();
+        assert!(m
+            .post_recv_span(r, Src::Rank(1), TagSel::Tag(5), vec![0; 1], span(0, 1, 2))
+            .is_none());
+        let after = t.alloc();
+        queued(&mut m, after, Src::Any, TagSel::Tag(5));
+        let order: Vec<ReqId> = (0..4)
+            .map(|_| {
+                let p = m.match_arrival(1, 5).unwrap();
+                let req = p.req;
+                m.landed(&mut t, p, 1, 5, 0);
+                req
+            })
+            .collect();
+        assert_eq!(order, [first, r, r, after]);
+        assert_eq!(t.take(r).unwrap().unwrap().len, 0);
+        check_invariants(&m);
+    }
+
+    #[test]
+    fn a_repeat_receive_takes_unexpected_messages_when_posted() {
+        let (mut m, mut t) = (Matcher::new(), ReqTable::new());
+        msg(&mut m, 1, 5, 1, 2);
+        msg(&mut m, 2, 5, 9, 1);
+        msg(&mut m, 1, 5, 2, 1);
+        let r = t.alloc();
+        let buf = vec![0xEE; 4];
+        assert!(m
+            .post_recv_span(r, Src::Rank(1), TagSel::Tag(5), buf, span(1, 2, 3))
+            .is_none());
+        assert_eq!(
+            (m.unexpected_len(), m.posted_len()),
+            (1, 1),
+            "rank 2's stays"
+        );
+        m.deliver_copy(&mut t, 1, 5, &[3, 3]);
+        let c = t.take(r).unwrap().unwrap();
+        assert_eq!((c.len, c.buf), (2, vec![0xEE, 3, 3, 0xEE]));
+        // Every message already here: complete at once, with the last one's length.
+        msg(&mut m, 1, 6, 4, 2);
+        msg(&mut m, 1, 6, 5, 1);
+        let c = m
+            .post_recv_span(
+                t.alloc(),
+                Src::Any,
+                TagSel::Tag(6),
+                vec![0; 2],
+                span(0, 2, 2),
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!((c.len, c.buf), (1, vec![5, 4]));
+        assert_eq!((m.unexpected_len(), m.posted_len()), (1, 0));
+        check_invariants(&m);
+    }
+
+    /// Two messages landing at once: the second in a scratch buffer, and whichever finishes
+    /// last, the buffer ends with the later-matched message over the earlier one.
+    #[test]
+    fn concurrent_landings_end_with_the_last_message() {
+        for second_first in [false, true] {
+            let (mut m, mut t) = (Matcher::new(), ReqTable::new());
+            let r = t.alloc();
+            assert!(m
+                .post_recv_span(r, Src::Any, TagSel::Tag(7), vec![0xEE; 5], span(1, 3, 2))
+                .is_none());
+            let a = m.match_arrival(1, 7).unwrap();
+            let b = m.match_arrival(2, 7).unwrap();
+            assert_eq!((a.part, a.start, b.part, b.start), (Some(0), 1, Some(1), 0));
+            assert_eq!(m.posted_len(), 0);
+            if second_first {
+                land(&mut m, &mut t, b, 2, 7, 2, 2);
+                assert!(t.is_pending(r));
+                land(&mut m, &mut t, a, 1, 7, 1, 3);
+            } else {
+                land(&mut m, &mut t, a, 1, 7, 1, 3);
+                assert!(t.is_pending(r));
+                land(&mut m, &mut t, b, 2, 7, 2, 2);
+            }
+            let c = t.take(r).unwrap().unwrap();
+            assert_eq!((c.peer, c.len), (2, 2));
+            assert_eq!(c.buf, [0xEE, 2, 2, 1, 0xEE], "second_first {second_first}");
+        }
+    }
+
+    #[test]
+    fn a_repeat_receive_is_cancelled_only_before_its_first_message() {
+        let (mut m, mut t) = (Matcher::new(), ReqTable::new());
+        let r = t.alloc();
+        let s = span(0, 1, 2);
+        assert!(m
+            .post_recv_span(r, Src::Rank(1), TagSel::Tag(5), vec![8; 1], s)
+            .is_none());
+        assert_eq!(m.cancel(r), Some(vec![8]));
+        assert!(m.match_arrival(1, 5).is_none(), "gone");
+        let r = t.alloc();
+        assert!(m
+            .post_recv_span(r, Src::Rank(1), TagSel::Tag(5), vec![0; 1], s)
+            .is_none());
+        let p = m.match_arrival(1, 5).unwrap();
+        assert_eq!(m.cancel(r), None, "a message already matched");
+        land(&mut m, &mut t, p, 1, 5, 1, 1);
+        m.deliver(&mut t, 1, 5, vec![2]);
+        assert_eq!(t.take(r).unwrap().unwrap().buf, [2]);
+        assert_eq!(m.posted_len(), 0);
+        check_invariants(&m);
+    }
+
+    #[test]
+    fn a_truncated_message_fails_the_repeat_receive_after_all() {
+        let (mut m, mut t) = (Matcher::new(), ReqTable::new());
+        let r = t.alloc();
+        let later = t.alloc();
+        assert!(m
+            .post_recv_span(r, Src::Rank(1), TagSel::Tag(5), vec![0; 4], span(1, 2, 3))
+            .is_none());
+        assert!(m
+            .post_recv(later, Src::Rank(1), TagSel::Tag(5), vec![0; 1])
+            .is_none());
+        m.deliver_copy(&mut t, 1, 5, &[1; 3]);
+        let p = m.match_arrival(1, 5).unwrap();
+        let e = Error::Truncated {
+            len: 9,
+            cap: 2,
+            source_rank: 1,
+            tag: 5,
+        };
+        m.refuse(&mut t, p, e);
+        assert!(t.is_pending(r), "a message still to come");
+        m.deliver_copy(&mut t, 1, 5, &[2; 2]);
+        assert!(matches!(
+            t.take(r),
+            Err(Error::Truncated { len: 3, cap: 2, .. })
+        ));
+        m.deliver_copy(&mut t, 1, 5, &[3]);
+        assert_eq!(t.take(later).unwrap().unwrap().buf, [3]);
+    }
+
+    #[test]
+    fn take_posted_hands_out_one_message_at_a_time() {
+        let (mut m, mut t) = (Matcher::new(), ReqTable::new());
+        let r = t.alloc();
+        assert!(m
+            .post_recv_span(r, Src::Any, TagSel::Any, vec![0; 3], span(1, 2, 2))
+            .is_none());
+        let a = m.take_posted(r).unwrap();
+        assert_eq!((a.part, a.start, m.posted_len()), (Some(0), 1, 1));
+        let b = m.take_posted(r).unwrap();
+        assert_eq!((b.part, b.start, m.posted_len()), (Some(1), 0, 0));
+        assert!(m.take_posted(r).is_none());
+        land(&mut m, &mut t, a, 3, 1, 1, 2);
+        land(&mut m, &mut t, b, 3, 1, 2, 1);
+        let c = t.take(r).unwrap().unwrap();
+        assert_eq!((c.len, c.buf), (1, vec![0, 2, 1]));
+        let w = t.alloc();
+        queued(&mut m, w, Src::Any, TagSel::Any);
+        assert_eq!(m.take_posted(w).unwrap().part, None);
+        assert_eq!(m.posted_len(), 0);
+    }
+
+    #[test]
+    fn a_span_that_does_not_fit_is_invalid() {
+        let mut m = Matcher::new();
+        for s in [span(2, 3, 2), span(0, 1, 0), span(usize::MAX, 2, 1)] {
+            let r = m.post_recv_span(ReqId(0), Src::Any, TagSel::Any, vec![0; 4], s);
+            assert!(matches!(r, Some(Err(Error::Invalid(_)))), "{s:?}");
+        }
+        assert_eq!(m.posted_len(), 0);
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //!
 //! Every operation owns a slot: its `fi_context2` (boxed, so its address is fixed while the
 //! provider holds it), the buffer moved in by the caller, and the state the completion queue
-//! sets. Tags carry the sender's rank in their upper 32 bits and commbench's tag in the lower
-//! 32, so that the provider matches source and tag and a wildcard is an ignore mask.
+//! sets. A [`Span`] posted `count` times is `count` `fi_tsend`s or `fi_trecv`s of the one
+//! buffer, each with a context of its own, in one slot that is done when all have completed.
+//! Tags carry the sender's rank in their upper 32 bits and commbench's tag in the lower 32, so
+//! that the provider matches source and tag and a wildcard is an ignore mask.
 
 use crate::fabric::{close_mr, Attrs, Fabric};
 use crate::sys::{self, backend_error, ffi, EAGAIN, EAVAIL};
@@ -11,8 +13,8 @@ use crate::OfiConfig;
 use commbench_core::launch::affinity;
 use commbench_core::transport::clock::SpinTimer;
 use commbench_core::transport::slots::{SlotState as State, Slots};
+use commbench_core::transport::{pingpong_span_loop, BackendInfo, OpKind, Span, TAG_UB};
 use commbench_core::transport::{select64 as select, tag64 as wire_tag};
-use commbench_core::transport::{BackendInfo, OpKind, TAG_UB};
 use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Role, Src, Tag, TagSel};
 use std::collections::BTreeMap;
 use std::mem::MaybeUninit;
@@ -25,11 +27,25 @@ const CQ_BATCH: usize = 16;
 /// Memory registrations kept for reuse (only when the provider asks for `FI_MR_LOCAL`).
 const MR_CACHE: usize = 64;
 /// What the provider holds while an operation is outstanding: its context (the first field,
-/// so the context pointer is this struct's) and the slot it belongs to.
+/// so the context pointer is this struct's), the slot it belongs to and which of the slot's
+/// operations it is (0, or 1.. for the further posts of a [`Span`]).
 #[repr(C)]
 struct OpCtx {
     fi: ffi::fi_context2,
     slot: usize,
+    sub: u32,
+}
+
+impl OpCtx {
+    /// A context for operation `sub` of slot `slot`, boxed (its address fixed) and leaked:
+    /// the endpoint's `Drop` frees it.
+    fn leak(slot: usize, sub: u32) -> *mut OpCtx {
+        Box::into_raw(Box::new(OpCtx {
+            fi: ffi::fi_context2::default(),
+            slot,
+            sub,
+        }))
+    }
 }
 
 /// What an ofi slot keeps beside the operation ([`Slots`]).
@@ -37,8 +53,30 @@ struct Extra {
     /// From `Box::into_raw`, freed by the endpoint's `Drop` once the endpoint is closed: the
     /// provider may write its `fi` while the operation is outstanding.
     ctx: *mut OpCtx,
+    /// The contexts of operations 1.. of a span posted several times, made on first use and
+    /// kept with the slot (freed like `ctx`).
+    more: Vec<*mut OpCtx>,
     /// The cached registration the operation's buffer uses.
     mr: Option<usize>,
+    /// Operations posted on the buffer (a span's count, else 1): a receive's completion
+    /// reports the envelope of the last, and a receive slot counts this many in
+    /// `posted_recvs`.
+    count: u32,
+    /// Completions the slot still waits for: it is done when none is left.
+    left: u32,
+    /// No request handle was handed out for the slot (a span whose posting failed half way):
+    /// it gives itself back once its operations have completed.
+    orphan: bool,
+}
+
+impl Extra {
+    /// The context of operation `sub`, if the slot has one.
+    fn ctx_of(&self, sub: u32) -> Option<*mut OpCtx> {
+        match sub {
+            0 => Some(self.ctx),
+            k => self.more.get(k as usize - 1).copied(),
+        }
+    }
 }
 
 /// A cached memory registration.
@@ -103,9 +141,11 @@ impl Drop for OfiEndpoint {
             close_mr(m.mr);
         }
         for s in self.slots.iter() {
-            // SAFETY: each context came from Box::into_raw, is freed once, here, and the
-            // provider released it when the endpoint closed.
-            drop(unsafe { Box::from_raw(s.extra.ctx) });
+            for &c in std::iter::once(&s.extra.ctx).chain(&s.extra.more) {
+                // SAFETY: each context came from Box::into_raw, is freed once, here, and the
+                // provider released it when the endpoint closed.
+                drop(unsafe { Box::from_raw(c) });
+            }
         }
     }
 }
@@ -179,13 +219,15 @@ impl OfiEndpoint {
     /// A free slot for an operation, with its buffer.
     fn take_slot(&mut self, kind: OpKind, peer: Option<Rank>, tag: Tag, buf: Vec<u8>) -> usize {
         let i = self.slots.take(kind, peer, tag, buf, |i| Extra {
-            ctx: Box::into_raw(Box::new(OpCtx {
-                fi: ffi::fi_context2::default(),
-                slot: i,
-            })),
+            ctx: OpCtx::leak(i, 0),
+            more: Vec::new(),
             mr: None,
+            count: 1,
+            left: 1,
+            orphan: false,
         });
-        self.slots[i].extra.mr = None;
+        let x = &mut self.slots[i].extra;
+        (x.mr, x.count, x.left, x.orphan) = (None, 1, 1, false);
         i
     }
 
@@ -195,11 +237,11 @@ impl OfiEndpoint {
         self.slots.release(i)
     }
 
-    /// The bookkeeping of slot `i`'s end: a posted receive fewer, its registration's use.
+    /// The bookkeeping of slot `i`'s end: its posted receives fewer, its registration's use.
     fn unuse(&mut self, i: usize) {
         let s = &mut self.slots[i];
         if s.kind == OpKind::Recv {
-            self.posted_recvs = self.posted_recvs.saturating_sub(1);
+            self.posted_recvs = self.posted_recvs.saturating_sub(s.extra.count as usize);
         }
         if let Some(m) = s
             .extra
@@ -290,8 +332,8 @@ impl OfiEndpoint {
             for e in &entries[..(n as usize).min(CQ_BATCH)] {
                 // SAFETY: fi_cq_read wrote its first `n` entries (n <= CQ_BATCH).
                 let e = unsafe { e.assume_init_ref() };
-                if let Some(i) = self.slot_of_context(e.op_context) {
-                    self.finish_slot(i, e.len, e.tag);
+                if let Some((i, sub)) = self.slot_of_context(e.op_context) {
+                    self.finish_slot(i, sub, e.len, e.tag);
                 }
             }
             return Ok(());
@@ -303,27 +345,47 @@ impl OfiEndpoint {
         }
     }
 
-    /// The slot whose context the provider handed back.
-    fn slot_of_context(&self, ctx: *mut c_void) -> Option<usize> {
+    /// The slot, and which of its operations, whose context the provider handed back.
+    fn slot_of_context(&self, ctx: *mut c_void) -> Option<(usize, u32)> {
         if ctx.is_null() {
             return None;
         }
         // SAFETY: the provider returns the context pointer of an operation this endpoint
         // posted: a live boxed OpCtx (slots and their boxes live as long as the endpoint), whose
-        // `slot` field the provider never writes (it owns only `fi`).
-        let i = unsafe { (*(ctx as *const OpCtx)).slot };
+        // `slot` and `sub` fields the provider never writes (it owns only `fi`).
+        let (i, sub) = unsafe {
+            let c = &*(ctx as *const OpCtx);
+            (c.slot, c.sub)
+        };
         let s = (i < self.slots.len()).then(|| &self.slots[i])?;
-        (ptr::eq(s.extra.ctx as *const OpCtx, ctx as *const OpCtx) && s.state == State::Posted)
-            .then_some(i)
+        let own = s.extra.ctx_of(sub)?;
+        (ptr::eq(own as *const OpCtx, ctx as *const OpCtx) && s.state == State::Posted)
+            .then_some((i, sub))
     }
 
-    fn finish_slot(&mut self, i: usize, len: usize, tag: u64) {
+    /// Operation `sub` of slot `i` completed (a receive of `len` bytes with tag `tag`): the
+    /// slot is done once all its operations have; a receive reports the last one's envelope.
+    fn finish_slot(&mut self, i: usize, sub: u32, len: usize, tag: u64) {
         let s = &mut self.slots[i];
-        s.state = State::Done;
-        if s.kind == OpKind::Recv {
+        if s.kind == OpKind::Recv && sub + 1 == s.extra.count {
             s.len = len;
             s.peer = Some((tag >> 32) as Rank);
             s.tag = tag as Tag;
+        }
+        self.one_done(i);
+    }
+
+    /// One of slot `i`'s operations ended: the slot is done when none is left, and given back
+    /// at once if no request handle names it.
+    #[inline(always)]
+    fn one_done(&mut self, i: usize) {
+        let s = &mut self.slots[i];
+        s.extra.left = s.extra.left.saturating_sub(1);
+        if s.extra.left == 0 {
+            s.state = State::Done;
+            if s.extra.orphan {
+                self.release(i);
+            }
         }
     }
 
@@ -341,14 +403,18 @@ impl OfiEndpoint {
             };
         }
         let text = self.provider_error_text(&e);
-        let Some(i) = self.slot_of_context(e.op_context) else {
+        let Some((i, _)) = self.slot_of_context(e.op_context) else {
             return Err(backend_error(format!(
                 "{}: an operation failed: {text}",
                 self.fab.attrs.provider
             )));
         };
         let s = &mut self.slots[i];
-        s.state = State::Done;
+        if s.err.is_some() {
+            // Another of a span's operations failed first: its error stands.
+            self.one_done(i);
+            return Ok(());
+        }
         s.err = Some(match e.err.unsigned_abs() {
             // Some providers (tcp;ofi_rxm) leave olen 0: the length is then unknown (len 0).
             ffi::FI_ETRUNC if s.kind == OpKind::Recv => Error::Truncated {
@@ -385,6 +451,7 @@ impl OfiEndpoint {
                 }
             )),
         });
+        self.one_done(i);
         Ok(())
     }
 
@@ -468,6 +535,102 @@ impl OfiEndpoint {
         Ok(())
     }
 
+    /// A receive's source and tag for its slot, checked (a rank of the job; no wildcard where
+    /// the provider cannot match one).
+    #[inline(always)]
+    fn recv_target(&self, src: Src, tag: TagSel) -> Result<(Option<Rank>, Tag)> {
+        if let Src::Rank(r) = src {
+            self.check_peer(r, "receive from")?;
+        }
+        let peer = match src {
+            Src::Any => None,
+            Src::Rank(r) => Some(r),
+        };
+        if let (Some(why), true) = (&self.wildcard_defect, peer.is_none() || tag == TagSel::Any) {
+            return Err(Error::Config(why.clone()));
+        }
+        let t = match tag {
+            TagSel::Tag(t) => t,
+            TagSel::Any => 0,
+        };
+        Ok((peer, t))
+    }
+
+    /// Post slot `i`'s `span.count` operations on the bytes at `start` of its buffer in order
+    /// with `post(ep, pointer, desc, context)` (an `fi_tsend` or `fi_trecv`), each with a
+    /// context of its own and the registration of the whole buffer, retried while the
+    /// provider says `-FI_EAGAIN`. Should a post fail, those already posted keep the slot (no
+    /// handle is returned; it gives itself back once they have completed) and the error is
+    /// returned.
+    fn post_span(
+        &mut self,
+        i: usize,
+        span: Span,
+        start: usize,
+        post: &dyn Fn(*mut ffi::fid_ep, *mut u8, *mut c_void, *mut c_void) -> isize,
+    ) -> Result<()> {
+        let (kind, count) = (self.slots[i].kind, span.count);
+        let s = &mut self.slots[i];
+        (s.len, s.cap) = (span.len, span.len);
+        (s.extra.count, s.extra.left) = (count, count);
+        if kind == OpKind::Recv {
+            self.posted_recvs += count as usize;
+        }
+        let desc = match self.desc(i) {
+            Ok(d) => d,
+            Err(e) => {
+                self.release(i);
+                return Err(e);
+            }
+        };
+        while self.slots[i].extra.more.len() + 1 < count as usize {
+            let sub = self.slots[i].extra.more.len() as u32 + 1;
+            self.slots[i].extra.more.push(OpCtx::leak(i, sub));
+        }
+        // SAFETY: `start` lies in the buffer (Span::range checked it before the slot took it).
+        let p = unsafe { self.slots[i].buf.as_mut_ptr().add(start) };
+        let (ep, len) = (self.fab.ep, span.len);
+        for sub in 0..count {
+            let x = &self.slots[i].extra;
+            // Operation `sub` > 0 has context `more[sub - 1]`, made above.
+            let ctx = if sub == 0 {
+                x.ctx
+            } else {
+                x.more[sub as usize - 1]
+            };
+            let posted = self.retry(
+                &|me| match kind {
+                    OpKind::Send => format!(
+                        "rank {} to take a {len}-byte message (fi_tsend)",
+                        me.slots[i].peer.unwrap_or(0)
+                    ),
+                    OpKind::Recv => format!(
+                        "room to post a receive ({} posted; the provider's receive queue \
+                         holds {})",
+                        me.posted_recvs - (count - sub) as usize,
+                        me.fab.attrs.rx_size
+                    ),
+                },
+                |_| post(ep, p, desc, ctx as *mut c_void),
+            );
+            if let Err(e) = posted {
+                // Operations 0..sub are posted (some perhaps completed already): the slot
+                // waits for those only, and has no handle.
+                if kind == OpKind::Recv {
+                    self.posted_recvs -= (count - sub) as usize;
+                }
+                let x = &mut self.slots[i].extra;
+                (x.count, x.orphan) = (sub, true);
+                x.left -= count - sub;
+                if x.left == 0 {
+                    self.release(i);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     fn timeout_error(&self, req: ReqId) -> Error {
         let what = format!("request {}", req.0);
         match self.slots.index_of(req) {
@@ -536,20 +699,7 @@ impl Endpoint for OfiEndpoint {
     }
 
     fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
-        if let Src::Rank(r) = src {
-            self.check_peer(r, "receive from")?;
-        }
-        let peer = match src {
-            Src::Any => None,
-            Src::Rank(r) => Some(r),
-        };
-        if let (Some(why), true) = (&self.wildcard_defect, peer.is_none() || tag == TagSel::Any) {
-            return Err(Error::Config(why.clone()));
-        }
-        let t = match tag {
-            TagSel::Tag(t) => t,
-            TagSel::Any => 0,
-        };
+        let (peer, t) = self.recv_target(src, tag)?;
         let i = self.take_slot(OpKind::Recv, peer, t, buf);
         self.posted_recvs += 1;
         let desc = match self.desc(i) {
@@ -617,9 +767,100 @@ impl Endpoint for OfiEndpoint {
     ) -> Result<()> {
         self.check_peer(peer, "ping-pong with")?;
         if buf.len() < self.inject_below && !self.fab.attrs.needs_mr() && !self.cfg.register {
-            return self.pingpong_injected(peer, tag, buf, n, role);
+            let whole = Span::whole(buf.len());
+            return self.pingpong_injected(peer, tag, buf, whole, n, role);
         }
         commbench_core::transport::pingpong_loop(self, peer, tag, buf, n, role)
+    }
+
+    /// `span.count` `fi_tsend`s of the span's bytes (`fi_tinject`s below the inject size), in
+    /// one slot whose buffer is registered whole.
+    fn isend_span(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        let range = span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.isend(dest, tag, buf);
+        }
+        self.check_peer(dest, "send to")?;
+        let len = span.len;
+        if len < self.inject_below {
+            // SAFETY: `range` lies in `buf` (Span::range), which outlives the loop.
+            let p = unsafe { buf.as_ptr().add(range.start) };
+            for _ in 0..span.count {
+                self.inject(dest, tag, p, len)?;
+            }
+            let i = self.take_slot(OpKind::Send, Some(dest), tag, buf);
+            self.slots[i].state = State::Done;
+            return Ok(self.slots.req_of(i));
+        }
+        let i = self.take_slot(OpKind::Send, Some(dest), tag, buf);
+        let (addr, wt) = (self.addrs[dest as usize], wire_tag(self.rank, tag));
+        let posted = self.post_span(i, span, range.start, &|ep, p, desc, ctx| {
+            // SAFETY: the endpoint is open; `p` is `len` bytes in the slot's buffer, which the
+            // slot owns (moved nowhere, freed nowhere) with the context until the completion
+            // of this send is read.
+            unsafe { sys::tsend(ep, p as *const c_void, len, desc, addr, wt, ctx) }
+        });
+        posted?;
+        self.note_sent(tag, len, false);
+        Ok(self.slots.req_of(i))
+    }
+
+    /// `span.count` `fi_trecv`s into the span's bytes, posted in order, in one slot whose
+    /// buffer is registered whole.
+    fn irecv_span(&mut self, src: Src, tag: TagSel, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        let range = span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.irecv(src, tag, buf);
+        }
+        let (peer, t) = self.recv_target(src, tag)?;
+        let i = self.take_slot(OpKind::Recv, peer, t, buf);
+        let (wt, ignore) = select(src, tag);
+        let len = span.len;
+        self.post_span(i, span, range.start, &|ep, p, desc, ctx| {
+            // SAFETY: the endpoint is open; `p` is `len` writable bytes in the slot's buffer,
+            // which the slot owns with the context until the completion of this receive is
+            // read.
+            unsafe {
+                sys::trecv(
+                    ep,
+                    p as *mut c_void,
+                    len,
+                    desc,
+                    sys::FI_ADDR_UNSPEC,
+                    wt,
+                    ignore,
+                    ctx,
+                )
+            }
+        })?;
+        Ok(self.slots.req_of(i))
+    }
+
+    /// A ping-pong of the bytes at `span` as [`Endpoint::pingpong`] runs it: injected below the
+    /// inject size (each receive posted straight into the span), else the loop of
+    /// [`Endpoint::isend_span`], [`Endpoint::irecv_span`] and [`Endpoint::wait`].
+    fn pingpong_span(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        buf: &mut Vec<u8>,
+        span: Span,
+        n: u64,
+        role: Role,
+    ) -> Result<()> {
+        span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.pingpong(peer, tag, buf, n, role);
+        }
+        self.check_peer(peer, "ping-pong with")?;
+        if span.count == 1
+            && span.len < self.inject_below
+            && !self.fab.attrs.needs_mr()
+            && !self.cfg.register
+        {
+            return self.pingpong_injected(peer, tag, buf, span, n, role);
+        }
+        pingpong_span_loop(self, peer, tag, buf, span, n, role)
     }
 
     fn info(&self) -> BackendInfo {
@@ -629,9 +870,9 @@ impl Endpoint for OfiEndpoint {
 
 impl OfiEndpoint {
     /// The ping-pong of messages below the inject size, as fi_pingpong runs it: each receive
-    /// posted straight from `buf` into one slot kept for these loops (no buffer moved, no
-    /// request made), the initiator's before it injects, so the reply always meets a posted
-    /// receive.
+    /// posted straight into the bytes at `span` of `buf` (`span.count` 1) from one slot kept
+    /// for these loops (no buffer moved, no request made), the initiator's before it injects,
+    /// so the reply always meets a posted receive.
     /// Should the loop fail with the receive still posted, the slot takes `buf` over, so that
     /// the provider never writes into memory given back.
     fn pingpong_injected(
@@ -639,6 +880,7 @@ impl OfiEndpoint {
         peer: Rank,
         tag: Tag,
         buf: &mut Vec<u8>,
+        span: Span,
         n: u64,
         role: Role,
     ) -> Result<()> {
@@ -651,12 +893,13 @@ impl OfiEndpoint {
                 i
             }
         };
-        let (wt, len) = (wire_tag(peer, tag), buf.len());
+        let (wt, len) = (wire_tag(peer, tag), span.len);
         let slot = &mut self.slots[i];
         (slot.peer, slot.tag, slot.cap) = (Some(peer), tag, len);
         let mut run = || -> Result<()> {
             for _ in 0..n {
-                let p = buf.as_mut_ptr();
+                // SAFETY: the span lies in `buf` (whole, or checked by Span::range).
+                let p = unsafe { buf.as_mut_ptr().add(span.start) };
                 self.post_receive(i, p, len, ptr::null_mut(), wt, 0)?;
                 if role == Role::Initiator {
                     // The reply that the receive just posted will take cannot come before
@@ -694,6 +937,7 @@ impl OfiEndpoint {
         let s = &mut self.slots[i];
         s.state = State::Posted;
         s.len = len;
+        s.extra.left = 1;
         let (ep, ctx) = (self.fab.ep, s.extra.ctx as *mut c_void);
         self.retry(
             &|me| {
@@ -703,9 +947,9 @@ impl OfiEndpoint {
                     me.fab.attrs.rx_size
                 )
             },
-            // SAFETY: the endpoint is open; `len` writable bytes at `p` (the slot's buffer, or
-            // the ping-pong loop's, which the slot takes over should the receive outlive the
-            // loop) and the slot's context stay valid until the completion is read.
+            // SAFETY: the endpoint is open; `len` writable bytes at `p` (in the slot's buffer,
+            // or the ping-pong loop's, which the slot takes over should the receive outlive
+            // the loop) and the slot's context stay valid until the completion is read.
             |_| unsafe {
                 sys::trecv(
                     ep,

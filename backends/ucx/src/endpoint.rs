@@ -5,8 +5,10 @@
 //! sender come back through `recv_info`), one that does not leaves a request that waits poll
 //! with `ucp_worker_progress` and `ucp_request_check_status` / `ucp_tag_recv_request_test`,
 //! then free. Every operation owns a slot holding the caller's buffer until UCX is done with
-//! it. Tags carry the sender's rank in their upper 32 bits and commbench's tag in the lower
-//! 32, so that UCX matches source and tag and a wildcard is a mask.
+//! it. A [`Span`] posted `count` times is `count` sends or receives of the one buffer in one
+//! slot, which keeps the requests of those not finished in the call and is done when all are.
+//! Tags carry the sender's rank in their upper 32 bits and commbench's tag in the lower 32, so
+//! that UCX matches source and tag and a wildcard is a mask.
 
 use crate::proto::Peer;
 use crate::sys::{self, backend_error, decode, ffi, Posted};
@@ -15,8 +17,8 @@ use crate::UcxConfig;
 use commbench_core::launch::affinity;
 use commbench_core::transport::clock::SpinTimer;
 use commbench_core::transport::slots::{timeout_awaiting, SlotState as State, Slots};
+use commbench_core::transport::{pingpong_span_loop, BackendInfo, OpKind, Span, TAG_UB};
 use commbench_core::transport::{select64, tag64 as wire_tag};
-use commbench_core::transport::{BackendInfo, OpKind, TAG_UB};
 use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Role, Src, Tag, TagSel};
 use std::collections::BTreeMap;
 use std::os::raw::c_void;
@@ -38,6 +40,46 @@ fn select(src: Src, tag: TagSel) -> (u64, u64) {
     (t, !ignore)
 }
 
+/// What a slot keeps beside its operation.
+#[derive(Debug)]
+struct Reqs {
+    /// UCX's request while the operation is in progress, null once it is done, when it
+    /// finished in the call, or when the slot holds a span posted several times.
+    req: *mut c_void,
+    /// A span posted several times: its requests and how its operations ended.
+    span: Option<Box<SpanReqs>>,
+}
+
+/// The operations of a span posted several times on one slot's buffer.
+#[derive(Debug)]
+struct SpanReqs {
+    /// The requests of the operations still in progress, with each one's index.
+    reqs: Vec<(u32, *mut c_void)>,
+    /// The index of the last operation posted, whose envelope a receive reports.
+    last: u32,
+    /// The first failure's status, else `UCS_OK`.
+    st: ffi::ucs_status_t,
+    /// The first failure's sender and length, else the last operation's.
+    info: ffi::ucp_tag_recv_info_t,
+    /// The requests were given up when the endpoints closed: the slot never finishes.
+    given_up: bool,
+}
+
+impl SpanReqs {
+    /// Operation `sub` ended with status `st` (a receive's sender and length in `info`).
+    fn ended(&mut self, sub: u32, st: ffi::ucs_status_t, info: &ffi::ucp_tag_recv_info_t) {
+        if self.st != ffi::UCS_OK {
+            return;
+        }
+        if st != ffi::UCS_OK {
+            self.st = st;
+            self.info = *info;
+        } else if sub == self.last {
+            self.info = *info;
+        }
+    }
+}
+
 /// One rank's UCX endpoint. Created by the launch functions ([`crate::run_threads`],
 /// [`crate::run_rank_over`]), which exchange the worker addresses and close it cleanly.
 pub struct UcxEndpoint {
@@ -45,9 +87,8 @@ pub struct UcxEndpoint {
     size: u32,
     cfg: UcxConfig,
     w: Worker,
-    /// The outstanding operations; each slot's `extra` is UCX's request while the operation
-    /// is in progress, null once it is done or when it finished in the call.
-    slots: Slots<*mut c_void>,
+    /// The outstanding operations, with UCX's requests ([`Reqs`]).
+    slots: Slots<Reqs>,
     /// Buffers of a failed ping-pong loop: a request given up may still read or write them
     /// until the worker is destroyed.
     orphans: Vec<Vec<u8>>,
@@ -135,9 +176,19 @@ impl UcxEndpoint {
     /// still touch their buffers.
     fn abandon_requests(&mut self) {
         for i in 0..self.slots.len() {
-            let req = std::mem::replace(&mut self.slots[i].extra, ptr::null_mut());
+            let kind = self.slots[i].kind;
+            let req = std::mem::replace(&mut self.slots[i].extra.req, ptr::null_mut());
             if !req.is_null() {
-                let kind = self.slots[i].kind;
+                self.abandon(req, kind);
+            }
+            let reqs = match self.slots[i].extra.span.as_mut() {
+                Some(m) => {
+                    m.given_up = true;
+                    std::mem::take(&mut m.reqs)
+                }
+                None => Vec::new(),
+            };
+            for (_, req) in reqs {
                 self.abandon(req, kind);
             }
         }
@@ -211,10 +262,40 @@ impl UcxEndpoint {
         commbench_core::transport::error::check_rank(what, r, self.size)
     }
 
+    /// A receive's source and tag for its slot (the source checked), and the operation
+    /// attributes to post it with.
+    #[inline(always)]
+    fn recv_target(&self, src: Src, tag: TagSel) -> Result<(Option<Rank>, Tag, u32)> {
+        if let Src::Rank(r) = src {
+            self.check_peer(r, "receive from")?;
+        }
+        let peer = match src {
+            Src::Any => None,
+            Src::Rank(r) => Some(r),
+        };
+        let t = match tag {
+            TagSel::Tag(t) => t,
+            TagSel::Any => 0,
+        };
+        // A wildcard receive that fails in the call (truncated) would not say its sender or
+        // tag: it always takes a request.
+        let flags = if peer.is_none() || tag == TagSel::Any {
+            ffi::UCP_OP_ATTR_FLAG_NO_IMM_CMPL
+        } else {
+            self.recv_flags
+        };
+        Ok((peer, t, flags))
+    }
+
     /// A free slot for an operation, with its buffer.
     fn take_slot(&mut self, kind: OpKind, peer: Option<Rank>, tag: Tag, buf: Vec<u8>) -> usize {
-        let i = self.slots.take(kind, peer, tag, buf, |_| ptr::null_mut());
-        self.slots[i].extra = ptr::null_mut();
+        let i = self.slots.take(kind, peer, tag, buf, |_| Reqs {
+            req: ptr::null_mut(),
+            span: None,
+        });
+        let x = &mut self.slots[i].extra;
+        x.req = ptr::null_mut();
+        x.span = None;
         i
     }
 
@@ -226,28 +307,105 @@ impl UcxEndpoint {
         if s.state != State::Posted {
             return true;
         }
-        if s.extra.is_null() {
+        if s.extra.span.is_some() {
+            return self.poll_span(i);
+        }
+        if s.extra.req.is_null() {
             // Given up when the endpoints closed: it never finishes.
             return false;
         }
         let mut info = ffi::ucp_tag_recv_info_t::default();
-        // SAFETY: `s.extra` is a live request of this worker (slots clear it when freed): a
-        // receive's for ucp_tag_recv_request_test, which writes `info`.
-        let st = unsafe {
-            if s.kind == OpKind::Recv {
-                ffi::ucp_tag_recv_request_test(s.extra, &mut info)
-            } else {
-                ffi::ucp_request_check_status(s.extra)
-            }
-        };
+        let st = test_request(s.extra.req, s.kind, &mut info);
         if st == ffi::UCS_INPROGRESS {
             return false;
         }
         // SAFETY: finished, freed once; the slot forgets it.
-        unsafe { ffi::ucp_request_free(s.extra) };
-        s.extra = ptr::null_mut();
+        unsafe { ffi::ucp_request_free(s.extra.req) };
+        s.extra.req = ptr::null_mut();
         self.finish(i, st, &info);
         true
+    }
+
+    /// [`UcxEndpoint::poll`] of slot `i`, which holds a span posted several times: its
+    /// finished requests read and freed, the slot done once none is left.
+    fn poll_span(&mut self, i: usize) -> bool {
+        let s = &mut self.slots[i];
+        let kind = s.kind;
+        let Some(m) = s.extra.span.as_mut() else {
+            return true;
+        };
+        if m.given_up {
+            // Given up when the endpoints closed: it never finishes.
+            return false;
+        }
+        let mut reqs = std::mem::take(&mut m.reqs);
+        reqs.retain(|&(sub, req)| {
+            let mut info = ffi::ucp_tag_recv_info_t::default();
+            let st = test_request(req, kind, &mut info);
+            if st == ffi::UCS_INPROGRESS {
+                return true;
+            }
+            // SAFETY: finished, freed once; the span forgets it.
+            unsafe { ffi::ucp_request_free(req) };
+            m.ended(sub, st, &info);
+            false
+        });
+        m.reqs = reqs;
+        if !m.reqs.is_empty() {
+            return false;
+        }
+        let (st, info) = (m.st, m.info);
+        s.extra.span = None;
+        self.finish(i, st, &info);
+        true
+    }
+
+    /// Post slot `i`'s `span.count` operations on the bytes at `start` of its buffer, in
+    /// order, with `post(self, pointer, info)` (a send or a receive of `span.len` bytes). An
+    /// operation that fails in the call is one that ended: the slot completes with the first
+    /// failure once all have ended, except a send that ended at once with nothing else under
+    /// way, which is refused as [`Endpoint::isend`] refuses it.
+    fn post_span(
+        &mut self,
+        i: usize,
+        span: Span,
+        start: usize,
+        post: impl Fn(&mut Self, *mut u8, &mut ffi::ucp_tag_recv_info_t) -> Posted,
+    ) -> Result<ReqId> {
+        let s = &mut self.slots[i];
+        s.cap = span.len;
+        let kind = s.kind;
+        // SAFETY: `start` lies in the buffer (Span::range checked it before the slot took it).
+        let p = unsafe { s.buf.as_mut_ptr().add(start) };
+        let mut m = SpanReqs {
+            reqs: Vec::new(),
+            last: span.count - 1,
+            st: ffi::UCS_OK,
+            info: ffi::ucp_tag_recv_info_t::default(),
+            given_up: false,
+        };
+        for sub in 0..span.count {
+            let mut info = ffi::ucp_tag_recv_info_t::default();
+            match post(self, p, &mut info) {
+                Posted::Done => m.ended(sub, ffi::UCS_OK, &info),
+                Posted::Pending(req) => m.reqs.push((sub, req)),
+                Posted::Failed(st) => m.ended(sub, st, &info),
+            }
+        }
+        if m.reqs.is_empty() {
+            if kind == OpKind::Send && m.st != ffi::UCS_OK {
+                let s = &self.slots[i];
+                let e = op_error(m.st, kind, s.peer, s.tag, span.len, &m.info);
+                self.slots.release(i);
+                return Err(e);
+            }
+            self.finish(i, m.st, &m.info);
+        } else if span.count == 1 {
+            self.slots[i].extra.req = m.reqs[0].1;
+        } else {
+            self.slots[i].extra.span = Some(Box::new(m));
+        }
+        Ok(self.slots.req_of(i))
     }
 
     /// Slot `i` is done with status `st` (a receive's sender and length in `info`).
@@ -365,14 +523,7 @@ impl UcxEndpoint {
         let mut info = ffi::ucp_tag_recv_info_t::default();
         loop {
             self.progress();
-            // SAFETY: `req` is a live request of this worker, freed only below.
-            let st = unsafe {
-                if kind == OpKind::Recv {
-                    ffi::ucp_tag_recv_request_test(req, &mut info)
-                } else {
-                    ffi::ucp_request_check_status(req)
-                }
-            };
+            let st = test_request(req, kind, &mut info);
             if st != ffi::UCS_INPROGRESS {
                 // SAFETY: finished, freed once.
                 unsafe { ffi::ucp_request_free(req) };
@@ -424,6 +575,25 @@ impl UcxEndpoint {
     }
     pub(crate) fn worker(&self) -> &Worker {
         &self.w
+    }
+}
+
+/// The status of request `req` (a send's, or a receive's whose sender and length it writes in
+/// `info` once finished); `UCS_INPROGRESS` while it is not.
+#[inline(always)]
+fn test_request(
+    req: *mut c_void,
+    kind: OpKind,
+    info: &mut ffi::ucp_tag_recv_info_t,
+) -> ffi::ucs_status_t {
+    // SAFETY: callers pass a live request of their worker (not yet freed), a receive's when
+    // `kind` is Recv, for ucp_tag_recv_request_test, which writes `info`.
+    unsafe {
+        if kind == OpKind::Recv {
+            ffi::ucp_tag_recv_request_test(req, info)
+        } else {
+            ffi::ucp_request_check_status(req)
+        }
     }
 }
 
@@ -482,7 +652,7 @@ impl Endpoint for UcxEndpoint {
         let (p, len) = (self.slots[i].buf.as_ptr(), self.slots[i].buf.len());
         match self.post_send(dest, tag, p, len) {
             Posted::Done => self.slots[i].state = State::Done,
-            Posted::Pending(req) => self.slots[i].extra = req,
+            Posted::Pending(req) => self.slots[i].extra.req = req,
             Posted::Failed(st) => {
                 let info = ffi::ucp_tag_recv_info_t::default();
                 self.slots.release(i);
@@ -493,31 +663,14 @@ impl Endpoint for UcxEndpoint {
     }
 
     fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
-        if let Src::Rank(r) = src {
-            self.check_peer(r, "receive from")?;
-        }
-        let peer = match src {
-            Src::Any => None,
-            Src::Rank(r) => Some(r),
-        };
-        let t = match tag {
-            TagSel::Tag(t) => t,
-            TagSel::Any => 0,
-        };
+        let (peer, t, flags) = self.recv_target(src, tag)?;
         let i = self.take_slot(OpKind::Recv, peer, t, buf);
         let (p, len) = (self.slots[i].buf.as_mut_ptr(), self.slots[i].buf.len());
         let mut info = ffi::ucp_tag_recv_info_t::default();
-        // A wildcard receive that fails in the call (truncated) would not say its sender or
-        // tag: it always takes a request.
-        let flags = if peer.is_none() || tag == TagSel::Any {
-            ffi::UCP_OP_ATTR_FLAG_NO_IMM_CMPL
-        } else {
-            self.recv_flags
-        };
         let posted = self.post_recv(p, len, select(src, tag), flags, &mut info);
         match posted {
             Posted::Done => self.finish(i, ffi::UCS_OK, &info),
-            Posted::Pending(req) => self.slots[i].extra = req,
+            Posted::Pending(req) => self.slots[i].extra.req = req,
             Posted::Failed(st) => self.finish(i, st, &info),
         }
         Ok(self.slots.req_of(i))
@@ -567,6 +720,62 @@ impl Endpoint for UcxEndpoint {
         self.check_peer(peer, "ping-pong with")?;
         for _ in 0..n {
             if let Err(e) = self.round_trip(peer, tag, buf, role) {
+                self.orphans.push(std::mem::take(buf));
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// `span.count` sends of the span's bytes from one slot.
+    fn isend_span(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        let range = span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.isend(dest, tag, buf);
+        }
+        self.check_peer(dest, "send to")?;
+        let i = self.take_slot(OpKind::Send, Some(dest), tag, buf);
+        let len = span.len;
+        self.post_span(i, span, range.start, |me, p, _| {
+            me.post_send(dest, tag, p, len)
+        })
+    }
+
+    /// `span.count` receives into the span's bytes from one slot, posted in order.
+    fn irecv_span(&mut self, src: Src, tag: TagSel, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        let range = span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.irecv(src, tag, buf);
+        }
+        let (peer, t, flags) = self.recv_target(src, tag)?;
+        let i = self.take_slot(OpKind::Recv, peer, t, buf);
+        let (len, sel) = (span.len, select(src, tag));
+        self.post_span(i, span, range.start, |me, p, info| {
+            me.post_recv(p, len, sel, flags, info)
+        })
+    }
+
+    /// [`Endpoint::pingpong`]'s loop on the bytes at `span` of `buf` (`span.count` 1; several
+    /// take the loop of [`Endpoint::isend_span`] and [`Endpoint::irecv_span`]).
+    fn pingpong_span(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        buf: &mut Vec<u8>,
+        span: Span,
+        n: u64,
+        role: Role,
+    ) -> Result<()> {
+        let range = span.range(buf.len())?;
+        if span.is_whole(buf.len()) {
+            return self.pingpong(peer, tag, buf, n, role);
+        }
+        if span.count != 1 {
+            return pingpong_span_loop(self, peer, tag, buf, span, n, role);
+        }
+        self.check_peer(peer, "ping-pong with")?;
+        for _ in 0..n {
+            if let Err(e) = self.round_trip(peer, tag, &mut buf[range.clone()], role) {
                 self.orphans.push(std::mem::take(buf));
                 return Err(e);
             }

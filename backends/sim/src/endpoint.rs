@@ -282,6 +282,12 @@ impl Endpoint for SimEndpoint<'_> {
         Some(self.info.dimensions)
     }
 
+    /// The virtual clock models no cache: a message takes the same time from any buffer, so a
+    /// cold-cache run writes through no pool here.
+    fn models_caches(&self) -> bool {
+        false
+    }
+
     fn info(&self) -> BackendInfo {
         self.info.info.clone()
     }

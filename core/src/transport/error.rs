@@ -61,6 +61,22 @@ pub enum Error {
     /// Every simulated node is blocked (simulator only).
     #[error("deadlock: {0}")]
     Deadlock(String),
+    /// A message arrived with bytes other than those sent (a validated run).
+    #[error("rank {rank}: {which} from rank {from} differs from what was sent at byte {offset} (expected {expected:#04x}, got {got:#04x})")]
+    Corrupt {
+        /// The rank that found it.
+        rank: Rank,
+        /// The rank whose bytes they should have been.
+        from: Rank,
+        /// Which message (`message 3 of trial 17`).
+        which: String,
+        /// Offset of the first byte that differs, from the message's first byte.
+        offset: u64,
+        /// What the byte should have been.
+        expected: u8,
+        /// What it was.
+        got: u8,
+    },
     /// A backend-specific failure that fits nowhere else.
     #[error("{backend}: {message}")]
     Backend {

@@ -91,7 +91,7 @@ impl Completion {
 /// has the alignment asked for (NetPIPE's `--soffset`/`--roffset`, a page-aligned buffer);
 /// `count` posts the one buffer `count` times, as osu_bw's single buffer keeps its whole
 /// window of sends (and receives) on one piece of memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Span {
     /// Offset of the message's first byte in the buffer.
     pub start: usize,
@@ -288,6 +288,13 @@ pub trait Endpoint {
             return self.pingpong(peer, tag, buf, n, role);
         }
         pingpong_span_loop(self, peer, tag, buf, span, n, role)
+    }
+
+    /// Whether message buffers can be in or out of a cache that changes the times measured: a
+    /// cold-cache run writes through a pool before each trial only where they can. The
+    /// simulator's virtual clock models no cache.
+    fn models_caches(&self) -> bool {
+        true
     }
 
     /// Read this rank's clock in nanoseconds. Real backends: `CLOCK_MONOTONIC`.

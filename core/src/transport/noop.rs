@@ -19,7 +19,7 @@
 //! trial times are the harness overhead.
 
 use super::error::{check_rank, Error, Result};
-use super::{Completion, Endpoint, Rank, ReqId, Src, Tag, TagSel};
+use super::{Completion, Endpoint, Rank, ReqId, Span, Src, Tag, TagSel};
 use std::time::Duration;
 
 /// One slot of the slab: the generation of its last request, the finished operation that waits
@@ -168,6 +168,20 @@ impl Endpoint for NoopEndpoint {
             }
         }
         Err(unknown_request(req))
+    }
+
+    /// Every span is finished when posted, as every message is; a receive holds `span.len`
+    /// bytes.
+    fn isend_span(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        span.range(buf.len())?;
+        check_rank("destination", dest, self.size)?;
+        Ok(self.park(Completion::send(buf, dest, tag)))
+    }
+
+    fn irecv_span(&mut self, src: Src, tag: TagSel, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        span.range(buf.len())?;
+        let (peer, tag) = self.source_of(src, tag)?;
+        Ok(self.park(Completion::recv(buf, peer, tag, span.len)))
     }
 
     /// The direct path (as mpi's and shm's): nothing to wait for, so no request is made.

@@ -8,7 +8,7 @@
 
 use crate::transport::error::{Error, Result};
 use crate::transport::{
-    BackendInfo, Completion, Endpoint, Rank, ReqId, Role, Src, Tag, TagSel, TAG_UB,
+    BackendInfo, Completion, Endpoint, Rank, ReqId, Role, Span, Src, Tag, TagSel, TAG_UB,
 };
 use std::time::Duration;
 
@@ -101,6 +101,32 @@ impl<E: Endpoint> Endpoint for PairEp<'_, E> {
     ) -> Result<()> {
         let p = self.real(peer)?;
         self.ep.pingpong(p, tag, buf, n, role)
+    }
+    fn isend_span(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        let d = self.real(dest)?;
+        self.ep.isend_span(d, tag, buf, span)
+    }
+    fn irecv_span(&mut self, src: Src, tag: TagSel, buf: Vec<u8>, span: Span) -> Result<ReqId> {
+        let s = match src {
+            Src::Rank(r) => self.real(r)?,
+            Src::Any => self.ranks[1 - self.me as usize],
+        };
+        self.ep.irecv_span(Src::Rank(s), tag, buf, span)
+    }
+    fn pingpong_span(
+        &mut self,
+        peer: Rank,
+        tag: Tag,
+        buf: &mut Vec<u8>,
+        span: Span,
+        n: u64,
+        role: Role,
+    ) -> Result<()> {
+        let p = self.real(peer)?;
+        self.ep.pingpong_span(p, tag, buf, span, n, role)
+    }
+    fn models_caches(&self) -> bool {
+        self.ep.models_caches()
     }
     fn now_ns(&mut self) -> u64 {
         self.ep.now_ns()

@@ -43,9 +43,9 @@ fn time_messages(kind: PatternKind, messages: u64) -> Duration {
     Kernel::<NoopEndpoint>::prepare(&mut kernel, SIZE).expect("8-byte buffers");
     let per = messages_per_iteration(kind);
     let npp = messages.div_ceil(per).max(1);
-    let mut hs = vec![0u8; 8];
+    let mut st = engine::TrialState::new(&ep, &cfg).expect("no pool to allocate");
     let t0 = Instant::now();
-    engine::trials(&mut ep, &mut kernel, &cfg, &mut hs, npp, 1, 0, |_| {})
+    engine::trials(&mut ep, &mut kernel, &cfg, &mut st, npp, 1, 0, |_| {})
         .expect("a transport that does nothing cannot fail");
     let dt = t0.elapsed();
     dt.mul_f64(messages as f64 / (npp * per) as f64)

@@ -29,6 +29,8 @@ pub const CHECKS: &[&str] = &[
     "control_plane",
     "invalid_arguments",
     "pingpong_loop",
+    "spans",
+    "validation",
 ];
 
 /// Run every check on 2, 3 and 4 ranks (and the sizes check up to `max_size` bytes).
@@ -68,6 +70,7 @@ pub fn run_check<H: Harness>(h: &H, name: &str, n: u32, max_size: usize) -> Resu
             )
             .map(drop),
         "spans" => h.run(n, &Spans).map(drop),
+        "validation" => validation(h, n, 3, 0x7a11_da7a),
         other => Err(Error::Invalid(format!(
             "no conformance check named `{other}`"
         ))),
@@ -657,6 +660,314 @@ impl Program for Spans {
                         me,
                         format!("{span:?} on a 12-byte buffer was not refused"),
                     ));
+                }
+            }
+        }
+        ep.barrier()
+    }
+}
+
+/// An endpoint that hands back one received message with a byte changed: the fault a
+/// validated run ([`crate::method::buffers`]) must catch, on any backend the wrapper is put
+/// around ([`WithCorruption`]).
+#[derive(Debug)]
+pub struct Corrupting<'a, E> {
+    inner: &'a mut E,
+    fault: Fault,
+    seen: u64,
+    starts: std::collections::HashMap<crate::transport::ReqId, usize>,
+}
+
+/// Where [`Corrupting`] changes a byte: on rank `rank`, in the `nth` receive (from 0) with tag
+/// `tag`, at `offset` bytes from the message's first byte (flipping the bits of `mask`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    /// The rank whose receive is changed.
+    pub rank: Rank,
+    /// The tag of the receives counted.
+    pub tag: crate::transport::Tag,
+    /// Which of them, from 0.
+    pub nth: u64,
+    /// The byte changed, from the message's first byte.
+    pub offset: usize,
+    /// The bits flipped (not 0).
+    pub mask: u8,
+}
+
+impl<E: Endpoint> Corrupting<'_, E> {
+    fn corrupt(
+        &mut self,
+        mut c: crate::transport::Completion,
+        start: usize,
+    ) -> crate::transport::Completion {
+        if c.kind == OpKind::Recv && c.tag == self.fault.tag && self.inner.rank() == self.fault.rank
+        {
+            if self.seen == self.fault.nth {
+                if let Some(b) = c.buf.get_mut(start + self.fault.offset) {
+                    *b ^= self.fault.mask;
+                }
+            }
+            self.seen += 1;
+        }
+        c
+    }
+}
+
+impl<E: Endpoint> Endpoint for Corrupting<'_, E> {
+    fn rank(&self) -> Rank {
+        self.inner.rank()
+    }
+    fn size(&self) -> u32 {
+        self.inner.size()
+    }
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    fn timeout(&self) -> std::time::Duration {
+        self.inner.timeout()
+    }
+    fn set_timeout(&mut self, timeout: std::time::Duration) {
+        self.inner.set_timeout(timeout)
+    }
+    fn isend(
+        &mut self,
+        dest: Rank,
+        tag: crate::transport::Tag,
+        buf: Vec<u8>,
+    ) -> Result<crate::transport::ReqId> {
+        self.inner.isend(dest, tag, buf)
+    }
+    fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<crate::transport::ReqId> {
+        self.inner.irecv(src, tag, buf)
+    }
+    fn isend_span(
+        &mut self,
+        dest: Rank,
+        tag: crate::transport::Tag,
+        buf: Vec<u8>,
+        span: Span,
+    ) -> Result<crate::transport::ReqId> {
+        self.inner.isend_span(dest, tag, buf, span)
+    }
+    fn irecv_span(
+        &mut self,
+        src: Src,
+        tag: TagSel,
+        buf: Vec<u8>,
+        span: Span,
+    ) -> Result<crate::transport::ReqId> {
+        let r = self.inner.irecv_span(src, tag, buf, span)?;
+        self.starts.insert(r, span.start);
+        Ok(r)
+    }
+    fn test(
+        &mut self,
+        req: crate::transport::ReqId,
+    ) -> Result<Option<crate::transport::Completion>> {
+        match self.inner.test(req)? {
+            Some(c) => {
+                let start = self.starts.remove(&req).unwrap_or(0);
+                Ok(Some(self.corrupt(c, start)))
+            }
+            None => Ok(None),
+        }
+    }
+    fn now_ns(&mut self) -> u64 {
+        self.inner.now_ns()
+    }
+    fn clock_name(&self) -> String {
+        self.inner.clock_name()
+    }
+    fn claimed_resolution_ns(&self) -> Option<f64> {
+        self.inner.claimed_resolution_ns()
+    }
+    fn models_caches(&self) -> bool {
+        self.inner.models_caches()
+    }
+    fn compute(&mut self, work: crate::transport::work::Work) {
+        self.inner.compute(work)
+    }
+    fn hypercube(&self) -> Option<u32> {
+        self.inner.hypercube()
+    }
+    fn info(&self) -> crate::transport::BackendInfo {
+        self.inner.info()
+    }
+    fn barrier(&mut self) -> Result<()> {
+        self.inner.barrier()
+    }
+    fn barrier_first(&mut self, first: Rank) -> Result<()> {
+        self.inner.barrier_first(first)
+    }
+    fn broadcast(&mut self, root: Rank, data: &mut Vec<u8>) -> Result<()> {
+        self.inner.broadcast(root, data)
+    }
+    fn gather(&mut self, root: Rank, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+        self.inner.gather(root, data)
+    }
+}
+
+/// A program run with every rank's endpoint wrapped in [`Corrupting`].
+#[derive(Debug)]
+pub struct WithCorruption<'p, P> {
+    /// The program.
+    pub program: &'p P,
+    /// The byte it changes.
+    pub fault: Fault,
+}
+
+impl<P: Program> Program for WithCorruption<'_, P> {
+    type Output = P::Output;
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<P::Output> {
+        let mut c = Corrupting {
+            inner: ep,
+            fault: self.fault,
+            seen: 0,
+            starts: Default::default(),
+        };
+        self.program.run(&mut c)
+    }
+}
+
+/// Trials of each run of [`validation`].
+const VALIDATION_TRIALS: u64 = 12;
+
+/// One random case of [`validation`]: a pattern, its configuration, whether it streams, and
+/// how many of its measured messages ranks 0 and 1 receive per trial.
+struct ValidationCase {
+    kind: crate::method::PatternKind,
+    windowed: bool,
+    cfg: crate::method::MethodConfig,
+    per_trial: [u64; 2],
+}
+
+fn validation_case(rng: &mut crate::stats::Xoshiro256) -> ValidationCase {
+    use crate::method::buffers::{BufferOptions, BufferReuse};
+    use crate::method::{MethodConfig, NppChoice, PatternKind};
+    let w = 2 + rng.below(3) as u32;
+    let kind = [
+        PatternKind::PingPong,
+        PatternKind::Exchange,
+        PatternKind::Bandwidth { window: w },
+        PatternKind::BiBandwidth { window: w },
+    ][rng.below(4)];
+    let windowed = matches!(
+        kind,
+        PatternKind::Bandwidth { .. } | PatternKind::BiBandwidth { .. }
+    );
+    let single = windowed && rng.below(2) == 1;
+    let size = [1u64, 8, 1000, 4103, 65_536][rng.below(5)];
+    let align = [None, Some(64), Some(4096)][rng.below(3)];
+    let offset = align.map_or(0, |a| rng.below(a as usize) as u64);
+    let per = if single { 1 } else { u64::from(w) };
+    let per_trial = match kind {
+        PatternKind::PingPong => [1, 1],
+        PatternKind::Exchange => [2, 2],
+        PatternKind::Bandwidth { .. } => [0, per],
+        PatternKind::BiBandwidth { .. } => [per, per],
+    };
+    let buffers = if single {
+        BufferReuse::Single
+    } else {
+        BufferReuse::Multiple
+    };
+    let cfg = MethodConfig {
+        sizes: vec![size],
+        trials: VALIDATION_TRIALS,
+        warmup: 0,
+        npp: NppChoice::Fixed(1),
+        timer_samples: 1000,
+        buffers: BufferOptions {
+            validate: true,
+            buffers,
+            align,
+            offset,
+            ..Default::default()
+        },
+        ..MethodConfig::default()
+    };
+    ValidationCase {
+        kind,
+        windowed,
+        cfg,
+        per_trial,
+    }
+}
+
+/// A validated run ([`crate::method::buffers`]) against ground truth, on `n` ranks of `h`
+/// ([`Validation`]).
+pub fn validation<H: Harness>(h: &H, n: u32, cases: u32, seed: u64) -> Result<()> {
+    let seed = seed ^ u64::from(n);
+    h.run(n, &Validation { cases, seed }).map(drop)
+}
+
+/// A validated run ([`crate::method::buffers`]) against ground truth: `cases` random
+/// measurements (pattern, size, placement, single or multiple buffers) between ranks 0 and 1,
+/// each run once with one byte changed in one received message at random ([`Corrupting`]:
+/// rank, message, byte, bit) and once without, one after the other on the same endpoints.
+/// The first must end with [`Error::Corrupt`] naming the byte, the message and its trial; the
+/// second must pass and record every trial as checked.
+#[derive(Debug)]
+pub struct Validation {
+    /// Random measurements.
+    pub cases: u32,
+    /// Their seed (the same on every rank).
+    pub seed: u64,
+}
+
+impl Program for Validation {
+    type Output = ();
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        use crate::method::engine::Measurement;
+        let me = ep.rank();
+        let mut rng = crate::stats::Xoshiro256::new(self.seed);
+        for _ in 0..self.cases {
+            let c = validation_case(&mut rng);
+            let size = c.cfg.sizes[0];
+            let rank = if c.per_trial[0] == 0 {
+                1
+            } else {
+                rng.below(2) as u32
+            };
+            let per = c.per_trial[rank as usize];
+            let fault = Fault {
+                rank,
+                tag: crate::method::kernels::TAG_PINGPONG,
+                nth: rng.below((VALIDATION_TRIALS * per) as usize) as u64,
+                offset: rng.below(size as usize),
+                mask: 1 << rng.below(8),
+            };
+            let what = format!(
+                "{} of {size} B, {:?}, {fault:?}",
+                c.kind.name(),
+                c.cfg.buffers
+            );
+            // A window's message is its slot; a ping-pong or an exchange has one a way.
+            let message = if c.windowed { fault.nth % per } else { 0 };
+            let want = format!("message {message} of trial {}", fault.nth / per);
+            let m = Measurement::new(c.kind, c.cfg.clone(), None);
+            match (WithCorruption { program: &m, fault }).run(ep) {
+                Ok(()) => {
+                    let why = format!("{what}: the changed byte went unnoticed");
+                    return Err(fail("validation", me, why));
+                }
+                Err(e) => match e.root() {
+                    Error::Corrupt { offset, which, .. }
+                        if *offset == fault.offset as u64 && *which == want => {}
+                    _ => {
+                        let why = format!("{what}: `{e}`, not byte {} of {want}", fault.offset);
+                        return Err(fail("validation", me, why));
+                    }
+                },
+            }
+            let m = Measurement::new(c.kind, c.cfg, None);
+            m.run(ep)
+                .map_err(|e| fail("validation", me, format!("{what} without the fault: {e}")))?;
+            for p in m.take_collected().points {
+                let checked = p.buffers.map_or(0, |b| b.validated_trials);
+                if checked != VALIDATION_TRIALS {
+                    let why = format!("{what}: {checked} trials recorded as checked");
+                    return Err(fail("validation", me, why));
                 }
             }
         }

@@ -5,7 +5,7 @@
 //! gain siblings, never change meaning.
 
 use crate::analysis::point::{self, Analysis, Distribution, Filtered, Rates};
-use commbench_core::method::engine::RawPoint;
+use commbench_core::method::engine::{PointBuffers, RawPoint};
 use commbench_core::method::timer::TimerReport;
 use commbench_core::method::{MethodConfig, NppChoice, PatternKind};
 use commbench_core::stats::Summary;
@@ -28,7 +28,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RunConfig {
-    /// Sizes, trials, warm-up, npp, cut_coef, timer samples, source and dest.
+    /// Sizes, trials, warm-up, npp, cut_coef, timer samples, source, dest and what the
+    /// message buffers were asked to be (`buffers`).
     #[serde(flatten, with = "method_keys")]
     pub method: MethodConfig,
     /// The backend, or the comma-separated backends of a run that measured several.
@@ -99,6 +100,7 @@ impl Default for RunConfig {
 /// [`NppChoice`]'s own serde form cannot do for the fixed and study values.
 mod method_keys {
     use super::{MethodConfig, NppChoice};
+    use commbench_core::method::buffers::BufferOptions;
     use commbench_core::transport::Rank;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -148,6 +150,9 @@ mod method_keys {
         timer_samples: u64,
         source: Rank,
         dest: Rank,
+        /// Absent from documents written before the buffer options: the default, what
+        /// those runs measured.
+        buffers: BufferOptions,
     }
 
     impl Default for Keys {
@@ -167,6 +172,7 @@ mod method_keys {
                 timer_samples,
                 source,
                 dest,
+                buffers,
             } = m;
             Keys {
                 sizes,
@@ -177,6 +183,7 @@ mod method_keys {
                 timer_samples,
                 source,
                 dest,
+                buffers,
             }
         }
     }
@@ -192,6 +199,7 @@ mod method_keys {
                 timer_samples: k.timer_samples,
                 source: k.source,
                 dest: k.dest,
+                buffers: k.buffers,
             }
         }
     }
@@ -345,6 +353,11 @@ pub struct Point {
     /// traversed_pct / 100)` (`queue_posted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traversed: Option<u64>,
+    /// What the point's message buffers were: trials checked byte for byte, the pool a cold
+    /// cache wrote through, the alignment the messages' addresses had on source and dest
+    /// (docs/buffers.md); absent in documents written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffers: Option<PointBuffers>,
 }
 
 impl Point {
@@ -386,6 +399,7 @@ impl Point {
             traversed: raw
                 .queue
                 .and_then(|q| q.traversed_pct.map(|_| q.traversed())),
+            buffers: raw.buffers,
         })
     }
 
@@ -661,6 +675,58 @@ mod tests {
         assert_eq!(c.method.trials, 5);
         let c: RunConfig = serde_json::from_str("{}").unwrap();
         assert_eq!(c, RunConfig::default());
+    }
+
+    #[test]
+    fn buffer_options_are_written_and_old_documents_read_as_the_default() {
+        use commbench_core::method::buffers::{BufferOptions, BufferReuse, CacheState};
+        // Before the options: the default, what those runs measured.
+        let doc = ResultDoc::read_json(SWEEP).unwrap();
+        let c = doc.config.as_ref().unwrap();
+        assert_eq!(c.method.buffers, BufferOptions::default());
+        assert!(doc.points.iter().all(|p| p.buffers.is_none()));
+        let v = serde_json::to_value(c).unwrap();
+        assert_eq!(
+            v["buffers"],
+            serde_json::json!({"validate": false, "cache": "warm", "buffers": "multiple", "offset": 0})
+        );
+        let asked = BufferOptions {
+            validate: true,
+            cache: CacheState::Cold,
+            cache_pool: Some(64 << 20),
+            buffers: BufferReuse::Single,
+            align: Some(4096),
+            offset: 3,
+        };
+        let c = RunConfig {
+            method: MethodConfig {
+                buffers: asked.clone(),
+                ..MethodConfig::default()
+            },
+            ..RunConfig::default()
+        };
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            v["buffers"],
+            serde_json::json!({"validate": true, "cache": "cold", "cache_pool": 67108864,
+                "buffers": "single", "align": 4096, "offset": 3})
+        );
+        let back: RunConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(back.method.buffers, asked);
+        // A point keeps what its buffers were.
+        let mut p = crate::analysis::testkit::point_of("pingpong", 8, vec![100, 110, 120]);
+        p.buffers = Some(PointBuffers {
+            validated_trials: 3,
+            cache_pool: None,
+            source_alignment: Some(1),
+            dest_alignment: Some(8),
+        });
+        let v = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            v["buffers"],
+            serde_json::json!({"validated_trials": 3, "source_alignment": 1, "dest_alignment": 8})
+        );
+        assert_eq!(serde_json::from_value::<Point>(v).unwrap(), p);
     }
 
     #[test]

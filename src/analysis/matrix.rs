@@ -39,6 +39,10 @@ pub struct MatrixCell {
     pub trial_ns: Vec<i64>,
     /// The one-way times' statistics (seed 000 §3.4), us.
     pub one_way_us: Summary,
+    /// What the cell's message buffers were (docs/buffers.md), as a point's `buffers`;
+    /// absent in documents written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffers: Option<commbench_core::method::engine::PointBuffers>,
 }
 
 impl MatrixCell {
@@ -193,6 +197,7 @@ impl MatrixSection {
                     trips_per_iteration: x.point.trips_per_iteration,
                     trial_ns: x.point.trial_ns.clone(),
                     one_way_us,
+                    buffers: x.point.buffers.clone(),
                 })
             })
             .collect::<Result<Vec<_>>>()?;

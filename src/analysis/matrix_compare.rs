@@ -401,6 +401,7 @@ pub(crate) mod synthetic {
                             trips_per_iteration: 2,
                             trial_ns,
                             queue: None,
+                            buffers: None,
                         },
                     });
                 }

@@ -20,6 +20,7 @@ pub(crate) fn point_of(pattern: &str, size: u64, trial_ns: Vec<i64>) -> Point {
         pattern: pattern.into(),
         size,
         queue: None,
+        buffers: None,
     };
     Point::from_raw(raw, "sim", 2.0).expect("analysable")
 }

@@ -396,6 +396,9 @@ pub fn compare(a: CompareArgs) -> Result<(), Fatal> {
     check_runs_for_fail_if_slower(a.fail_if_slower, &fa, &fb)?;
     let load_all = |files: &[PathBuf]| files.iter().map(|f| load(f)).collect::<Result<Vec<_>, _>>();
     let (da, db) = (load_all(&fa)?, load_all(&fb)?);
+    if let Some(w) = buffers_differ((&fa, &da), (&fb, &db)) {
+        eprintln!("commbench: warning: {w}");
+    }
     if da.iter().chain(&db).any(|d| d.allpairs.is_some()) {
         return compare_matrices(&a, (&fa, &da), (&fb, &db));
     }
@@ -414,6 +417,67 @@ pub fn compare(a: CompareArgs) -> Result<(), Fatal> {
         check_no_regression(&rows, pct, fa.len(), fb.len())?;
     }
     Ok(())
+}
+
+/// The message buffer options of a document (docs/buffers.md) in a few words: `default`, or
+/// what was asked (`validated, cache cold, buffers single, 3 B past 4096 B`).
+fn buffers_short(d: &ResultDoc) -> String {
+    use commbench::core::method::buffers::{BufferReuse, CacheState};
+    let Some(c) = &d.config else {
+        return "default".into();
+    };
+    let o = &c.method.buffers;
+    let mut w = Vec::new();
+    if o.validate {
+        w.push("validated".to_string());
+    }
+    if o.cache == CacheState::Cold {
+        w.push(match o.cache_pool {
+            Some(p) => format!("cache cold (pool {p} B)"),
+            None => "cache cold".to_string(),
+        });
+    }
+    if o.buffers == BufferReuse::Single {
+        w.push("buffers single".to_string());
+    }
+    if let Some((align, offset)) = o.placement() {
+        w.push(format!("messages {offset} B past {align} B"));
+    }
+    if w.is_empty() {
+        "default".into()
+    } else {
+        w.join(", ")
+    }
+}
+
+/// A warning when the documents compared did not measure the same messages: the buffer
+/// options of the first of A against the first document (of either side) that differs.
+/// Validation alone changes no timed work, but a cold cache, single buffers or another
+/// alignment change what is timed.
+fn buffers_differ(
+    (fa, da): (&[PathBuf], &[ResultDoc]),
+    (fb, db): (&[PathBuf], &[ResultDoc]),
+) -> Option<String> {
+    let opts = |d: &ResultDoc| {
+        d.config
+            .as_ref()
+            .map(|c| c.method.buffers.clone())
+            .unwrap_or_default()
+    };
+    let first = da.first()?;
+    let (f, d) = fa
+        .iter()
+        .zip(da)
+        .chain(fb.iter().zip(db))
+        .find(|(_, d)| opts(d) != opts(first))?;
+    Some(format!(
+        "the documents' message buffers differ ({}: {}; {}: {}): the times may differ for that \
+         reason alone (docs/buffers.md)",
+        fa[0].display(),
+        buffers_short(first),
+        f.display(),
+        buffers_short(d)
+    ))
 }
 
 /// `commbench compare` of two all-pairs documents: cell by cell, one document a side.

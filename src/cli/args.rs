@@ -95,6 +95,9 @@ pub struct PatternArgs {
     pub common: PingpongArgs,
 
     #[command(flatten)]
+    pub messages: MessageArgs,
+
+    #[command(flatten)]
     pub fit: FitArgs,
 }
 
@@ -184,7 +187,114 @@ pub struct PingpongArgs {
     pub dest: u32,
 
     #[command(flatten)]
+    pub cache: CacheArgs,
+
+    #[command(flatten)]
     pub out: OutputArgs,
+}
+
+/// The help heading of the message buffer options.
+const BUFFERS: &str = "Message buffers (docs/buffers.md)";
+
+/// The cache state each trial starts in (core `method::buffers`): every measuring command
+/// has it, since the engine sweeps the caches between trials for any kernel.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CacheArgs {
+    /// The cache state each trial starts in: warm (the buffers stay cached, every peer's
+    /// default) or cold (each measuring rank writes through a pool of 2x its last-level cache
+    /// before every trial: IMB -off_cache, NetPIPE -I/--nocache).
+    #[arg(long, value_enum, default_value_t = CacheArg::Warm, value_name = "STATE", help_heading = BUFFERS)]
+    pub cache: CacheArg,
+
+    /// With --cache cold: the pool written through before each trial, a size such as 64M,
+    /// 1 MiB to 16 GiB (default: twice the last-level cache; IMB -off_cache's cache size).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg, help_heading = BUFFERS)]
+    pub cache_pool: Option<u64>,
+}
+
+/// What the messages of a pattern are: checked, reused, placed (core `method::buffers`). The
+/// defaults are what every earlier version measured.
+#[derive(Debug, Args, Clone, Default)]
+pub struct MessageArgs {
+    /// Fill every message with a pattern of its trial and sender before each trial and check
+    /// every byte that arrived after it, outside the timed loop (OSU -c, fabtests -v,
+    /// fi_pingpong -c; NetPIPE -i/--integrity checks instead of timing). A corrupted byte fails
+    /// the run (exit 1).
+    #[arg(long, help_heading = BUFFERS)]
+    pub validate: bool,
+
+    /// A streaming window's buffers: multiple (one per outstanding message, commbench's
+    /// default, so earlier results stay comparable) or single (one buffer posted the whole
+    /// window, osu_bw's default; OSU -b).
+    #[arg(long, value_enum, default_value_t = BuffersArg::Multiple, value_name = "REUSE", help_heading = BUFFERS)]
+    pub buffers: BuffersArg,
+
+    /// Start every message at an address that is a multiple of N bytes (a power of two up to
+    /// 2M), plus --offset (NetPIPE -A; OSU's buffers are page-aligned).
+    #[arg(long, value_name = "N", value_parser = parse_size_arg, help_heading = BUFFERS)]
+    pub align: Option<u64>,
+
+    /// Start every message N bytes past an --align boundary (4096 when --align is not given),
+    /// N below the alignment: misaligned messages (NetPIPE -O/--soffset/--roffset).
+    #[arg(long, value_name = "N", value_parser = parse_size_arg, help_heading = BUFFERS)]
+    pub offset: Option<u64>,
+}
+
+/// [`MessageArgs`] of a benchmark whose kernel neither checks nor places its messages:
+/// accepted only to be refused with that reason (hidden from --help).
+#[derive(Debug, Args, Clone, Default)]
+pub struct RefusedMessageArgs {
+    /// As pingpong's --validate.
+    #[arg(long, hide = true)]
+    pub validate: bool,
+
+    /// As bandwidth's --buffers.
+    #[arg(long, value_enum, default_value_t = BuffersArg::Multiple, hide = true)]
+    pub buffers: BuffersArg,
+
+    /// As pingpong's --align.
+    #[arg(long, value_parser = parse_size_arg, hide = true)]
+    pub align: Option<u64>,
+
+    /// As pingpong's --offset.
+    #[arg(long, value_parser = parse_size_arg, hide = true)]
+    pub offset: Option<u64>,
+}
+
+impl From<RefusedMessageArgs> for MessageArgs {
+    fn from(r: RefusedMessageArgs) -> Self {
+        MessageArgs {
+            validate: r.validate,
+            buffers: r.buffers,
+            align: r.align,
+            offset: r.offset,
+        }
+    }
+}
+
+/// `--cache`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum CacheArg {
+    /// The buffers stay where the last trial left them (every peer's default).
+    #[default]
+    Warm,
+    /// A pool larger than the last-level cache is written through before every trial.
+    Cold,
+}
+
+/// `--buffers`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum BuffersArg {
+    /// One buffer per outstanding message of a window (commbench's default).
+    #[default]
+    Multiple,
+    /// One buffer per direction, posted the whole window (osu_bw's default).
+    Single,
+}
+
+/// A size option (`--cache-pool`, `--align`, `--offset`) with the suffixes of `--sizes`.
+fn parse_size_arg(s: &str) -> Result<u64, String> {
+    commbench::spec::parse_size(s).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Args, Clone)]
@@ -216,6 +326,9 @@ pub struct TransposeArgs {
     /// As --sizes.
     #[arg(long, hide = true)]
     pub sweep: bool,
+
+    #[command(flatten)]
+    pub refused: RefusedMessageArgs,
 
     #[command(flatten)]
     pub common: PingpongArgs,
@@ -288,6 +401,12 @@ pub struct SeedArgs {
     pub clock: ClockSamples,
 
     #[command(flatten)]
+    pub cache: CacheArgs,
+
+    #[command(flatten)]
+    pub refused: RefusedMessageArgs,
+
+    #[command(flatten)]
     pub out: OutputArgs,
 }
 
@@ -335,6 +454,9 @@ pub struct QueueArgs {
     /// Message sizes of the measured messages, in the syntax of pingpong's --sizes.
     #[arg(long, default_value = "8", value_name = "SPEC")]
     pub sizes: String,
+
+    #[command(flatten)]
+    pub refused: RefusedMessageArgs,
 
     #[command(flatten)]
     pub common: PingpongArgs,
@@ -436,6 +558,9 @@ pub struct AllpairsArgs {
     /// health-check scripts; the report and files are written first.
     #[arg(long, help_heading = ALLPAIRS)]
     pub fail_on_suspect: bool,
+
+    #[command(flatten)]
+    pub messages: MessageArgs,
 
     #[command(flatten)]
     pub common: PingpongArgs,
@@ -662,6 +787,10 @@ pub fn invalid_method(e: Invalid, hint: impl Into<String>) -> Fatal {
         Setting::Ranks => "--source/--dest",
         Setting::Warmup => "--warmup",
         Setting::Window => "--window",
+        Setting::Align => "--align",
+        Setting::Offset => "--offset",
+        Setting::CachePool => "--cache-pool",
+        Setting::Buffers => "--validate/--buffers",
     };
     let hint = e.hint.unwrap_or_else(|| hint.into());
     Fatal::usage(format!("{flag}: {}", e.reason), hint)

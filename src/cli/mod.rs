@@ -151,7 +151,7 @@ fn dispatch(cmd: Command, given: &Given) -> Result<(), Fatal> {
                     "give the matrix order with --n (the message is N x N x 8 bytes)",
                 ));
             }
-            plan::transpose(t.n, t.common, given).and_then(run::measure)
+            plan::transpose(t.n, t.common, t.refused.into(), given).and_then(run::measure)
         }
         Command::Timer(a) => timer(a, given),
         Command::Allpairs(a) => plan::allpairs(a, given).and_then(run::measure),

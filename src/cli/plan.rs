@@ -2,14 +2,16 @@
 //! found here, before anything starts, and is a usage error (exit 2) with one line and a hint.
 
 use super::args::{
-    choice_name, invalid_method, AllpairsArgs, BackendArgs, FitArgs, Given, OutputArgs,
-    PatternArgs, PingpongArgs, ProgressWhen, QArg, QueueArgs, ScheduleArg, SeedArgs, SizeArgs,
+    choice_name, invalid_method, AllpairsArgs, BackendArgs, BuffersArg, CacheArg, CacheArgs,
+    FitArgs, Given, MessageArgs, OutputArgs, PatternArgs, PingpongArgs, ProgressWhen, QArg,
+    QueueArgs, ScheduleArg, SeedArgs, SizeArgs,
 };
 use super::fatal::Fatal;
 use crate::cli::backend::{self, Chosen, Job};
 use commbench::analysis::document::RunConfig;
 use commbench::analysis::fit::{self, Breakpoint};
 use commbench::core::method::allpairs::{AllPairsConfig, Schedule};
+use commbench::core::method::buffers::{BufferOptions, BufferReuse, CacheState, Evictor};
 use commbench::core::method::queue::{self, QueueBench, QueueKind};
 use commbench::core::method::sixtimes::{self, Placement, SixTimes, Suite};
 use commbench::core::method::transpose::Transpose;
@@ -156,6 +158,8 @@ fn method(
         timer_samples: a.clock.samples,
         source: a.source,
         dest: a.dest,
+        // Checked against the work in [`build`], which sets them.
+        buffers: BufferOptions::default(),
     })
 }
 
@@ -243,11 +247,24 @@ pub fn pattern(kind: PatternKind, p: PatternArgs, given: &Given) -> Result<Plan,
     }
     check_fit(&fit, &sizes, given)?;
     let method = method(&a, sizes, streaming, given)?;
-    build(Work::Pattern(kind), a, fit, method, spec_text, given)
+    build(
+        Work::Pattern(kind),
+        a,
+        fit,
+        method,
+        spec_text,
+        given,
+        p.messages,
+    )
 }
 
 /// The plan of seed 003's transpose of an `n x n` matrix (one size: nothing to fit).
-pub fn transpose(n: usize, a: PingpongArgs, given: &Given) -> Result<Plan, Fatal> {
+pub fn transpose(
+    n: usize,
+    a: PingpongArgs,
+    refused: MessageArgs,
+    given: &Given,
+) -> Result<Plan, Fatal> {
     if n == 0 || n > 16384 {
         return Err(Fatal::usage(
             format!("--n {n}: the matrix order must be 1..=16384"),
@@ -267,6 +284,7 @@ pub fn transpose(n: usize, a: PingpongArgs, given: &Given) -> Result<Plan, Fatal
         method,
         format!("{n}x{n} doubles"),
         given,
+        refused,
     )
 }
 
@@ -276,10 +294,12 @@ fn build(
     work: Work,
     a: PingpongArgs,
     fit: FitArgs,
-    method: MethodConfig,
+    mut method: MethodConfig,
     spec_text: String,
     given: &Given,
+    messages: MessageArgs,
 ) -> Result<Plan, Fatal> {
+    method.buffers = buffer_options(&a.cache, &messages, &work)?;
     let b = &a.backend;
     let timeout = timeout(b)?;
     let ranks = ranks(&a)?;
@@ -323,6 +343,15 @@ fn build(
     let all_here = job.rank_env().is_ok_and(|e| e.is_local_launcher());
     check_limits(&work, &method, &backends, all_here, size)?;
     // The plan is good: only now is a note about it worth reading.
+    if method.buffers.cache == CacheState::Cold {
+        for b in backends.iter().filter(|b| !models_caches(b)) {
+            eprintln!(
+                "commbench: note: --cache cold changes nothing on {}: the simulator models no \
+                 caches, so no pool is written (the result records none)",
+                b.name()
+            );
+        }
+    }
     if all_here && !sized_by_backend {
         let cpus = commbench::core::launch::affinity::allowed().map_or(0, |c| c.len());
         for note in backends.iter().filter_map(|b| b.crowding(ranks, cpus)) {
@@ -364,8 +393,8 @@ fn check_limits(
         _ => invalid_method(e, help),
     };
     let buffers = |s: u64| match work {
-        Work::Pattern(k) => k.buffer_bytes(s),
-        Work::AllPairs(_) => PatternKind::PingPong.buffer_bytes(s),
+        Work::Pattern(k) => pattern_buffer_bytes(*k, s, &method.buffers),
+        Work::AllPairs(_) => pattern_buffer_bytes(PatternKind::PingPong, s, &method.buffers),
         Work::Transpose(t) => t.buffer_bytes(),
         // A message, two per stream where rank 0 forwards the interference streams, and the
         // messages of one reading that rank 0 holds unread (a+u's, r's) or a+u's dest posts.
@@ -416,6 +445,7 @@ fn check_limits(
             limits::check_sizes(&method.sizes, &t).map_err(fail)?;
         }
         limits::check_memory(method, &method.sizes, &buffers, &t, place, &host).map_err(fail)?;
+        check_cache_pool(&method.buffers, b, all_here, &host)?;
     }
     // A queue benchmark measures every size once per queue.
     let sizes = match work {
@@ -435,6 +465,141 @@ fn check_limits(
     limits::RunCost::new(method, &sizes, &trips, 0.0)
         .check(method)
         .map_err(fail)
+}
+
+/// Bytes one measuring rank of a pattern holds for messages of `size` bytes with the buffers
+/// `opts` asks for: a streaming window's single buffers are one per direction (one a side
+/// for `bandwidth`, two for `bibandwidth`) instead of one per outstanding message, and a
+/// placed message has up to `align - 1` bytes in front of it.
+fn pattern_buffer_bytes(kind: PatternKind, size: u64, opts: &BufferOptions) -> Option<u64> {
+    let count = match (opts.buffers, kind) {
+        (BufferReuse::Single, PatternKind::Bandwidth { .. }) => 1,
+        (BufferReuse::Single, PatternKind::BiBandwidth { .. }) => 2,
+        _ => kind.buffers_per_rank(size),
+    };
+    let front = opts.placement().map_or(0, |(align, _)| align - 1);
+    count.checked_mul(
+        size.checked_add(front)?
+            .checked_add(limits::PER_MESSAGE_OVERHEAD)?,
+    )
+}
+
+/// Whether `b`'s endpoints have caches a cold-cache sweep can empty (the simulator's do not:
+/// core `Endpoint::models_caches`).
+fn models_caches(b: &Chosen) -> bool {
+    b.name() != "sim"
+}
+
+/// A cold cache's pool against this host's memory: each measuring rank on it allocates one
+/// (two where both ranks run here). Not on a backend without caches, which allocates none.
+fn check_cache_pool(
+    opts: &BufferOptions,
+    b: &Chosen,
+    all_here: bool,
+    host: &limits::HostMemory,
+) -> Result<(), Fatal> {
+    if opts.cache != CacheState::Cold || !models_caches(b) {
+        return Ok(());
+    }
+    let pool = opts.cache_pool.unwrap_or_else(Evictor::pool_for_host);
+    let here = if all_here { 2 } else { 1 };
+    match host.available {
+        Some(avail) if pool.saturating_mul(here) > avail => Err(Fatal::usage(
+            format!(
+                "--cache cold: {here} pool(s) of {} do not fit in the {} this host has available",
+                limits::human_bytes(pool),
+                limits::human_bytes(avail)
+            ),
+            "give a smaller --cache-pool (at least twice the last-level cache, which lscpu shows)",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The name a usage error gives a benchmark whose kernel neither checks nor places its
+/// messages.
+fn command_name(work: &Work) -> &'static str {
+    match work {
+        Work::Pattern(k) => k.name(),
+        Work::AllPairs(_) => "allpairs",
+        Work::Transpose(_) => "transpose",
+        Work::Queue(q) => match q.kind {
+            QueueKind::Posted => "queue posted",
+            QueueKind::Unexpected => "queue unexpected",
+        },
+        Work::SixTimes(x) => match x.suite {
+            Suite::Echo => "echo",
+            Suite::Overhead => "overhead",
+            Suite::Interference { .. } => "interference",
+        },
+    }
+}
+
+/// The message buffer options (docs/buffers.md) against the work: only the pattern kernels
+/// (ping-pong, exchange, the streaming windows, and all-pairs' ping-pong) check and place
+/// their messages, only a streaming window has several buffers to make one, and a pool is a
+/// cold cache's. Their own bounds (an alignment, an offset within it, a pool's size) are
+/// checked with the method ([`MethodConfig::check`]).
+fn buffer_options(c: &CacheArgs, b: &MessageArgs, work: &Work) -> Result<BufferOptions, Fatal> {
+    if c.cache_pool.is_some() && c.cache != CacheArg::Cold {
+        return Err(Fatal::usage(
+            "--cache-pool is the pool a cold cache writes through: it is used only with --cache cold",
+            "add --cache cold, or drop --cache-pool",
+        ));
+    }
+    let name = command_name(work);
+    let places = matches!(work, Work::Pattern(_) | Work::AllPairs(_));
+    if b.validate && !places {
+        return Err(Fatal::usage(
+            format!("--validate: {name} cannot check the bytes of its messages"),
+            "validate a pingpong, exchange, bandwidth or allpairs run (e.g. commbench pingpong \
+             --validate), or drop --validate",
+        ));
+    }
+    if !places {
+        // Options, not flags: `queue posted`'s own flags are a level below `Given`'s.
+        let flag = match (b.align, b.offset) {
+            (Some(_), _) => Some("--align"),
+            (None, Some(_)) => Some("--offset"),
+            (None, None) => None,
+        };
+        if let Some(flag) = flag {
+            return Err(Fatal::usage(
+                format!("{flag}: {name} does not place its messages at an alignment"),
+                format!(
+                    "only pingpong, exchange, bandwidth and allpairs place their messages; drop \
+                     {flag}"
+                ),
+            ));
+        }
+    }
+    let streaming = matches!(
+        work,
+        Work::Pattern(PatternKind::Bandwidth { .. } | PatternKind::BiBandwidth { .. })
+    );
+    if b.buffers == BuffersArg::Single && !streaming {
+        return Err(Fatal::usage(
+            format!(
+                "--buffers single: {name} has one message a direction in flight, so it already \
+                 reuses one buffer; the option changes only a streaming window"
+            ),
+            "drop --buffers, or measure a window: commbench bandwidth --buffers single",
+        ));
+    }
+    Ok(BufferOptions {
+        validate: b.validate,
+        cache: match c.cache {
+            CacheArg::Warm => CacheState::Warm,
+            CacheArg::Cold => CacheState::Cold,
+        },
+        cache_pool: c.cache_pool,
+        buffers: match b.buffers {
+            BuffersArg::Multiple => BufferReuse::Multiple,
+            BuffersArg::Single => BufferReuse::Single,
+        },
+        align: b.align,
+        offset: b.offset.unwrap_or(0),
+    })
 }
 
 /// The receives a rank keeps posted at once, at least: seed 004's posted queue and the latency
@@ -637,6 +802,7 @@ pub fn seed001(
         clock: a.clock,
         source: 0,
         dest: needed - 1,
+        cache: a.cache,
         out: a.out,
     };
     let method = MethodConfig {
@@ -648,12 +814,14 @@ pub fn seed001(
         timer_samples: p.clock.samples,
         source: 0,
         dest: 1,
+        buffers: BufferOptions::default(),
     };
     let fit = FitArgs {
         breakpoint: Breakpoint::None,
         instructions_per_second: None,
     };
-    build(Work::SixTimes(x), p, fit, method, spec_text, given)
+    let refused = a.refused.into();
+    build(Work::SixTimes(x), p, fit, method, spec_text, given, refused)
 }
 
 /// Every experiment's ranks exist: on the simulator's cube (its dimension and the nodes that
@@ -773,7 +941,8 @@ pub fn queue(
         breakpoint: Breakpoint::None,
         instructions_per_second: None,
     };
-    build(Work::Queue(bench), a, fit, method, q.sizes, given)
+    let refused = q.refused.into();
+    build(Work::Queue(bench), a, fit, method, q.sizes, given, refused)
 }
 
 /// The plan of `allpairs`: every ordered pair of at least two ranks (4 local ranks unless
@@ -820,7 +989,7 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
         breakpoint: Breakpoint::Auto,
         instructions_per_second: None,
     };
-    let plan = build(work, a.common, fit, method, a.sizes, given)?;
+    let plan = build(work, a.common, fit, method, a.sizes, given, a.messages)?;
     if plan.backends.len() > 1 {
         return Err(Fatal::usage(
             "allpairs measures one backend at a time",
@@ -873,4 +1042,50 @@ fn check_allpairs(a: &AllpairsArgs, given: &Given) -> Result<(), Fatal> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_buffers_count_one_a_direction_and_placement_its_room_in_front() {
+        let o = limits::PER_MESSAGE_OVERHEAD;
+        let single = BufferOptions {
+            buffers: BufferReuse::Single,
+            ..Default::default()
+        };
+        let multiple = BufferOptions::default();
+        let bw = PatternKind::Bandwidth { window: 64 };
+        let bibw = PatternKind::BiBandwidth { window: 64 };
+        assert_eq!(
+            pattern_buffer_bytes(bw, 1000, &multiple),
+            Some(64 * (1000 + o))
+        );
+        assert_eq!(pattern_buffer_bytes(bw, 1000, &single), Some(1000 + o));
+        assert_eq!(
+            pattern_buffer_bytes(bibw, 1000, &single),
+            Some(2 * (1000 + o))
+        );
+        assert_eq!(
+            pattern_buffer_bytes(bibw, 1000, &multiple),
+            Some(128 * (1000 + o))
+        );
+        // A window capped by its bytes keeps its cap with multiple buffers.
+        let big = 8 << 20;
+        assert_eq!(
+            pattern_buffer_bytes(bw, big, &multiple),
+            Some(bw.effective_window(big) * (big + o))
+        );
+        let placed = BufferOptions {
+            align: Some(4096),
+            offset: 3,
+            ..Default::default()
+        };
+        assert_eq!(
+            pattern_buffer_bytes(PatternKind::Exchange, 10, &placed),
+            Some(2 * (10 + 4095 + o))
+        );
+        assert_eq!(pattern_buffer_bytes(bw, u64::MAX, &placed), None);
+    }
 }

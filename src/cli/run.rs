@@ -165,7 +165,8 @@ pub(super) fn other_rank(plan: &Plan, outcome: Outcome) -> Result<(), Fatal> {
         if e.is_configuration() {
             return Err(Fatal::usage(who, CONFIGURATION_HINT));
         }
-        return Err(Fatal::run(who, None));
+        let hint = matches!(e.root(), Error::Corrupt { .. }).then(|| CORRUPT_HINT.to_string());
+        return Err(Fatal::run(who, hint));
     }
     Ok(())
 }
@@ -173,6 +174,11 @@ pub(super) fn other_rank(plan: &Plan, outcome: Outcome) -> Result<(), Fatal> {
 /// The hint of a configuration found unworkable once the ranks ran.
 const CONFIGURATION_HINT: &str =
     "the run cannot work as configured on this host; change the option the reason names";
+
+/// The hint of a validated run that found a message other than the one sent.
+const CORRUPT_HINT: &str = "a transport delivered bytes other than those sent; the transport or \
+     the memory under it is faulty: run the same command again to see whether it recurs, and \
+     compare another --backend (docs/buffers.md)";
 
 /// How a run ended, beyond its document: what decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +191,9 @@ pub(super) enum Ending {
     Configuration,
     /// A rank timed out (exit 1, with a hint about `--timeout`).
     TimedOut,
+    /// A validated run found a message other than the one sent (exit 1, with a hint that
+    /// the transport is at fault).
+    Corrupt,
 }
 
 impl Ending {
@@ -195,6 +204,7 @@ impl Ending {
         match (e.interrupted(), e.root()) {
             (Some(signal), _) => Ending::Interrupted(signal),
             (None, Error::Timeout { .. }) => Ending::TimedOut,
+            (None, Error::Corrupt { .. }) => Ending::Corrupt,
             _ if e.is_configuration() => Ending::Configuration,
             _ => Ending::Ran,
         }
@@ -321,6 +331,59 @@ fn failure(doc: &ResultDoc, ending: Ending) -> Result<(), Fatal> {
             e.clone(),
             Some(format!("{kept}; a slow peer may need a longer --timeout")),
         ),
+        Ending::Corrupt => Fatal::run(e.clone(), Some(format!("{kept}; {CORRUPT_HINT}"))),
         Ending::Ran => Fatal::run(e.clone(), Some(kept)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use commbench::core::method::engine::Collected;
+
+    /// A run of `backend` that ended with `e`.
+    fn failed(e: Error) -> Vec<BackendRun> {
+        vec![BackendRun {
+            backend: "shm",
+            collected: Collected::default(),
+            result: Err(e.in_phase("ping-pong 8 B, npp 1")),
+        }]
+    }
+
+    #[test]
+    fn a_corrupted_message_fails_the_run_keeping_what_was_measured() {
+        let corrupt = || Error::Corrupt {
+            rank: 1,
+            from: 0,
+            which: "message 0 of trial 17".into(),
+            offset: 5,
+            expected: 0x5a,
+            got: 0xa5,
+        };
+        let ending = Ending::of(&failed(corrupt()));
+        assert_eq!(ending, Ending::Corrupt);
+        let mut doc =
+            ResultDoc::read_json(include_str!("../analysis/testdata/v0.1-sweep.json")).unwrap();
+        doc.error = Some(corrupt().to_string());
+        doc.status = "partial".into();
+        let f = failure(&doc, ending).unwrap_err();
+        assert_eq!(f.code, super::super::fatal::EXIT_RUN);
+        assert!(
+            f.reason.contains("differs from what was sent"),
+            "{}",
+            f.reason
+        );
+        let hint = f.hint.unwrap();
+        assert!(
+            hint.starts_with(&format!(
+                "the {} point(s) measured before the failure are reported and written; a \
+                 transport delivered bytes other than those sent",
+                doc.points.len()
+            )),
+            "{hint}"
+        );
+        // Any other failure keeps its own ending.
+        let other = Ending::of(&failed(Error::Protocol("a frame of 3 bytes".into())));
+        assert_eq!(other, Ending::Ran);
+    }
 }

@@ -353,6 +353,9 @@ fn head(out: &mut String, doc: &ResultDoc, m: &MatrixSection) {
         Topology::Hosts(_) => "pairs on the same host kept apart from pairs across hosts".into(),
     };
     let _ = writeln!(out, "  topology: {classes}");
+    if let Some(b) = crate::render::text::buffers_words(doc) {
+        let _ = writeln!(out, "  {b}");
+    }
     if let Some(c) = &doc.config {
         let mc = &c.method;
         let npp = match &mc.npp {

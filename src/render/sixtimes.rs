@@ -128,6 +128,9 @@ fn header(out: &mut String, doc: &ResultDoc, d: &Detail) {
         d.repetitions,
         d.messages_per_reading
     );
+    if let Some(b) = crate::render::text::buffers_words(doc) {
+        let _ = writeln!(out, "{b}");
+    }
 }
 
 /// Tables 1 and 3 of the times solved, and E idle against busy (§5.1).

@@ -12,6 +12,8 @@ use crate::analysis::document::{Environment, Point, ResultDoc, RunConfig};
 use crate::analysis::model::FitSection;
 use crate::render::format::{text, Style};
 use crate::spec::format_size;
+use commbench_core::method::buffers::{BufferReuse, CacheState};
+use commbench_core::method::engine::PointBuffers;
 use commbench_core::method::sixtimes::{rate_streams, Experiment};
 use commbench_core::method::timer::TimerReport;
 use commbench_core::method::NppChoice;
@@ -597,6 +599,10 @@ fn appendix_c(out: &mut String, doc: &ResultDoc, fits: &[FitSection], detail: De
         let _ = writeln!(out, "  backend settings: {}", info.join(", "));
     }
     let _ = writeln!(out, "  {}", host_line(env, " = "));
+    // Seed 001's own header, below, says it.
+    if let Some(b) = buffers_words(doc).filter(|_| doc.sixtimes.is_none()) {
+        let _ = writeln!(out, "  {b}");
+    }
     if let Some(t) = &doc.timer {
         let _ = writeln!(
             out,
@@ -752,6 +758,67 @@ fn method_words(doc: &ResultDoc) -> String {
     )
 }
 
+/// What the messages of a run were, in one line, when the run asked for anything but the
+/// default (docs/buffers.md): the trials checked byte for byte, the pool a cold cache wrote
+/// through (none where the backend models no caches), single buffers, and the alignment asked
+/// against the one the addresses had. `None` for a default run and for a document that
+/// predates the options.
+pub fn buffers_words(doc: &ResultDoc) -> Option<String> {
+    let opts = &doc.config.as_ref()?.method.buffers;
+    if *opts == Default::default() {
+        return None;
+    }
+    let facts: Vec<&PointBuffers> = match &doc.allpairs {
+        Some(m) => m.cells.iter().filter_map(|c| c.buffers.as_ref()).collect(),
+        None => doc
+            .points
+            .iter()
+            .filter_map(|p| p.buffers.as_ref())
+            .collect(),
+    };
+    let mut parts = Vec::new();
+    if opts.validate {
+        parts.push(if facts.is_empty() {
+            "validated (no trial checked yet)".to_string()
+        } else {
+            let n: u64 = facts.iter().map(|f| f.validated_trials).sum();
+            format!("validated: {n} trials checked byte for byte")
+        });
+    }
+    if opts.cache == CacheState::Cold {
+        let pool = facts.iter().filter_map(|f| f.cache_pool).max();
+        parts.push(match pool {
+            Some(p) => format!(
+                "cache cold: a pool of {} written through before each trial",
+                format_size(p)
+            ),
+            None if facts.is_empty() => "cache cold (no trial measured yet)".to_string(),
+            None => "cache cold asked, but no pool written: the backend models no caches \
+                     (the simulator)"
+                .to_string(),
+        });
+    }
+    if opts.buffers == BufferReuse::Single {
+        parts.push("buffers single: one a direction, posted the whole window".to_string());
+    }
+    if let Some((align, offset)) = opts.placement() {
+        let least = |f: fn(&PointBuffers) -> Option<u64>| {
+            facts
+                .iter()
+                .filter_map(|p| f(p))
+                .min()
+                .map_or("?".to_string(), |a| format!("{a} B"))
+        };
+        parts.push(format!(
+            "each message {offset} B past a multiple of {align} B, addresses aligned to {} on \
+             the source and {} on the dest",
+            least(|f| f.source_alignment),
+            least(|f| f.dest_alignment)
+        ));
+    }
+    Some(format!("messages: {}", parts.join("; ")))
+}
+
 /// The default report's first lines: what ran where, with which settings, method and clock.
 fn report_head(
     out: &mut String,
@@ -787,6 +854,9 @@ fn report_head(
     }
     let _ = writeln!(out, "  {}", host_line(env, " "));
     let _ = writeln!(out, "{}", method_words(doc));
+    if let Some(b) = buffers_words(doc) {
+        let _ = writeln!(out, "{b}");
+    }
     if let Some(t) = &doc.timer {
         let _ = writeln!(
             out,
@@ -1234,6 +1304,7 @@ mod tests {
             pattern: pattern.into(),
             size,
             queue: None,
+            buffers: None,
         };
         Point::from_raw(raw, backend, 2.0).unwrap()
     }

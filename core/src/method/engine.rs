@@ -24,6 +24,7 @@
 //! Rank 0 collects the raw trial times ([`RawPoint`]) one size at a time, so the sizes already
 //! measured survive a failure later in the run.
 
+use crate::method::buffers::{self, CacheState, Evictor, Mismatch};
 use crate::method::limits;
 use crate::method::queue::QueueShape;
 use crate::method::timer::{self, TimerReport};
@@ -57,6 +58,27 @@ pub struct RawPoint {
     /// The queue the point was measured in (seed 004's benchmarks, [`Kernel::queue`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueShape>,
+    /// What the point's message buffers were: checked, cold, aligned ([`PointBuffers`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffers: Option<PointBuffers>,
+}
+
+/// What one point's message buffers were ([`crate::method::buffers`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PointBuffers {
+    /// Trials (warm-up and npp estimate included) after which every receiver checked every
+    /// byte it held; 0 when the run did not validate.
+    pub validated_trials: u64,
+    /// Bytes of the pool `source` wrote through before each trial (a cold cache); `None`
+    /// when the trials started warm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_pool: Option<u64>,
+    /// The least alignment of the addresses `source`'s messages started at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_alignment: Option<u64>,
+    /// The same on `dest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dest_alignment: Option<u64>,
 }
 
 impl RawPoint {
@@ -207,6 +229,144 @@ pub fn characterise_timer<E: Endpoint>(
     Ok(out)
 }
 
+/// What the trials of a run carry besides the kernel: the handshake's buffer, the pool a cold
+/// cache writes through, and what validated trials found ([`crate::method::buffers`]).
+#[derive(Debug)]
+pub struct TrialState {
+    hs: Vec<u8>,
+    evictor: Option<Evictor>,
+    validate: bool,
+    participant: bool,
+    base: u64,
+    phase: u8,
+    validated: u64,
+    mismatch: Option<Mismatch>,
+}
+
+impl TrialState {
+    /// For `cfg` on this rank: `source` and `dest` get the cold cache's pool (where the
+    /// endpoint models caches, [`Endpoint::models_caches`]).
+    pub fn new<E: Endpoint>(ep: &E, cfg: &MethodConfig) -> Result<TrialState> {
+        let participant = ep.rank() == cfg.source || ep.rank() == cfg.dest;
+        let opts = &cfg.buffers;
+        let evictor = if opts.cache == CacheState::Cold && participant && ep.models_caches() {
+            let bytes = opts.cache_pool.unwrap_or_else(Evictor::pool_for_host);
+            Some(Evictor::new(bytes)?)
+        } else {
+            None
+        };
+        Ok(TrialState {
+            hs: vec![0u8; 8],
+            evictor,
+            validate: opts.validate,
+            participant,
+            base: 0,
+            phase: 0,
+            validated: 0,
+            mismatch: None,
+        })
+    }
+
+    /// The trials that follow are of `phase` ([`buffers::PHASE_TRIALS`], ...) at `size`: their
+    /// messages' patterns are this size's and phase's.
+    fn begin(&mut self, size: u64, phase: u8) {
+        self.phase = phase;
+        self.base = buffers::seed(size, u32::from(phase), 0x5eed);
+    }
+
+    /// Before trial `k`, outside the timed region: the messages filled (validation), then the
+    /// pool written through (a cold cache), so the filled buffers leave the caches too.
+    #[inline]
+    fn before_trial<E: Endpoint, K: Kernel<E>>(&mut self, kernel: &mut K, k: u64) {
+        if !self.participant {
+            return;
+        }
+        if self.validate {
+            kernel.fill_messages(buffers::seed(self.base, 0, k));
+        }
+        if let Some(e) = &mut self.evictor {
+            e.sweep();
+        }
+    }
+
+    /// After trial `k`: what arrived checked, the first mismatch kept.
+    #[inline]
+    fn after_trial<E: Endpoint, K: Kernel<E>>(&mut self, kernel: &mut K, k: u64) {
+        if !(self.validate && self.participant) {
+            return;
+        }
+        self.validated += 1;
+        if self.mismatch.is_none() {
+            if let Some(m) = kernel.check_messages(buffers::seed(self.base, 0, k)) {
+                self.mismatch = Some(Mismatch {
+                    trial: k,
+                    phase: self.phase,
+                    ..m
+                });
+            }
+        }
+    }
+
+    /// Every rank's findings to rank 0, which gives the first mismatch back to every rank: an
+    /// [`Error::Corrupt`] on all of them, so that the run ends together. Rank 0 gets what the
+    /// point's buffers were.
+    fn share<E: Endpoint, K: Kernel<E>>(
+        &mut self,
+        ep: &mut E,
+        kernel: &K,
+        cfg: &MethodConfig,
+    ) -> Result<Option<PointBuffers>> {
+        let mut mine = Vec::with_capacity(59);
+        let align = kernel.message_alignment().unwrap_or(0);
+        let pool = self.evictor.as_ref().map_or(0, |e| e.bytes());
+        for x in [align, pool, self.validated] {
+            mine.extend_from_slice(&x.to_le_bytes());
+        }
+        if let Some(m) = self.mismatch.take() {
+            mine.extend_from_slice(&m.encode());
+        }
+        let all = ep.gather(0, &mine).phase("sharing the data checks")?;
+        let mut verdict = Vec::new();
+        let mut facts = None;
+        if let Some(all) = all {
+            let word = |r: usize, i: usize| -> u64 {
+                let b = all.get(r).and_then(|b| b.get(8 * i..8 * i + 8));
+                b.and_then(|b| b.try_into().ok())
+                    .map_or(0, u64::from_le_bytes)
+            };
+            let (src, dst) = (cfg.source as usize, cfg.dest as usize);
+            let some = |x: u64| (x > 0).then_some(x);
+            facts = Some(PointBuffers {
+                validated_trials: word(src, 2),
+                cache_pool: some(word(src, 1)),
+                source_alignment: some(word(src, 0)),
+                dest_alignment: some(word(dst, 0)),
+            });
+            if let Some(b) = all.iter().find(|b| b.len() > 24) {
+                verdict = b[24..].to_vec();
+            }
+        }
+        ep.broadcast(0, &mut verdict)
+            .phase("sharing the data checks")?;
+        self.validated = 0;
+        match Mismatch::decode(&verdict) {
+            Some(m) => Err(Error::Corrupt {
+                rank: m.rank,
+                from: m.from,
+                which: m.which(),
+                offset: m.offset,
+                expected: m.expected,
+                got: m.got,
+            }),
+            None if verdict.is_empty() => Ok(facts),
+            None => Err(Error::Protocol(format!(
+                "a data-check verdict of {} bytes",
+                verdict.len()
+            ))),
+        }
+    }
+}
+
 /// Seed 000 §3.2: `ntrial` trials of `npp` kernel iterations, each after a barrier and the
 /// handshake (dest sends one element, source receives it, then source reads the clock). The
 /// barrier is [`Endpoint::barrier_first`] rooted at dest: after its last message of a trial,
@@ -223,7 +383,7 @@ pub fn trials<E: Endpoint, K: Kernel<E>>(
     ep: &mut E,
     kernel: &mut K,
     cfg: &MethodConfig,
-    hs: &mut Vec<u8>,
+    st: &mut TrialState,
     npp: u64,
     ntrial: u64,
     min_ov: i64,
@@ -241,9 +401,10 @@ pub fn trials<E: Endpoint, K: Kernel<E>>(
         kernel
             .before_handshake(ep, npp)
             .phase_with(|| format!("before the handshake of trial {k}"))?;
+        st.before_trial(kernel, k);
         if me == src {
-            let b = std::mem::take(hs);
-            *hs = ep
+            let b = std::mem::take(&mut st.hs);
+            st.hs = ep
                 .recv(Src::Rank(dst), TagSel::Tag(TAG_HANDSHAKE), b)
                 .phase_with(|| format!("handshake of trial {k}"))?
                 .buf;
@@ -252,8 +413,8 @@ pub fn trials<E: Endpoint, K: Kernel<E>>(
             let t2 = ep.now_ns();
             times.push(t2 as i64 - t1 as i64 - min_ov);
         } else if me == dst {
-            let b = std::mem::take(hs);
-            *hs = ep
+            let b = std::mem::take(&mut st.hs);
+            st.hs = ep
                 .send(src, TAG_HANDSHAKE, b)
                 .phase_with(|| format!("handshake of trial {k}"))?;
             timed_loop(ep, kernel, npp, k)?;
@@ -261,6 +422,7 @@ pub fn trials<E: Endpoint, K: Kernel<E>>(
         kernel
             .after_timing(ep, npp)
             .phase_with(|| format!("after trial {k}"))?;
+        st.after_trial(kernel, k);
         tick(k + 1);
     }
     Ok(times)
@@ -331,7 +493,7 @@ type NppRun = (u64, Option<u64>, Option<f64>);
 fn npp_runs<E: Endpoint, K: Kernel<E>>(
     ep: &mut E,
     kernel: &mut K,
-    hs: &mut Vec<u8>,
+    st: &mut TrialState,
     run: &SizeRun<'_>,
 ) -> Result<Vec<NppRun>> {
     let (cfg, label) = (run.cfg, run.label);
@@ -350,7 +512,8 @@ fn npp_runs<E: Endpoint, K: Kernel<E>>(
     };
     let src = cfg.source;
     (run.progress)(Stage::Npp, 0, npptrial);
-    let t = trials(ep, kernel, cfg, hs, npp_init, npptrial, run.min_ov, |k| {
+    st.begin(run.size, buffers::PHASE_NPP);
+    let t = trials(ep, kernel, cfg, st, npp_init, npptrial, run.min_ov, |k| {
         if k % 64 == 0 {
             (run.progress)(Stage::Npp, k, npptrial)
         }
@@ -378,20 +541,24 @@ fn npp_runs<E: Endpoint, K: Kernel<E>>(
 pub fn measure_size<E: Endpoint, K: Kernel<E>>(
     ep: &mut E,
     kernel: &mut K,
-    hs: &mut Vec<u8>,
+    st: &mut TrialState,
     run: SizeRun<'_>,
 ) -> Result<()> {
     let (cfg, label) = (run.cfg, run.label);
     let (me, src) = (ep.rank(), cfg.source);
-    for (npp, npp_calculated, median_ppt_ns) in npp_runs(ep, kernel, hs, &run)? {
+    for (npp, npp_calculated, median_ppt_ns) in npp_runs(ep, kernel, st, &run)? {
         (run.progress)(Stage::Trials, 0, cfg.trials);
         let every = (cfg.trials / 200).max(1);
-        let times = trials(ep, kernel, cfg, hs, npp, cfg.trials, run.min_ov, |k| {
+        st.begin(run.size, buffers::PHASE_TRIALS);
+        let times = trials(ep, kernel, cfg, st, npp, cfg.trials, run.min_ov, |k| {
             if k % every == 0 || k == cfg.trials {
                 (run.progress)(Stage::Trials, k, cfg.trials)
             }
         })
         .phase_with(|| format!("{label}, npp {npp}"))?;
+        let buffers = st
+            .share(ep, kernel, cfg)
+            .phase_with(|| format!("{label}, npp {npp}"))?;
         let times = if src == 0 {
             times
         } else {
@@ -414,6 +581,7 @@ pub fn measure_size<E: Endpoint, K: Kernel<E>>(
                     trips_per_iteration: run.trips,
                     trial_ns: times,
                     queue: run.queue,
+                    buffers,
                 })
             });
         }
@@ -482,6 +650,33 @@ pub trait Kernel<E: Endpoint> {
     fn after_timing(&mut self, ep: &mut E, npp: u64) -> Result<()> {
         let _ = (ep, npp);
         Ok(())
+    }
+
+    /// Whether the kernel fills and checks its messages ([`Kernel::fill_messages`],
+    /// [`Kernel::check_messages`]): what a validated run needs of it.
+    fn validates_messages(&self) -> bool {
+        false
+    }
+
+    /// Before a validated trial, on `source` and `dest`, outside the timed region: fill what
+    /// this rank sends with the pattern of `base`, its rank and the message's place
+    /// ([`crate::method::buffers::seed`]), and what it receives into with a pattern no message
+    /// carries.
+    fn fill_messages(&mut self, base: u64) {
+        let _ = base;
+    }
+
+    /// After a validated trial, on `source` and `dest`: the first byte this rank holds that
+    /// differs from what should have arrived (its `trial` left 0 for the engine to set).
+    fn check_messages(&mut self, base: u64) -> Option<Mismatch> {
+        let _ = base;
+        None
+    }
+
+    /// The least alignment of the addresses this rank's messages start at (`None`: no message
+    /// buffers, or a kernel that does not say).
+    fn message_alignment(&self) -> Option<u64> {
+        None
     }
 
     /// Whether each size ends with a verified iteration ([`Kernel::scramble`], one more
@@ -703,7 +898,7 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
                 });
             }
         };
-        let mut hs = vec![0u8; 8];
+        let mut st = TrialState::new(ep, cfg)?;
         for (i, &size) in cfg.sizes.iter().enumerate() {
             if let Some(signal) = self.stop_here(ep)? {
                 ep.barrier().phase("final barrier")?;
@@ -714,7 +909,7 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
                 });
             }
             let progress = |stage: Stage, done: u64, of: u64| report(i, stage, done, of);
-            self.one_size(ep, kernel, cfg, size, timer, &mut hs, &progress)?;
+            self.one_size(ep, kernel, cfg, size, timer, &mut st, &progress)?;
             // What the backend records may grow with what it sent (ofi: which sizes were
             // injected): rank 0's description is taken again after each size.
             if me == 0 {
@@ -741,22 +936,30 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
         cfg: &MethodConfig,
         size: u64,
         (min_ov, res_timing): (i64, f64),
-        hs: &mut Vec<u8>,
+        st: &mut TrialState,
         progress: &dyn Fn(Stage, u64, u64),
     ) -> Result<()> {
         let me = ep.rank();
         let participant = me == cfg.source || me == cfg.dest;
         kernel.prepare(size)?;
         let label = kernel.label(size);
+        if cfg.buffers.validate && participant && !kernel.validates_messages() {
+            return Err(Error::Config(format!(
+                "{label}: this benchmark cannot check the bytes of its messages"
+            )));
+        }
         ep.barrier().phase_with(|| format!("{label}: barrier"))?;
         progress(Stage::Warmup, 0, cfg.warmup);
         if cfg.warmup > 0 {
             let warm = |e: Error| e.in_phase(format!("{label}: warm-up"));
             kernel.before_handshake(ep, cfg.warmup).map_err(warm)?;
+            st.begin(size, buffers::PHASE_WARMUP);
+            st.before_trial(kernel, 0);
             if participant {
                 kernel.iterations(ep, cfg.warmup).map_err(warm)?;
             }
             kernel.after_timing(ep, cfg.warmup).map_err(warm)?;
+            st.after_trial(kernel, 0);
         }
         let run = SizeRun {
             cfg,
@@ -770,7 +973,7 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
             progress,
             queue: kernel.queue(),
         };
-        measure_size(ep, kernel, hs, run)?;
+        measure_size(ep, kernel, st, run)?;
         if kernel.verifies() {
             verify(ep, kernel, cfg, &label)?;
         }
@@ -962,8 +1165,8 @@ mod tests {
                 source,
                 buf: vec![0u8; 8],
             };
-            let mut hs = vec![0u8; 8];
-            trials(&mut ep, &mut kernel, &cfg, &mut hs, 2, 3, 0, |_| {}).unwrap();
+            let mut st = TrialState::new(&ep, &cfg).unwrap();
+            trials(&mut ep, &mut kernel, &cfg, &mut st, 2, 3, 0, |_| {}).unwrap();
             let log = &ep.log;
             let ends: Vec<usize> = (0..log.len() - 1)
                 .filter(|&i| log[i].2 == TAG_PINGPONG && log[i + 1].2 != TAG_PINGPONG)

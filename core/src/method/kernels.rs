@@ -4,13 +4,12 @@
 //! [`crate::method::engine`]; a ping-pong and an exchange hold two message times per
 //! iteration (there and back), a window holds `window` (per direction).
 
+use crate::method::buffers::{self, BufferOptions, BufferReuse, Mismatch};
 use crate::method::engine::{Kernel, KernelSpec};
-use crate::method::limits::{
-    self, human_bytes, try_with_capacity, try_zeroed, PER_MESSAGE_OVERHEAD,
-};
+use crate::method::limits::{self, human_bytes, try_with_capacity, PER_MESSAGE_OVERHEAD};
 use crate::method::{Invalid, MethodConfig, Setting};
 use crate::transport::error::{Error, Result};
-use crate::transport::{Endpoint, Rank, ReqId, Role, Src, Tag, TagSel};
+use crate::transport::{Endpoint, Rank, ReqId, Role, Span, Src, Tag, TagSel};
 use serde::{Deserialize, Serialize};
 
 /// Tag of the measured messages.
@@ -117,6 +116,23 @@ impl PatternKind {
     }
 }
 
+/// One message buffer and where its message lies in it ([`buffers::place`]).
+#[derive(Debug, Default)]
+struct Msg {
+    buf: Vec<u8>,
+    span: Span,
+}
+
+impl Msg {
+    fn bytes(&self) -> &[u8] {
+        &self.buf[self.span.start..self.span.start + self.span.len]
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.span.start..self.span.start + self.span.len]
+    }
+}
+
 /// The kernel of one rank in a pattern: its role and its buffers.
 #[derive(Debug)]
 pub struct Pattern {
@@ -124,64 +140,60 @@ pub struct Pattern {
     src: u32,
     dst: u32,
     me: u32,
-    buf: Vec<u8>,
-    buf2: Vec<u8>,
+    opts: BufferOptions,
+    /// Messages a window posts on each of its buffers: the window with single buffers, else 1.
+    count: u32,
+    buf: Msg,
+    buf2: Msg,
     hs: Vec<u8>,
-    window: Vec<Vec<u8>>,
-    rwindow: Vec<Vec<u8>>,
+    window: Vec<Msg>,
+    rwindow: Vec<Msg>,
     reqs: Vec<ReqId>,
 }
 
 impl Pattern {
     /// The kernel of rank `me` for messages of `len` bytes from `src` to `dst`, its buffers
-    /// allocated fallibly: an error names the buffers and the memory they need.
-    fn with_len(kind: PatternKind, src: u32, dst: u32, me: u32, len: u64) -> Result<Self> {
+    /// placed and counted as `opts` asks and allocated fallibly: an error names the buffers
+    /// and the memory they need.
+    fn with_len(
+        kind: PatternKind,
+        (src, dst, me): (u32, u32, u32),
+        len: u64,
+        opts: &BufferOptions,
+    ) -> Result<Self> {
         let participant = me == src || me == dst;
         let w = if participant {
             kind.effective_window(len)
         } else {
             0
         };
+        // Single buffers: one per direction, posted `w` times.
+        let (per, count) = match opts.buffers {
+            BufferReuse::Single => (w.min(1), w.max(1) as u32),
+            BufferReuse::Multiple => (w, 1),
+        };
         let (nwin, nrwin) = match kind {
-            PatternKind::Bandwidth { .. } => {
-                if me == src {
-                    (w, 0)
-                } else {
-                    (0, w)
-                }
-            }
-            PatternKind::BiBandwidth { .. } => (w, w),
+            PatternKind::Bandwidth { .. } if me == src => (per, 0),
+            PatternKind::Bandwidth { .. } => (0, per),
+            PatternKind::BiBandwidth { .. } => (per, per),
             _ => (0, 0),
         };
         let needs2 = matches!(kind, PatternKind::Exchange) && participant;
         let nbuf = u64::from(participant && nwin + nrwin == 0);
-        let count = nbuf + u64::from(needs2) + nwin + nrwin;
-        let what = || {
-            let total = count
-                .checked_mul(len)
-                .map(human_bytes)
-                .unwrap_or_else(|| "more than 16 EiB".into());
-            format!(
-                "a message buffer for {} messages of {} (this rank holds {count}, {total} in all)",
-                kind.name(),
-                if len < 1024 {
-                    format!("{len} B")
-                } else {
-                    format!("{len} B = {}", human_bytes(len))
-                }
-            )
-        };
-        let buffer = |n: u64| -> Result<Vec<u8>> {
+        let total = nbuf + u64::from(needs2) + nwin + nrwin;
+        let what = || buffers_what(kind, len, total);
+        let placement = opts.placement();
+        let one = |n: u64| -> Result<Msg> {
             if n == 0 {
-                Ok(Vec::new())
-            } else {
-                try_zeroed(len, what)
+                return Ok(Msg::default());
             }
+            let (buf, span) = buffers::place(len, placement, what)?;
+            Ok(Msg { buf, span })
         };
-        let buffers = |n: u64| -> Result<Vec<Vec<u8>>> {
+        let many = |n: u64| -> Result<Vec<Msg>> {
             let mut v = try_with_capacity(n, || format!("the list of {n} window buffers"))?;
             for _ in 0..n {
-                v.push(try_zeroed(len, what)?);
+                v.push(one(1)?);
             }
             Ok(v)
         };
@@ -191,11 +203,13 @@ impl Pattern {
             src,
             dst,
             me,
-            buf: buffer(nbuf)?,
-            buf2: buffer(u64::from(needs2))?,
+            opts: opts.clone(),
+            count,
+            buf: one(nbuf)?,
+            buf2: one(u64::from(needs2))?,
             hs: vec![0u8; 8],
-            window: buffers(nwin)?,
-            rwindow: buffers(nrwin)?,
+            window: many(nwin)?,
+            rwindow: many(nrwin)?,
             reqs: try_with_capacity(slots, || format!("{slots} request slots"))?,
         })
     }
@@ -205,6 +219,14 @@ impl Pattern {
             self.dst
         } else {
             self.src
+        }
+    }
+
+    /// The window's span of `m`: its message, posted [`Pattern::count`] times.
+    fn counted(&self, m: &Msg) -> Span {
+        Span {
+            count: self.count,
+            ..m.span
         }
     }
 
@@ -223,67 +245,145 @@ impl Pattern {
                 } else {
                     Role::Echo
                 };
-                ep.pingpong(peer, TAG_PINGPONG, &mut self.buf, 1, role)?;
+                let span = self.buf.span;
+                ep.pingpong_span(peer, TAG_PINGPONG, &mut self.buf.buf, span, 1, role)?;
             }
             PatternKind::Exchange => {
                 // Both send at once, then each returns what it received.
                 for _ in 0..2 {
                     let inb = std::mem::take(&mut self.buf2);
                     let outb = std::mem::take(&mut self.buf);
-                    let r = ep.irecv(Src::Rank(peer), TagSel::Tag(TAG_PINGPONG), inb)?;
-                    let s = ep.isend(peer, TAG_PINGPONG, outb)?;
+                    let r = ep.irecv_span(
+                        Src::Rank(peer),
+                        TagSel::Tag(TAG_PINGPONG),
+                        inb.buf,
+                        inb.span,
+                    )?;
+                    let s = ep.isend_span(peer, TAG_PINGPONG, outb.buf, outb.span)?;
                     let got = ep.wait(r)?;
                     let sent = ep.wait(s)?;
                     // What arrived goes back out next; the sent buffer receives next.
-                    self.buf = got.buf;
-                    self.buf2 = sent.buf;
+                    self.buf = Msg {
+                        buf: got.buf,
+                        span: inb.span,
+                    };
+                    self.buf2 = Msg {
+                        buf: sent.buf,
+                        span: outb.span,
+                    };
                 }
             }
-            PatternKind::Bandwidth { .. } => {
-                self.reqs.clear();
-                if me == src {
-                    for b in self.window.drain(..) {
-                        self.reqs.push(ep.isend(dst, TAG_PINGPONG, b)?);
-                    }
-                    for &r in &self.reqs {
-                        self.window.push(ep.wait(r)?.buf);
-                    }
-                    let hs = std::mem::take(&mut self.hs);
-                    self.hs = ep.recv(Src::Rank(dst), TagSel::Tag(TAG_ACK), hs)?.buf;
-                } else {
-                    for b in self.rwindow.drain(..) {
-                        self.reqs
-                            .push(ep.irecv(Src::Rank(src), TagSel::Tag(TAG_PINGPONG), b)?);
-                    }
-                    for &r in &self.reqs {
-                        self.rwindow.push(ep.wait(r)?.buf);
-                    }
-                    let hs = std::mem::take(&mut self.hs);
-                    self.hs = ep.send(src, TAG_ACK, hs)?;
-                }
+            PatternKind::Bandwidth { .. } => self.stream(ep, me == src)?,
+            PatternKind::BiBandwidth { .. } => self.bistream(ep, peer)?,
+        }
+        Ok(())
+    }
+
+    /// One window one way: the source posts its sends and waits for the acknowledgement, the
+    /// destination posts its receives and acknowledges them.
+    #[inline]
+    fn stream<E: Endpoint>(&mut self, ep: &mut E, sends: bool) -> Result<()> {
+        let (src, dst) = (self.src, self.dst);
+        self.reqs.clear();
+        let hs = std::mem::take(&mut self.hs);
+        if sends {
+            for i in 0..self.window.len() {
+                let span = self.counted(&self.window[i]);
+                let b = std::mem::take(&mut self.window[i].buf);
+                self.reqs.push(ep.isend_span(dst, TAG_PINGPONG, b, span)?);
             }
-            PatternKind::BiBandwidth { .. } => {
-                self.reqs.clear();
-                let nr = self.rwindow.len();
-                for b in self.rwindow.drain(..) {
-                    self.reqs
-                        .push(ep.irecv(Src::Rank(peer), TagSel::Tag(TAG_PINGPONG), b)?);
-                }
-                for b in self.window.drain(..) {
-                    self.reqs.push(ep.isend(peer, TAG_PINGPONG, b)?);
-                }
-                // The receives were posted first: their buffers go back to the receive window.
-                let (recvs, sends) = self.reqs.split_at(nr);
-                for &r in recvs {
-                    self.rwindow.push(ep.wait(r)?.buf);
-                }
-                for &r in sends {
-                    self.window.push(ep.wait(r)?.buf);
-                }
+            for (i, &r) in self.reqs.iter().enumerate() {
+                self.window[i].buf = ep.wait(r)?.buf;
+            }
+            self.hs = ep.recv(Src::Rank(dst), TagSel::Tag(TAG_ACK), hs)?.buf;
+        } else {
+            for i in 0..self.rwindow.len() {
+                let span = self.counted(&self.rwindow[i]);
+                let b = std::mem::take(&mut self.rwindow[i].buf);
+                let sel = TagSel::Tag(TAG_PINGPONG);
+                self.reqs.push(ep.irecv_span(Src::Rank(src), sel, b, span)?);
+            }
+            for (i, &r) in self.reqs.iter().enumerate() {
+                self.rwindow[i].buf = ep.wait(r)?.buf;
+            }
+            self.hs = ep.send(src, TAG_ACK, hs)?;
+        }
+        Ok(())
+    }
+
+    /// One window both ways: the receives posted first, then the sends.
+    #[inline]
+    fn bistream<E: Endpoint>(&mut self, ep: &mut E, peer: u32) -> Result<()> {
+        self.reqs.clear();
+        let nr = self.rwindow.len();
+        for i in 0..nr {
+            let span = self.counted(&self.rwindow[i]);
+            let b = std::mem::take(&mut self.rwindow[i].buf);
+            let sel = TagSel::Tag(TAG_PINGPONG);
+            self.reqs
+                .push(ep.irecv_span(Src::Rank(peer), sel, b, span)?);
+        }
+        for i in 0..self.window.len() {
+            let span = self.counted(&self.window[i]);
+            let b = std::mem::take(&mut self.window[i].buf);
+            self.reqs.push(ep.isend_span(peer, TAG_PINGPONG, b, span)?);
+        }
+        // The receives were posted first: their buffers go back to the receive window.
+        for (i, &r) in self.reqs.iter().enumerate() {
+            let b = ep.wait(r)?.buf;
+            if i < nr {
+                self.rwindow[i].buf = b;
+            } else {
+                self.window[i - nr].buf = b;
             }
         }
         Ok(())
     }
+
+    /// The buffers this rank sends from and receives into, each with the rank whose pattern it
+    /// holds after a trial and its place in the iteration: what [`Kernel::fill_messages`]
+    /// fills and [`Kernel::check_messages`] checks.
+    fn roles(&mut self) -> Vec<(&mut Msg, Rank, u64, bool)> {
+        let (me, peer) = (self.me, self.peer());
+        let sending = self.me == self.src;
+        match self.kind {
+            // A ping-pong returns the source's message: both ends hold it after a trial.
+            PatternKind::PingPong => vec![(&mut self.buf, self.src, 0, sending)],
+            // An exchange returns each rank's message: `buf` holds this rank's own back,
+            // `buf2` the peer's.
+            PatternKind::Exchange => vec![
+                (&mut self.buf, me, 0, true),
+                (&mut self.buf2, peer, 0, false),
+            ],
+            PatternKind::Bandwidth { .. } | PatternKind::BiBandwidth { .. } => {
+                let mut v = Vec::new();
+                for (j, m) in self.window.iter_mut().enumerate() {
+                    v.push((m, me, j as u64, true));
+                }
+                for (j, m) in self.rwindow.iter_mut().enumerate() {
+                    v.push((m, peer, j as u64, false));
+                }
+                v
+            }
+        }
+    }
+}
+
+/// How an allocation failure names a pattern's buffers.
+fn buffers_what(kind: PatternKind, len: u64, count: u64) -> String {
+    let total = count
+        .checked_mul(len)
+        .map(human_bytes)
+        .unwrap_or_else(|| "more than 16 EiB".into());
+    format!(
+        "a message buffer for {} messages of {} (this rank holds {count}, {total} in all)",
+        kind.name(),
+        if len < 1024 {
+            format!("{len} B")
+        } else {
+            format!("{len} B = {}", human_bytes(len))
+        }
+    )
 }
 
 impl<E: Endpoint> Kernel<E> for Pattern {
@@ -293,9 +393,9 @@ impl<E: Endpoint> Kernel<E> for Pattern {
 
     fn prepare(&mut self, size: u64) -> Result<()> {
         // The buffers of the last size go first, so that the peak is one size's buffers.
-        let (kind, src, dst, me) = (self.kind, self.src, self.dst, self.me);
-        *self = Pattern::with_len(kind, src, dst, me, 0)?;
-        *self = Pattern::with_len(kind, src, dst, me, size)?;
+        let (kind, ranks, opts) = (self.kind, (self.src, self.dst, self.me), self.opts.clone());
+        *self = Pattern::with_len(kind, ranks, 0, &opts)?;
+        *self = Pattern::with_len(kind, ranks, size, &opts)?;
         Ok(())
     }
 
@@ -308,8 +408,8 @@ impl<E: Endpoint> Kernel<E> for Pattern {
         self.step(ep)
     }
 
-    /// A ping-pong hands its whole loop to the endpoint ([`Endpoint::pingpong`], native on
-    /// MPI); the other patterns run their iteration `n` times.
+    /// A ping-pong hands its whole loop to the endpoint ([`Endpoint::pingpong_span`], native
+    /// on MPI); the other patterns run their iteration `n` times.
     fn iterations(&mut self, ep: &mut E, n: u64) -> Result<()> {
         let (me, src, dst) = (self.me, self.src, self.dst);
         if me != src && me != dst {
@@ -321,12 +421,65 @@ impl<E: Endpoint> Kernel<E> for Pattern {
             } else {
                 (src, Role::Echo)
             };
-            return ep.pingpong(peer, TAG_PINGPONG, &mut self.buf, n, role);
+            let span = self.buf.span;
+            return ep.pingpong_span(peer, TAG_PINGPONG, &mut self.buf.buf, span, n, role);
         }
         for _ in 0..n {
             self.step(ep)?;
         }
         Ok(())
+    }
+
+    fn validates_messages(&self) -> bool {
+        true
+    }
+
+    /// The buffers this rank sends from get the pattern of their sender and place; those it
+    /// receives into get a pattern no message carries (rank `u32::MAX`), so that one that
+    /// never arrives is found.
+    fn fill_messages(&mut self, base: u64) {
+        for (m, from, j, sent) in self.roles() {
+            let who = if sent { from } else { Rank::MAX };
+            buffers::fill(m.bytes_mut(), buffers::seed(base, who, j));
+        }
+    }
+
+    fn check_messages(&mut self, base: u64) -> Option<Mismatch> {
+        let me = self.me;
+        // A ping-pong and an exchange return what arrived, so what a rank sent is back in its
+        // buffer after a trial; what a stream's source sent never comes back.
+        let returned = matches!(self.kind, PatternKind::PingPong | PatternKind::Exchange);
+        for (m, from, j, sent) in self.roles() {
+            let delivered = !sent || returned;
+            if !delivered {
+                continue;
+            }
+            if let Some((offset, expected, got)) =
+                buffers::first_mismatch(m.bytes(), buffers::seed(base, from, j))
+            {
+                return Some(Mismatch {
+                    rank: me,
+                    from,
+                    message: j,
+                    offset,
+                    expected,
+                    got,
+                    trial: 0,
+                    phase: 0,
+                });
+            }
+        }
+        None
+    }
+
+    fn message_alignment(&self) -> Option<u64> {
+        let all = [&self.buf, &self.buf2]
+            .into_iter()
+            .chain(&self.window)
+            .chain(&self.rwindow);
+        all.filter(|m| !m.buf.is_empty())
+            .map(|m| buffers::address_alignment(&m.buf, m.span))
+            .min()
     }
 }
 
@@ -335,7 +488,7 @@ impl KernelSpec for PatternKind {
 
     fn kernel<E: Endpoint>(&self, me: Rank, cfg: &MethodConfig) -> Result<Pattern> {
         self.check().map_err(|e| Error::Config(e.reason))?;
-        Pattern::with_len(*self, cfg.source, cfg.dest, me, 0)
+        Pattern::with_len(*self, (cfg.source, cfg.dest, me), 0, &cfg.buffers)
     }
 }
 
@@ -379,10 +532,11 @@ mod tests {
 
     #[test]
     fn buffers_beyond_memory_are_an_error_naming_them() {
-        let p = Pattern::with_len(PatternKind::PingPong, 0, 1, 1, 4096).unwrap();
-        assert_eq!(p.buf.len(), 4096);
+        let opts = BufferOptions::default();
+        let p = Pattern::with_len(PatternKind::PingPong, (0, 1, 1), 4096, &opts).unwrap();
+        assert_eq!(p.buf.buf.len(), 4096);
         for size in [u64::MAX, 1 << 62] {
-            let e = Pattern::with_len(PatternKind::Exchange, 0, 1, 0, size)
+            let e = Pattern::with_len(PatternKind::Exchange, (0, 1, 0), size, &opts)
                 .unwrap_err()
                 .to_string();
             assert!(e.starts_with("cannot allocate"), "{e}");
@@ -391,7 +545,7 @@ mod tests {
             assert!(e.ends_with("out of memory"), "{e}");
         }
         // A rank that does not measure holds nothing.
-        let idle = Pattern::with_len(PatternKind::PingPong, 0, 1, 2, u64::MAX).unwrap();
-        assert!(idle.buf.is_empty());
+        let idle = Pattern::with_len(PatternKind::PingPong, (0, 1, 2), u64::MAX, &opts).unwrap();
+        assert!(idle.buf.buf.is_empty());
     }
 }

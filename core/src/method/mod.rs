@@ -5,6 +5,7 @@
 //! this crate.
 
 pub mod allpairs;
+pub mod buffers;
 pub mod engine;
 pub mod kernels;
 pub mod limits;
@@ -70,6 +71,10 @@ pub struct MethodConfig {
     pub source: Rank,
     /// The rank that echoes (`dest`).
     pub dest: Rank,
+    /// How the message buffers are placed, reused, checked and left in the caches
+    /// ([`buffers`]).
+    #[serde(default)]
+    pub buffers: buffers::BufferOptions,
 }
 
 impl Default for MethodConfig {
@@ -87,6 +92,7 @@ impl Default for MethodConfig {
             timer_samples: 1 << 24,
             source: 0,
             dest: 1,
+            buffers: buffers::BufferOptions::default(),
         }
     }
 }
@@ -113,6 +119,14 @@ pub enum Setting {
     Ranks,
     /// The sends outstanding in one window of a streaming pattern.
     Window,
+    /// The alignment of message buffers.
+    Align,
+    /// The offset of messages from an aligned address.
+    Offset,
+    /// The pool a cold cache writes through.
+    CachePool,
+    /// What the kernel can do with its buffers (a check or a reuse it does not have).
+    Buffers,
 }
 
 /// A configuration the method cannot run: which setting, and why.
@@ -182,6 +196,7 @@ impl MethodConfig {
     /// [`MethodConfig::validate`], naming the setting at fault.
     pub fn check(&self, size: u32) -> std::result::Result<(), Invalid> {
         self.check_counts()?;
+        self.buffers.check()?;
         if !(self.cut_coef.is_finite() && self.cut_coef >= 1.0) {
             return invalid(
                 Setting::CutCoef,

@@ -1153,6 +1153,7 @@ fn keep_rates<E: Endpoint>(
             trips_per_iteration: 1,
             trial_ns,
             queue: None,
+            buffers: None,
         })
     });
 }
@@ -1196,6 +1197,7 @@ fn calibrate<E: Endpoint>(
                 trips_per_iteration: 1,
                 trial_ns: readings,
                 queue: None,
+                buffers: None,
             })
         });
     }

@@ -22,7 +22,9 @@
 pub mod pair;
 pub mod schedule;
 
-use crate::method::engine::{measure_size, Collected, Kernel, KernelSpec, SizeRun, StopFlag};
+use crate::method::engine::{
+    measure_size, Collected, Kernel, KernelSpec, SizeRun, StopFlag, TrialState,
+};
 use crate::method::kernels::Pattern;
 use crate::method::timer::{self, TimerReport};
 use crate::method::{MethodConfig, PatternKind};
@@ -475,7 +477,7 @@ fn measure_cell<E: Endpoint>(
     }
     let collected = Mutex::new(Collected::default());
     let label = format!("pingpong {size} B");
-    let mut hs = vec![0u8; 8];
+    let mut st = TrialState::new(&pair, &cfg)?;
     let run = SizeRun {
         cfg: &cfg,
         pattern: "pingpong",
@@ -488,7 +490,7 @@ fn measure_cell<E: Endpoint>(
         progress: &|_, _, _| {},
         queue: None,
     };
-    measure_size(&mut pair, kernel, &mut hs, run)?;
+    measure_size(&mut pair, kernel, &mut st, run)?;
     Ok(crate::method::engine::take_collected(&collected)
         .points
         .into_iter()

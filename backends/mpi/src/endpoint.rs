@@ -853,7 +853,7 @@ impl Endpoint for MpiEndpoint {
         Ok(self.park(req, op, buf, false))
     }
 
-    /// Post a span of `buf` ([`MpiEndpoint::post_span`]); all of it once is `isend`.
+    /// Post a span of `buf` (`post_span`); all of it once is `isend`.
     fn isend_span(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>, span: Span) -> Result<ReqId> {
         span.range(buf.len())?;
         if span.is_whole(buf.len()) {
@@ -863,7 +863,7 @@ impl Endpoint for MpiEndpoint {
         self.post_span(op, buf, span, peer, t, comm)
     }
 
-    /// Post a span of `buf` ([`MpiEndpoint::post_span`]): `span.count` receives into the same
+    /// Post a span of `buf` (`post_span`): `span.count` receives into the same
     /// bytes, which MPI matches in posting order; all of `buf` once is `irecv`.
     fn irecv_span(&mut self, src: Src, tag: TagSel, buf: Vec<u8>, span: Span) -> Result<ReqId> {
         span.range(buf.len())?;

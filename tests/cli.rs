@@ -214,6 +214,37 @@ fn quick_doc(name: &str, backend: &[&str], sizes: &[u64], extra: &[&str]) -> ser
     doc
 }
 
+/// A validated, cold-cache, single-buffer window of messages placed 3 bytes past a multiple
+/// of 64 on `backend` (`--backend NAME` and its options): every point records its trials as
+/// checked, the pool written through and addresses 3 bytes past a 64-byte boundary.
+#[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
+fn buffers_recorded(name: &str, backend: &[&str]) {
+    let mut args = vec![
+        "bandwidth",
+        "--window",
+        "4",
+        "--buffers",
+        "single",
+        "--validate",
+    ];
+    args.extend_from_slice(&["--align", "64", "--offset", "3", "--cache", "cold"]);
+    args.extend_from_slice(&["--cache-pool", "2M", "--npp", "2", "--trials", "10"]);
+    args.extend_from_slice(&["--samples", "1000", "--sizes", "8,64K"]);
+    args.extend_from_slice(backend);
+    let doc = run_json(&tmpdir(name).join("r.json"), &args);
+    assert_eq!(doc["status"], "complete", "{}", doc["error"]);
+    for p in doc["points"].as_array().expect("points") {
+        let b = &p["buffers"];
+        assert!(b["validated_trials"].as_u64().unwrap_or(0) >= 10, "{b}");
+        assert_eq!(b["cache_pool"], 2 << 20, "{b}");
+        assert_eq!(
+            (b["source_alignment"].clone(), b["dest_alignment"].clone()),
+            (1.into(), 1.into()),
+            "{b}"
+        );
+    }
+}
+
 /// An all-pairs run of 3 local ranks on `backend` (`--backend NAME` and its options), 10
 /// trials a cell at 8 B and 4 KiB, no retests: its matrix must be complete.
 #[cfg_attr(not(any(feature = "ofi", feature = "ucx")), allow(dead_code))]
@@ -930,6 +961,14 @@ mod ofi {
     }
 
     #[test]
+    fn message_buffers_are_checked_cold_single_and_placed_over_tcp_ofi_rxm() {
+        buffers_recorded(
+            "ofi-buffers",
+            &["--backend", "ofi", "--ofi-provider", "tcp;ofi_rxm"],
+        );
+    }
+
+    #[test]
     fn allpairs_fills_the_matrix_over_tcp_ofi_rxm() {
         allpairs_complete(
             "ofi-allpairs",
@@ -1061,6 +1100,14 @@ mod ofi {
 #[cfg(feature = "ucx")]
 mod ucx {
     use super::*;
+
+    #[test]
+    fn message_buffers_are_checked_cold_single_and_placed_over_shared_memory() {
+        buffers_recorded(
+            "ucx-buffers",
+            &["--backend", "ucx", "--ucx-tls", "posix,self"],
+        );
+    }
 
     #[test]
     fn allpairs_fills_the_matrix_over_shared_memory() {

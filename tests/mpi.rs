@@ -41,6 +41,31 @@ fn mpi_doc(np: u32, name: &str, args: &[&str]) -> Value {
     )
 }
 
+/// The message-buffer options over MPI: a validated, cold-cache window on one buffer each way
+/// (osu_bw's single buffer) with messages 3 bytes past a 64-byte boundary, and a validated
+/// ping-pong on the native loop at the same placement.
+#[test]
+fn message_buffers_are_checked_cold_single_and_placed_on_mpi() {
+    let placed = ["--validate", "--align", "64", "--offset", "3"];
+    let mut window = vec!["bandwidth", "--backend", "mpi", "--window", "8"];
+    window.extend_from_slice(&["--buffers", "single", "--sizes", "8,64K"]);
+    window.extend_from_slice(&["--cache", "cold", "--cache-pool", "2M"]);
+    window.extend_from_slice(&placed);
+    let mut pp = vec!["pingpong", "--backend", "mpi", "--sizes", "8,1M"];
+    pp.extend_from_slice(&placed);
+    for (name, args, pool) in [("bw", window, Some(2 << 20)), ("pp", pp, None)] {
+        let doc = mpi_doc(2, name, &args);
+        assert_eq!(doc["status"], "complete", "{}", doc["error"]);
+        for p in doc["points"].as_array().expect("points") {
+            let b = &p["buffers"];
+            assert!(b["validated_trials"].as_u64().unwrap_or(0) > 30, "{b}");
+            assert_eq!(b["cache_pool"].as_u64(), pool, "{b}");
+            assert_eq!(b["source_alignment"], 1, "{b}");
+            assert_eq!(b["dest_alignment"], 1, "{b}");
+        }
+    }
+}
+
 #[test]
 fn pingpong_on_mpi_records_library_clock_and_wtick() {
     let doc = mpi_doc(

@@ -118,6 +118,20 @@ impl TcpEndpoint {
         &self.matcher
     }
 
+    /// A request for a receive from `src` (a rank checked to be a peer), noted as pending.
+    fn receive_request(&mut self, src: Src) -> Result<ReqId> {
+        if let Src::Rank(r) = src {
+            self.check_peer(r, "receive from")?;
+        }
+        let req = self.reqs.alloc();
+        let peer = match src {
+            Src::Rank(r) => Some(r),
+            Src::Any => None,
+        };
+        self.note(req, OpKind::Recv, peer);
+        Ok(req)
+    }
+
     fn note(&mut self, req: ReqId, kind: OpKind, peer: Option<Rank>) {
         let i = (req.0 & 0xFFFF_FFFF) as usize;
         if i >= self.meta.len() {
@@ -330,15 +344,7 @@ impl Endpoint for TcpEndpoint {
     }
 
     fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
-        if let Src::Rank(r) = src {
-            self.check_peer(r, "receive from")?;
-        }
-        let req = self.reqs.alloc();
-        let peer = match src {
-            Src::Rank(r) => Some(r),
-            Src::Any => None,
-        };
-        self.note(req, OpKind::Recv, peer);
+        let req = self.receive_request(src)?;
         if let Some(res) = self.matcher.post_recv(req, src, tag, buf) {
             self.reqs.complete(req, res);
         }
@@ -397,15 +403,7 @@ impl Endpoint for TcpEndpoint {
         if span.is_whole(buf.len()) {
             return self.irecv(src, tag, buf);
         }
-        if let Src::Rank(r) = src {
-            self.check_peer(r, "receive from")?;
-        }
-        let req = self.reqs.alloc();
-        let peer = match src {
-            Src::Rank(r) => Some(r),
-            Src::Any => None,
-        };
-        self.note(req, OpKind::Recv, peer);
+        let req = self.receive_request(src)?;
         if let Some(res) = self.matcher.post_recv_span(req, src, tag, buf, span) {
             self.reqs.complete(req, res);
         }

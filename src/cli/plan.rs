@@ -371,28 +371,10 @@ fn build(
     })
 }
 
-/// What the run would need against what its backends carry, this host holds and a run may
-/// last (core `method::limits`): a window over its bound, a size over a backend's largest
-/// message, buffers or trial times beyond the memory available here or the address-space
-/// limit, and a run whose least duration is over a week are usage errors, found before any
-/// rank starts. `all_here`: commbench starts every rank on this host.
-fn check_limits(
-    work: &Work,
-    method: &MethodConfig,
-    backends: &[Chosen],
-    all_here: bool,
-    ranks: u32,
-) -> Result<(), Fatal> {
-    let help = "see `commbench pingpong --help` and docs/methodology.md (limits)";
-    let fail = |e: Invalid| match work {
-        Work::Transpose(t) if e.setting == Setting::Sizes => Fatal::usage(
-            format!("--n {}: {}", t.n, e.reason),
-            e.hint
-                .unwrap_or_else(|| "a smaller matrix, e.g. --n 256".into()),
-        ),
-        _ => invalid_method(e, help),
-    };
-    let buffers = |s: u64| match work {
+/// Bytes one measuring rank of `work` holds for messages of `s` bytes (None: more than 64
+/// bits count), for the memory check.
+fn work_buffer_bytes(work: &Work, method: &MethodConfig, s: u64) -> Option<u64> {
+    match work {
         Work::Pattern(k) => pattern_buffer_bytes(*k, s, &method.buffers),
         Work::AllPairs(_) => pattern_buffer_bytes(PatternKind::PingPong, s, &method.buffers),
         Work::Transpose(t) => t.buffer_bytes(),
@@ -415,7 +397,31 @@ fn check_limits(
                 .checked_add(x.messages)?
                 .checked_mul(s.checked_add(limits::PER_MESSAGE_OVERHEAD)?)
         }
+    }
+}
+
+/// What the run would need against what its backends carry, this host holds and a run may
+/// last (core `method::limits`): a window over its bound, a size over a backend's largest
+/// message, buffers or trial times beyond the memory available here or the address-space
+/// limit, and a run whose least duration is over a week are usage errors, found before any
+/// rank starts. `all_here`: commbench starts every rank on this host.
+fn check_limits(
+    work: &Work,
+    method: &MethodConfig,
+    backends: &[Chosen],
+    all_here: bool,
+    ranks: u32,
+) -> Result<(), Fatal> {
+    let help = "see `commbench pingpong --help` and docs/methodology.md (limits)";
+    let fail = |e: Invalid| match work {
+        Work::Transpose(t) if e.setting == Setting::Sizes => Fatal::usage(
+            format!("--n {}: {}", t.n, e.reason),
+            e.hint
+                .unwrap_or_else(|| "a smaller matrix, e.g. --n 256".into()),
+        ),
+        _ => invalid_method(e, help),
     };
+    let buffers = |s: u64| work_buffer_bytes(work, method, s);
     let trips = |s: u64| match work {
         Work::Pattern(k) => k.trips_per_iteration(s),
         Work::Queue(_) | Work::AllPairs(_) => 2,

@@ -960,6 +960,11 @@ impl Program for Validation {
                     }
                 },
             }
+            // The size whose check failed is not kept.
+            if !m.take_collected().points.is_empty() {
+                let why = format!("{what}: the point whose check failed was kept");
+                return Err(fail("validation", me, why));
+            }
             let m = Measurement::new(c.kind, c.cfg, None);
             m.run(ep)
                 .map_err(|e| fail("validation", me, format!("{what} without the fault: {e}")))?;

@@ -556,9 +556,6 @@ pub fn measure_size<E: Endpoint, K: Kernel<E>>(
             }
         })
         .phase_with(|| format!("{label}, npp {npp}"))?;
-        let buffers = st
-            .share(ep, kernel, cfg)
-            .phase_with(|| format!("{label}, npp {npp}"))?;
         let times = if src == 0 {
             times
         } else {
@@ -570,6 +567,8 @@ pub fn measure_size<E: Endpoint, K: Kernel<E>>(
                 None => Vec::new(),
             }
         };
+        // The point is kept before the ranks share their checks, so that a rank lost now
+        // does not lose the trials measured; a check that failed takes it back.
         if me == 0 {
             with_collected(run.collected, |c| {
                 c.points.push(RawPoint {
@@ -581,10 +580,25 @@ pub fn measure_size<E: Endpoint, K: Kernel<E>>(
                     trips_per_iteration: run.trips,
                     trial_ns: times,
                     queue: run.queue,
-                    buffers,
+                    buffers: None,
                 })
             });
         }
+        let shared = st.share(ep, kernel, cfg);
+        if me == 0 {
+            with_collected(run.collected, |c| match &shared {
+                Ok(facts) => {
+                    if let Some(p) = c.points.last_mut() {
+                        p.buffers = facts.clone();
+                    }
+                }
+                Err(e) if matches!(e.root(), Error::Corrupt { .. }) => {
+                    c.points.pop();
+                }
+                Err(_) => {}
+            });
+        }
+        shared.phase_with(|| format!("{label}, npp {npp}"))?;
     }
     Ok(())
 }

@@ -12,8 +12,9 @@
 //!   (§3.3), the one trial engine (§3.2) and the kernels it runs;
 //!
 //! plus descriptive [`stats`] and, behind the `testkit` feature, the conformance suite every
-//! backend runs. Analysis and rendering live in the `commbench` package, which backends never
-//! compile.
+//! backend runs and the transport that does nothing (`transport::noop`), on which the engine
+//! bench times commbench's own cost. Analysis and rendering live in the `commbench` package,
+//! which backends never compile.
 //!
 //! Backends depend on this crate; this crate never depends on a backend.
 

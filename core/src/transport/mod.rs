@@ -17,6 +17,9 @@ pub mod clock;
 pub mod error;
 pub mod ids;
 pub mod matching;
+// The transport that does nothing, which the engine bench times commbench's own cost on: built
+// with the `testkit` feature only, never into production.
+#[cfg(feature = "testkit")]
 pub mod noop;
 pub mod slots;
 pub mod work;

@@ -7,12 +7,13 @@
 //! kernel and the endpoint's bookkeeping add to each message: the harness overhead that the
 //! engine bench (`benches/engine.rs`) reports and docs/overhead.md explains.
 //!
-//! It is not a backend and no command line reaches it. Its bookkeeping is what a real
-//! transport's is: posted operations wait in a slab with a generation per slot, a finished
-//! request is collected once, a stale or unknown one is [`Error::Invalid`]; `wait` is the
-//! [`Endpoint`] trait's own default. Blocking `send` and `recv` take a direct path that makes no
-//! request, as the mpi and shm backends' do (tcp has one for `send` only, the simulator none:
-//! there a blocking operation costs what a posted one and its wait cost).
+//! It is not a backend, no command line reaches it, and it is built only with the `testkit`
+//! feature (which the root package's benches enable), never into production. Its bookkeeping
+//! is what a real transport's is: posted operations wait in a slab with a generation per slot,
+//! a finished request is collected once, a stale or unknown one is [`Error::Invalid`]; `wait`
+//! is the [`Endpoint`] trait's own default. Blocking `send` and `recv` take a direct path that
+//! makes no request, as the mpi and shm backends' do (tcp has one for `send` only, the
+//! simulator none: there a blocking operation costs what a posted one and its wait cost).
 //!
 //! Because every receive succeeds, one rank can play its part of a pattern alone: rank 0 of
 //! two ranks runs a whole [`crate::method::engine::Measurement`] with `source` 0, and its

@@ -285,7 +285,7 @@ impl Endpoint for SimEndpoint<'_> {
     /// The virtual clock models no cache: a message takes the same time from any buffer, so a
     /// cold-cache run writes through no pool here.
     fn models_caches(&self) -> bool {
-        false
+        crate::MODELS_CACHES
     }
 
     fn info(&self) -> BackendInfo {

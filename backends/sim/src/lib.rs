@@ -40,6 +40,11 @@ pub use config::{
 pub use endpoint::SimEndpoint;
 pub use kernel::{run, run_with_stats, SimStats};
 
+/// Whether the simulated endpoints have caches a cold-cache run could empty: the virtual clock
+/// models no memory, so a message takes the same time from any buffer (core's
+/// `Endpoint::models_caches`).
+pub const MODELS_CACHES: bool = false;
+
 use commbench_core::method::limits::Transport;
 
 /// What a run on `cfg` holds, for the checks before it starts: every node runs in this

@@ -18,7 +18,8 @@
 //!   `align` ([`place`]); the alignment the addresses actually had is recorded
 //!   ([`address_alignment`]).
 
-use crate::method::limits::{human_bytes, try_zeroed};
+use crate::method::alloc::try_zeroed;
+use crate::method::units::human_bytes;
 use crate::method::{Invalid, Setting};
 use crate::transport::error::Result;
 use crate::transport::{Rank, Span};

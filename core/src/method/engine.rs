@@ -24,9 +24,9 @@
 //! Rank 0 collects the raw trial times ([`RawPoint`]) one size at a time, so the sizes already
 //! measured survive a failure later in the run.
 
+use crate::method::alloc::try_with_capacity;
 use crate::method::buffers::{self, CacheState, Evictor, Mismatch};
 use crate::method::limits;
-use crate::method::queue::QueueShape;
 use crate::method::timer::{self, TimerReport};
 use crate::method::{self, MethodConfig, NppChoice};
 use crate::transport::error::{Error, Result, ResultExt};
@@ -34,6 +34,9 @@ use crate::transport::{BackendInfo, Endpoint, Program, Rank, Src, Tag, TagSel};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
+
+// Where a run is: reachable here too, beside the engine that reports it.
+pub use crate::method::progress::{Progress, ProgressFn, Stage};
 
 /// Tag of the handshake before each trial.
 pub const TAG_HANDSHAKE: Tag = 2;
@@ -57,10 +60,28 @@ pub struct RawPoint {
     pub trial_ns: Vec<i64>,
     /// The queue the point was measured in (seed 004's benchmarks, [`Kernel::queue`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queue: Option<QueueShape>,
+    pub queue: Option<PointQueue>,
     /// What the point's message buffers were: checked, cold, aligned ([`PointBuffers`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffers: Option<PointBuffers>,
+}
+
+/// The queue a point was measured in: its length and, for a pre-posted queue, the fraction
+/// traversed. Plain data a kernel gives the engine ([`Kernel::queue`]; seed 004's benchmarks,
+/// [`crate::method::queue`]) and the engine records with each point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PointQueue {
+    /// Entries that are not the measured message's (receives or unexpected messages).
+    pub length: u64,
+    /// Per cent of the posted queue in front of the latency receive (`None`: unexpected).
+    pub traversed_pct: Option<u32>,
+}
+
+impl PointQueue {
+    /// Receives in front of the latency receive: `floor(length * pct / 100)`.
+    pub fn traversed(&self) -> u64 {
+        self.length * u64::from(self.traversed_pct.unwrap_or(0).min(100)) / 100
+    }
 }
 
 /// What one point's message buffers were ([`crate::method::buffers`]).
@@ -101,48 +122,6 @@ pub fn one_way_us_sorted(trial_ns: &[i64], npp: u64, trips: u64) -> Vec<f64> {
     crate::stats::sort_samples(&mut v);
     v
 }
-
-/// Where a run is, for progress displays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
-    /// Characterising the timer.
-    Timer,
-    /// Warm-up ping-pongs.
-    Warmup,
-    /// Estimating npp.
-    Npp,
-    /// Timed trials.
-    Trials,
-    /// Rounds of an all-pairs run ([`crate::method::allpairs`]).
-    Rounds,
-    /// Suspects of an all-pairs run measured again alone.
-    Retests,
-}
-
-/// A progress report, given on rank 0 only, outside timed regions.
-#[derive(Debug, Clone, Copy)]
-pub struct Progress {
-    /// Index of the size being measured.
-    pub size_index: usize,
-    /// Number of sizes.
-    pub sizes: usize,
-    /// The size, bytes.
-    pub size: u64,
-    /// What is being done.
-    pub stage: Stage,
-    /// Units done in this stage.
-    pub done: u64,
-    /// Units in this stage.
-    pub total: u64,
-    /// The share of the whole run done, 0 to 1, each stage weighed by its least cost
-    /// ([`limits::RunCost`]): what an estimate of the time left extrapolates from.
-    pub run_done: f64,
-    /// The least the whole run takes ([`limits::RunCost::floor`]).
-    pub run_floor: std::time::Duration,
-}
-
-/// Callback receiving progress reports.
-pub type ProgressFn<'a> = dyn Fn(Progress) + Sync + 'a;
 
 /// What rank 0 learned during a run. Filled as the run goes, so it holds the partial results
 /// of a run that failed.
@@ -391,7 +370,7 @@ pub fn trials<E: Endpoint, K: Kernel<E>>(
 ) -> Result<Vec<i64>> {
     let (me, src, dst) = (ep.rank(), cfg.source, cfg.dest);
     let mut times = if me == src {
-        limits::try_with_capacity(ntrial, || format!("{ntrial} trial times"))?
+        try_with_capacity(ntrial, || format!("{ntrial} trial times"))?
     } else {
         Vec::new()
     };
@@ -472,7 +451,7 @@ pub struct SizeRun<'a> {
     /// Progress of this size (rank 0 only).
     pub progress: &'a dyn Fn(Stage, u64, u64),
     /// The queue the size is measured in ([`Kernel::queue`]).
-    pub queue: Option<QueueShape>,
+    pub queue: Option<PointQueue>,
 }
 
 impl std::fmt::Debug for SizeRun<'_> {
@@ -630,7 +609,7 @@ pub trait Kernel<E: Endpoint> {
 
     /// The queue this kernel's points are measured in (seed 004's benchmarks); `None` for
     /// every other kernel.
-    fn queue(&self) -> Option<QueueShape> {
+    fn queue(&self) -> Option<PointQueue> {
         None
     }
 

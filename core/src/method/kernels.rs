@@ -4,9 +4,12 @@
 //! [`crate::method::engine`]; a ping-pong and an exchange hold two message times per
 //! iteration (there and back), a window holds `window` (per direction).
 
+use crate::method::alloc::try_with_capacity;
+use crate::method::benchmark::Benchmark;
 use crate::method::buffers::{self, BufferOptions, BufferReuse, Mismatch};
 use crate::method::engine::{Kernel, KernelSpec};
-use crate::method::limits::{self, human_bytes, try_with_capacity, PER_MESSAGE_OVERHEAD};
+use crate::method::limits::{self, PER_MESSAGE_OVERHEAD};
+use crate::method::units::human_bytes;
 use crate::method::{Invalid, MethodConfig, Setting};
 use crate::transport::error::{Error, Result};
 use crate::transport::{Endpoint, Rank, ReqId, Role, Span, Src, Tag, TagSel};
@@ -83,13 +86,6 @@ impl PatternKind {
         }
     }
 
-    /// Bytes one measuring rank holds for messages of `size` bytes: its buffers and their
-    /// bookkeeping (None: more than 64 bits can count).
-    pub fn buffer_bytes(&self, size: u64) -> Option<u64> {
-        self.buffers_per_rank(size)
-            .checked_mul(size.checked_add(PER_MESSAGE_OVERHEAD)?)
-    }
-
     /// The pattern's own setting: a window of at least one and at most
     /// [`limits::MAX_WINDOW`] sends.
     pub fn check(&self) -> std::result::Result<(), Invalid> {
@@ -113,6 +109,50 @@ impl PatternKind {
             reason,
             hint: None,
         })
+    }
+}
+
+/// The pattern kernels (and all-pairs' ping-pong) fill and place their own messages.
+impl Benchmark for PatternKind {
+    fn command(&self) -> &'static str {
+        self.name()
+    }
+
+    fn trips(&self, size: u64) -> u64 {
+        self.trips_per_iteration(size)
+    }
+
+    /// Its buffers and their bookkeeping: a streaming window's single buffers are one per
+    /// direction (one a side for `bandwidth`, two for `bibandwidth`) instead of one per
+    /// outstanding message, and a placed message has up to `align - 1` bytes in front of it.
+    fn buffer_bytes(&self, cfg: &MethodConfig, size: u64) -> Option<u64> {
+        let opts = &cfg.buffers;
+        let count = match (opts.buffers, self) {
+            (BufferReuse::Single, PatternKind::Bandwidth { .. }) => 1,
+            (BufferReuse::Single, PatternKind::BiBandwidth { .. }) => 2,
+            _ => self.buffers_per_rank(size),
+        };
+        let front = opts.placement().map_or(0, |(align, _)| align - 1);
+        count.checked_mul(size.checked_add(front)?.checked_add(PER_MESSAGE_OVERHEAD)?)
+    }
+
+    fn check(&self) -> std::result::Result<(), Invalid> {
+        PatternKind::check(self)
+    }
+
+    fn places_messages(&self) -> bool {
+        true
+    }
+
+    fn streams(&self) -> bool {
+        matches!(
+            self,
+            PatternKind::Bandwidth { .. } | PatternKind::BiBandwidth { .. }
+        )
+    }
+
+    fn recorded_pattern(&self) -> PatternKind {
+        *self
     }
 }
 
@@ -516,18 +556,66 @@ mod tests {
     #[test]
     fn buffers_follow_the_pattern() {
         let o = PER_MESSAGE_OVERHEAD;
-        assert_eq!(PatternKind::PingPong.buffer_bytes(1000), Some(1000 + o));
+        let cfg = MethodConfig::default();
+        let bytes = |k: PatternKind, size: u64| Benchmark::buffer_bytes(&k, &cfg, size);
+        assert_eq!(bytes(PatternKind::PingPong, 1000), Some(1000 + o));
+        assert_eq!(bytes(PatternKind::Exchange, 1000), Some(2 * (1000 + o)));
+        let bw = PatternKind::Bandwidth { window: 64 };
+        assert_eq!(bytes(bw, 1024), Some(64 * (1024 + o)));
+        // The window shrinks to keep 64 MiB of buffers.
+        assert_eq!(bytes(bw, 4 << 20), Some(16 * ((4 << 20) + o)));
+        let bi = PatternKind::BiBandwidth { window: 64 };
+        assert_eq!(bytes(bi, 1 << 30), Some(2 * ((1 << 30) + o)));
+        assert_eq!(bytes(PatternKind::PingPong, u64::MAX), None);
+        assert!(Benchmark::streams(&bi) && !Benchmark::streams(&PatternKind::Exchange));
+    }
+
+    #[test]
+    fn single_buffers_count_one_a_direction_and_placement_its_room_in_front() {
+        let o = PER_MESSAGE_OVERHEAD;
+        let pattern_buffer_bytes = |k: PatternKind, size: u64, opts: &BufferOptions| {
+            let cfg = MethodConfig {
+                buffers: opts.clone(),
+                ..MethodConfig::default()
+            };
+            Benchmark::buffer_bytes(&k, &cfg, size)
+        };
+        let single = BufferOptions {
+            buffers: BufferReuse::Single,
+            ..Default::default()
+        };
+        let multiple = BufferOptions::default();
+        let bw = PatternKind::Bandwidth { window: 64 };
+        let bibw = PatternKind::BiBandwidth { window: 64 };
         assert_eq!(
-            PatternKind::Exchange.buffer_bytes(1000),
+            pattern_buffer_bytes(bw, 1000, &multiple),
+            Some(64 * (1000 + o))
+        );
+        assert_eq!(pattern_buffer_bytes(bw, 1000, &single), Some(1000 + o));
+        assert_eq!(
+            pattern_buffer_bytes(bibw, 1000, &single),
             Some(2 * (1000 + o))
         );
-        let bw = PatternKind::Bandwidth { window: 64 };
-        assert_eq!(bw.buffer_bytes(1024), Some(64 * (1024 + o)));
-        // The window shrinks to keep 64 MiB of buffers.
-        assert_eq!(bw.buffer_bytes(4 << 20), Some(16 * ((4 << 20) + o)));
-        let bi = PatternKind::BiBandwidth { window: 64 };
-        assert_eq!(bi.buffer_bytes(1 << 30), Some(2 * ((1 << 30) + o)));
-        assert_eq!(PatternKind::PingPong.buffer_bytes(u64::MAX), None);
+        assert_eq!(
+            pattern_buffer_bytes(bibw, 1000, &multiple),
+            Some(128 * (1000 + o))
+        );
+        // A window capped by its bytes keeps its cap with multiple buffers.
+        let big = 8 << 20;
+        assert_eq!(
+            pattern_buffer_bytes(bw, big, &multiple),
+            Some(bw.effective_window(big) * (big + o))
+        );
+        let placed = BufferOptions {
+            align: Some(4096),
+            offset: 3,
+            ..Default::default()
+        };
+        assert_eq!(
+            pattern_buffer_bytes(PatternKind::Exchange, 10, &placed),
+            Some(2 * (10 + 4095 + o))
+        );
+        assert_eq!(pattern_buffer_bytes(bw, u64::MAX, &placed), None);
     }
 
     #[test]

@@ -2,17 +2,21 @@
 //! §3.1), the configuration and the choice of `npp` (§3.3, here), the one trial engine with
 //! its barrier and handshake ([`engine`], §3.2), and what it measures ([`transpose`] and the
 //! patterns of [`engine`]). The analysis of the trial times (§3.4) runs on rank 0 outside
-//! this crate.
+//! this crate. Every benchmark answers what a plan asks of it through [`benchmark`].
 
+pub mod alloc;
 pub mod allpairs;
+pub mod benchmark;
 pub mod buffers;
 pub mod engine;
 pub mod kernels;
 pub mod limits;
+pub mod progress;
 pub mod queue;
 pub mod sixtimes;
 pub mod timer;
 pub mod transpose;
+pub mod units;
 
 pub use kernels::PatternKind;
 

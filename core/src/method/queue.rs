@@ -28,8 +28,11 @@
 //! holds `floor(L p / 100)` receives before the latency receive and the rest after it.
 //! Unexpected messages carry no data (0 bytes); every queue entry has its own tag.
 
-use crate::method::engine::{Kernel, KernelSpec, Measurement, Steps};
-use crate::method::limits::{human_bytes, try_with_capacity, try_zeroed, PER_MESSAGE_OVERHEAD};
+use crate::method::alloc::{try_with_capacity, try_zeroed};
+use crate::method::benchmark::{npp_bound, Benchmark};
+use crate::method::engine::{Kernel, KernelSpec, Measurement, PointQueue, Steps};
+use crate::method::limits::PER_MESSAGE_OVERHEAD;
+use crate::method::units::human_bytes;
 use crate::method::MethodConfig;
 use crate::transport::error::{Error, Result, ResultExt};
 use crate::transport::{Completion, Endpoint, Rank, ReqId, Src, Tag, TagSel};
@@ -90,22 +93,6 @@ pub const PATTERN_POSTED: &str = "queue_posted";
 /// Pattern name of the unexpected message queue benchmark's points.
 pub const PATTERN_UNEXPECTED: &str = "queue_unexpected";
 
-/// One queue: its length and, for the posted queue, the fraction traversed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueueShape {
-    /// Entries that are not the measured message's (receives or unexpected messages).
-    pub length: u64,
-    /// Per cent of the posted queue in front of the latency receive (`None`: unexpected).
-    pub traversed_pct: Option<u32>,
-}
-
-impl QueueShape {
-    /// Receives in front of the latency receive: `floor(length * pct / 100)`.
-    pub fn traversed(&self) -> u64 {
-        self.length * u64::from(self.traversed_pct.unwrap_or(0).min(100)) / 100
-    }
-}
-
 /// The queue benchmark of one run: which queue, its lengths, the fractions traversed (posted
 /// queue) and whether receives take any source.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,13 +137,13 @@ impl QueueBench {
     }
 
     /// Every queue measured, in order: for each fraction traversed, each length.
-    pub fn shapes(&self) -> Vec<QueueShape> {
+    pub fn shapes(&self) -> Vec<PointQueue> {
         match self.kind {
             QueueKind::Posted => self
                 .traversed_pct
                 .iter()
                 .flat_map(|&p| {
-                    self.lengths.iter().map(move |&length| QueueShape {
+                    self.lengths.iter().map(move |&length| PointQueue {
                         length,
                         traversed_pct: Some(p),
                     })
@@ -165,7 +152,7 @@ impl QueueBench {
             QueueKind::Unexpected => self
                 .lengths
                 .iter()
-                .map(|&length| QueueShape {
+                .map(|&length| PointQueue {
                     length,
                     traversed_pct: None,
                 })
@@ -179,12 +166,58 @@ impl QueueBench {
     }
 }
 
+/// Seed 004's queue benchmarks: a ping-pong behind each queue.
+impl Benchmark for QueueBench {
+    fn command(&self) -> &'static str {
+        match self.kind {
+            QueueKind::Posted => "queue posted",
+            QueueKind::Unexpected => "queue unexpected",
+        }
+    }
+
+    fn trips(&self, _size: u64) -> u64 {
+        2
+    }
+
+    /// The send and receive buffers, a latency receive per round trip of a trial (or of the
+    /// warm-up), and the queue's entries.
+    fn buffer_bytes(&self, cfg: &MethodConfig, size: u64) -> Option<u64> {
+        let rounds = cfg.warmup.max(npp_bound(&cfg.npp)).saturating_add(2);
+        rounds
+            .checked_mul(size.checked_add(PER_MESSAGE_OVERHEAD)?)?
+            .checked_add(self.max_length().checked_mul(PER_MESSAGE_OVERHEAD)?)
+    }
+
+    /// The posted queue itself and the latency receives posted for a trial's round trips (a
+    /// lower bound where npp is calculated).
+    fn posted_receives(&self, cfg: &MethodConfig) -> u64 {
+        let rounds = cfg.warmup.max(npp_bound(&cfg.npp)).saturating_add(2);
+        let entries = match self.kind {
+            QueueKind::Posted => self.max_length(),
+            QueueKind::Unexpected => 0,
+        };
+        entries.saturating_add(rounds)
+    }
+
+    fn wildcards(&self) -> bool {
+        self.any_source
+    }
+
+    /// Every size once per queue.
+    fn points(&self, cfg: &MethodConfig, _ranks: u32) -> Vec<u64> {
+        self.shapes()
+            .iter()
+            .flat_map(|_| cfg.sizes.iter().copied())
+            .collect()
+    }
+}
+
 impl KernelSpec for QueueBench {
     type Kernel<E: Endpoint> = QueueKernel;
 
     /// The kernel of the first queue (the program measures every queue itself).
     fn kernel<E: Endpoint>(&self, me: Rank, cfg: &MethodConfig) -> Result<QueueKernel> {
-        let shape = self.shapes().first().copied().unwrap_or(QueueShape {
+        let shape = self.shapes().first().copied().unwrap_or(PointQueue {
             length: 0,
             traversed_pct: None,
         });
@@ -220,7 +253,7 @@ impl KernelSpec for QueueBench {
 #[derive(Debug)]
 pub struct QueueKernel {
     kind: QueueKind,
-    shape: QueueShape,
+    shape: PointQueue,
     any_source: bool,
     me: Rank,
     src: Rank,
@@ -240,7 +273,7 @@ pub struct QueueKernel {
 
 impl QueueKernel {
     /// The kernel of rank `me` for `shape` of `bench`, between `cfg.source` and `cfg.dest`.
-    pub fn new(bench: &QueueBench, shape: QueueShape, me: Rank, cfg: &MethodConfig) -> Self {
+    pub fn new(bench: &QueueBench, shape: PointQueue, me: Rank, cfg: &MethodConfig) -> Self {
         QueueKernel {
             kind: bench.kind,
             shape,
@@ -514,7 +547,7 @@ impl<E: Endpoint> Kernel<E> for QueueKernel {
         2
     }
 
-    fn queue(&self) -> Option<QueueShape> {
+    fn queue(&self) -> Option<PointQueue> {
         Some(self.shape)
     }
 

@@ -33,8 +33,10 @@
 //! program between slices of Q. The analysis (the four-equation solve, the fitted lines)
 //! is the `commbench` package's.
 
+use crate::method::benchmark::Benchmark;
 use crate::method::engine::{decode_i64s, encode_i64s, with_collected};
 use crate::method::engine::{Collected, Kernel, KernelSpec, Measurement, RawPoint, Steps};
+use crate::method::limits::PER_MESSAGE_OVERHEAD;
 use crate::method::{MethodConfig, NppChoice};
 use crate::transport::error::{Error, Result, ResultExt};
 use crate::transport::work::{QKind, Work};
@@ -575,7 +577,7 @@ impl<E: Endpoint> Kernel<E> for ExperimentKernel {
             });
         let n = usize::try_from(size)
             .map_err(|_| Error::Config(format!("{size}-byte messages on this host")))?;
-        self.buf = crate::method::limits::try_zeroed(n as u64, || format!("a {size}-byte buffer"))?;
+        self.buf = crate::method::alloc::try_zeroed(n as u64, || format!("a {size}-byte buffer"))?;
         if let Some(f) = &mut self.fwd {
             f.prepare(n)?;
         }
@@ -853,7 +855,7 @@ impl Forwarder {
     fn prepare(&mut self, size: usize) -> Result<()> {
         self.size = size;
         for b in &mut self.spare {
-            *b = crate::method::limits::try_zeroed(size as u64, || {
+            *b = crate::method::alloc::try_zeroed(size as u64, || {
                 format!("a {size}-byte forwarding buffer")
             })?;
         }
@@ -1033,6 +1035,46 @@ impl SixTimes {
             Suite::Interference { streams } => (2 * streams + 1).max(2),
             _ => path.max(2),
         }
+    }
+}
+
+/// Seed 001's programs: each experiment's time is one message's (or one reading's).
+impl Benchmark for SixTimes {
+    fn command(&self) -> &'static str {
+        match self.suite {
+            Suite::Echo => "echo",
+            Suite::Overhead => "overhead",
+            Suite::Interference { .. } => "interference",
+        }
+    }
+
+    fn trips(&self, _size: u64) -> u64 {
+        1
+    }
+
+    /// A message, two per stream where rank 0 forwards the interference streams, and the
+    /// messages of one reading that rank 0 holds unread (a+u's, r's) or a+u's dest posts.
+    fn buffer_bytes(&self, _cfg: &MethodConfig, size: u64) -> Option<u64> {
+        let streams = match self.suite {
+            Suite::Interference { streams } => u64::from(streams),
+            _ => 0,
+        };
+        (1 + 2 * streams)
+            .checked_add(self.messages)?
+            .checked_mul(size.checked_add(PER_MESSAGE_OVERHEAD)?)
+    }
+
+    /// Rank 0 forwards whatever the interference streams send it.
+    fn wildcards(&self) -> bool {
+        matches!(self.suite, Suite::Interference { .. })
+    }
+
+    fn ranks_needed(&self) -> u32 {
+        SixTimes::ranks_needed(self)
+    }
+
+    fn check_placement(&self, hypercube: Option<u32>, size: u32, sizes: &[u64]) -> Result<()> {
+        self.check(Placement { hypercube, size }, sizes)
     }
 }
 

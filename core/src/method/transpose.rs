@@ -30,8 +30,11 @@
 //! its matrix, one more iteration runs, and `dest` checks that it now holds `A^T`; a failed
 //! verification is an error of the run on every rank.
 
+use crate::method::alloc::{try_with_capacity, try_zeroed};
+use crate::method::benchmark::Benchmark;
 use crate::method::engine::{Kernel, KernelSpec};
-use crate::method::limits::{human_bytes, try_with_capacity, try_zeroed, PER_MESSAGE_OVERHEAD};
+use crate::method::limits::PER_MESSAGE_OVERHEAD;
+use crate::method::units::human_bytes;
 use crate::method::MethodConfig;
 use crate::transport::error::{Error, Result};
 use crate::transport::{Completion, Endpoint, Rank, ReqId, Src, Tag, TagSel};
@@ -260,6 +263,26 @@ impl Transpose {
         matrix
             .checked_add(col)?
             .checked_add(n.checked_mul(PER_MESSAGE_OVERHEAD)?)
+    }
+}
+
+/// A transpose measures its one matrix, sent as columns.
+impl Benchmark for Transpose {
+    fn command(&self) -> &'static str {
+        "transpose"
+    }
+
+    fn trips(&self, _size: u64) -> u64 {
+        1
+    }
+
+    fn buffer_bytes(&self, _cfg: &MethodConfig, _size: u64) -> Option<u64> {
+        Transpose::buffer_bytes(self)
+    }
+
+    /// A packed column of `N` doubles: the largest message a transpose sends.
+    fn message_sizes(&self, _cfg: &MethodConfig) -> Vec<u64> {
+        vec![(self.n as u64).saturating_mul(8)]
     }
 }
 

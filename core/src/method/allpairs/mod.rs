@@ -22,6 +22,7 @@
 pub mod pair;
 pub mod schedule;
 
+use crate::method::benchmark::Benchmark;
 use crate::method::engine::{
     measure_size, Collected, Kernel, KernelSpec, SizeRun, StopFlag, TrialState,
 };
@@ -51,6 +52,32 @@ pub struct AllPairsConfig {
     /// rank 0's choice of retests); at least the run's own timeout. 0: 100 times it.
     #[serde(default)]
     pub round_timeout_s: f64,
+}
+
+/// Every ordered pair measured with the ping-pong, each cell a point.
+impl Benchmark for AllPairsConfig {
+    fn command(&self) -> &'static str {
+        "allpairs"
+    }
+
+    fn trips(&self, size: u64) -> u64 {
+        PatternKind::PingPong.trips(size)
+    }
+
+    fn buffer_bytes(&self, cfg: &MethodConfig, size: u64) -> Option<u64> {
+        PatternKind::PingPong.buffer_bytes(cfg, size)
+    }
+
+    /// Every size once per ordered pair (at most a million cells counted: beyond, a run is
+    /// refused anyway).
+    fn points(&self, cfg: &MethodConfig, ranks: u32) -> Vec<u64> {
+        let cells = (u64::from(ranks) * u64::from(ranks.saturating_sub(1))).min(1 << 20);
+        (0..cells).flat_map(|_| cfg.sizes.iter().copied()).collect()
+    }
+
+    fn places_messages(&self) -> bool {
+        true
+    }
 }
 
 impl Default for AllPairsConfig {

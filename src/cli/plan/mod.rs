@@ -2,24 +2,29 @@
 //! found here, before anything starts, and is a usage error (exit 2) with one line and a hint.
 
 use super::args::{
-    choice_name, invalid_method, AllpairsArgs, BackendArgs, BuffersArg, CacheArg, CacheArgs,
-    FitArgs, Given, MessageArgs, OutputArgs, PatternArgs, PingpongArgs, ProgressWhen, QArg,
-    QueueArgs, ScheduleArg, SeedArgs, SizeArgs,
+    invalid_method, AllpairsArgs, BackendArgs, BuffersArg, CacheArg, CacheArgs, FitArgs, Given,
+    MessageArgs, OutputArgs, PatternArgs, PingpongArgs, ProgressWhen, QArg, QueueArgs, ScheduleArg,
+    SeedArgs, SizeArgs,
 };
 use super::fatal::Fatal;
 use crate::cli::backend::{self, Chosen, Job};
+use commbench::analysis::assemble::Recipe;
 use commbench::analysis::document::RunConfig;
 use commbench::analysis::fit::{self, Breakpoint};
 use commbench::core::method::allpairs::{AllPairsConfig, Schedule};
-use commbench::core::method::buffers::{BufferOptions, BufferReuse, CacheState, Evictor};
+use commbench::core::method::benchmark::Benchmark;
+use commbench::core::method::buffers::{BufferOptions, BufferReuse, CacheState};
 use commbench::core::method::queue::{self, QueueBench, QueueKind};
-use commbench::core::method::sixtimes::{self, Placement, SixTimes, Suite};
+use commbench::core::method::sixtimes::{self, SixTimes, Suite};
 use commbench::core::method::transpose::Transpose;
-use commbench::core::method::{limits, Invalid, MethodConfig, NppChoice, PatternKind, Setting};
+use commbench::core::method::{MethodConfig, NppChoice, PatternKind};
 use commbench::core::transport::work::QKind;
 use commbench::spec;
+use limits::check_limits;
 use std::path::PathBuf;
 use std::time::Duration;
+
+mod limits;
 
 /// What a run measures.
 #[derive(Debug, Clone)]
@@ -34,6 +39,19 @@ pub enum Work {
     Queue(QueueBench),
     /// Every ordered pair of ranks.
     AllPairs(AllPairsWork),
+}
+
+impl Work {
+    /// The benchmark, as the plan asks it what it needs (core `method::benchmark`).
+    pub fn benchmark(&self) -> &dyn Benchmark {
+        match self {
+            Work::Pattern(k) => k,
+            Work::Transpose(t) => t,
+            Work::SixTimes(x) => x,
+            Work::Queue(q) => q,
+            Work::AllPairs(w) => &w.config,
+        }
+    }
 }
 
 /// What an all-pairs run does besides the method.
@@ -97,7 +115,26 @@ pub struct Plan {
 impl Plan {
     /// Whether the run needs an MPI launcher: the mpi backend, or several backends side by side.
     pub fn under_mpi(&self) -> bool {
-        self.backends.len() > 1 || self.backends.iter().any(Chosen::is_mpi)
+        backend::under_mpi(&self.backends)
+    }
+
+    /// What rank 0 needs besides the runs to make this plan's result document.
+    pub fn recipe(&self) -> Recipe {
+        Recipe {
+            cut_coef: self.method.cut_coef,
+            breakpoint: self.breakpoint,
+            instructions_per_second: self.instructions_per_second,
+            config: self.config.clone(),
+            transport_forwards: self
+                .backends
+                .first()
+                .is_some_and(|b| b.hypercube().is_some()),
+            // As given, but never a reason to lose a run: a word that is not UTF-8 is
+            // recorded with U+FFFD in place of its bad bytes.
+            command: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+        }
     }
 }
 
@@ -299,7 +336,7 @@ fn build(
     given: &Given,
     messages: MessageArgs,
 ) -> Result<Plan, Fatal> {
-    method.buffers = buffer_options(&a.cache, &messages, &work)?;
+    method.buffers = buffer_options(&a.cache, &messages, work.benchmark())?;
     let b = &a.backend;
     let timeout = timeout(b)?;
     let ranks = ranks(&a)?;
@@ -314,8 +351,8 @@ fn build(
         manual: b.rank.zip(b.ranks),
         rendezvous: b.rendezvous.clone(),
         transpose,
-        posted_receives: posted_receives(&work, &method),
-        wildcards: wildcards(&work),
+        posted_receives: work.benchmark().posted_receives(&method),
+        wildcards: work.benchmark().wildcards(),
     };
     let backends = backend::choose(b, given, &job)?;
     let fixed = backends.iter().find_map(Chosen::fixed_ranks);
@@ -337,17 +374,15 @@ fn build(
         };
         invalid_method(e, hint)
     })?;
-    if let Work::SixTimes(x) = work {
-        check_placement(x, &method.sizes, &backends, size)?;
-    }
+    check_placement(work.benchmark(), &method.sizes, &backends, size)?;
     let all_here = job.rank_env().is_ok_and(|e| e.is_local_launcher());
     check_limits(&work, &method, &backends, all_here, size)?;
     // The plan is good: only now is a note about it worth reading.
     if method.buffers.cache == CacheState::Cold {
-        for b in backends.iter().filter(|b| !models_caches(b)) {
+        for b in backends.iter().filter(|b| !b.models_caches()) {
             eprintln!(
-                "commbench: note: --cache cold changes nothing on {}: the simulator models no \
-                 caches, so no pool is written (the result records none)",
+                "commbench: note: --cache cold changes nothing on {}: it models no caches, so \
+                 no pool is written (the result records none)",
                 b.name()
             );
         }
@@ -358,7 +393,10 @@ fn build(
             eprintln!("commbench: note: {note}");
         }
     }
-    let config = record(&a, &method, &work, spec_text, timeout);
+    let mut config = record(&a, &method, &work, spec_text, timeout);
+    for b in &backends {
+        b.record(&mut config);
+    }
     Ok(Plan {
         work,
         backends,
@@ -371,190 +409,26 @@ fn build(
     })
 }
 
-/// Bytes one measuring rank of `work` holds for messages of `s` bytes (None: more than 64
-/// bits count), for the memory check.
-fn work_buffer_bytes(work: &Work, method: &MethodConfig, s: u64) -> Option<u64> {
-    match work {
-        Work::Pattern(k) => pattern_buffer_bytes(*k, s, &method.buffers),
-        Work::AllPairs(_) => pattern_buffer_bytes(PatternKind::PingPong, s, &method.buffers),
-        Work::Transpose(t) => t.buffer_bytes(),
-        // A message, two per stream where rank 0 forwards the interference streams, and the
-        // messages of one reading that rank 0 holds unread (a+u's, r's) or a+u's dest posts.
-        // The send and receive buffers, a latency receive per round trip of a trial (or of
-        // the warm-up), and the queue's entries.
-        Work::Queue(q) => {
-            let rounds = method.warmup.max(npp_bound(&method.npp)).saturating_add(2);
-            rounds
-                .checked_mul(s.checked_add(limits::PER_MESSAGE_OVERHEAD)?)?
-                .checked_add(q.max_length().checked_mul(limits::PER_MESSAGE_OVERHEAD)?)
-        }
-        Work::SixTimes(x) => {
-            let streams = match x.suite {
-                Suite::Interference { streams } => u64::from(streams),
-                _ => 0,
-            };
-            (1 + 2 * streams)
-                .checked_add(x.messages)?
-                .checked_mul(s.checked_add(limits::PER_MESSAGE_OVERHEAD)?)
-        }
-    }
-}
-
-/// What the run would need against what its backends carry, this host holds and a run may
-/// last (core `method::limits`): a window over its bound, a size over a backend's largest
-/// message, buffers or trial times beyond the memory available here or the address-space
-/// limit, and a run whose least duration is over a week are usage errors, found before any
-/// rank starts. `all_here`: commbench starts every rank on this host.
-fn check_limits(
-    work: &Work,
-    method: &MethodConfig,
-    backends: &[Chosen],
-    all_here: bool,
-    ranks: u32,
-) -> Result<(), Fatal> {
-    let help = "see `commbench pingpong --help` and docs/methodology.md (limits)";
-    let fail = |e: Invalid| match work {
-        Work::Transpose(t) if e.setting == Setting::Sizes => Fatal::usage(
-            format!("--n {}: {}", t.n, e.reason),
-            e.hint
-                .unwrap_or_else(|| "a smaller matrix, e.g. --n 256".into()),
-        ),
-        _ => invalid_method(e, help),
-    };
-    let buffers = |s: u64| work_buffer_bytes(work, method, s);
-    let trips = |s: u64| match work {
-        Work::Pattern(k) => k.trips_per_iteration(s),
-        Work::Queue(_) | Work::AllPairs(_) => 2,
-        Work::Transpose(_) | Work::SixTimes(_) => 1,
-    };
-    if let Work::Pattern(k) = work {
-        k.check().map_err(fail)?;
-    }
-    let place = limits::Placement { all_here };
-    let host = limits::HostMemory::of_this_process();
-    for b in backends {
-        let t = b.transport(ranks);
-        limits::check_transport_space(&t, &host).map_err(|e| {
-            Fatal::usage(
-                format!("--ranks {ranks}: {e}"),
-                "fewer ranks, or raise the limit with `ulimit -v`",
-            )
-        })?;
-        limits::check_posted(posted_receives(work, method), &t).map_err(|e| {
-            Fatal::usage(
-                e,
-                "shorter queues (--lengths), or a provider with a longer receive queue (--ofi-provider 'tcp;ofi_rxm')",
-            )
-        })?;
-        // A transpose sends columns, not its matrix.
-        if !matches!(work, Work::Transpose(_)) {
-            limits::check_sizes(&method.sizes, &t).map_err(fail)?;
-        }
-        limits::check_memory(method, &method.sizes, &buffers, &t, place, &host).map_err(fail)?;
-        check_cache_pool(&method.buffers, b, all_here, &host)?;
-    }
-    // A queue benchmark measures every size once per queue.
-    let sizes = match work {
-        Work::Queue(q) => q
-            .shapes()
-            .iter()
-            .flat_map(|_| method.sizes.clone())
-            .collect(),
-        // Every ordered pair measures every size (at most a million cells counted: beyond,
-        // the run is refused anyway).
-        Work::AllPairs(_) => {
-            let cells = (u64::from(ranks) * u64::from(ranks.saturating_sub(1))).min(1 << 20);
-            (0..cells).flat_map(|_| method.sizes.clone()).collect()
-        }
-        _ => method.sizes.clone(),
-    };
-    limits::RunCost::new(method, &sizes, &trips, 0.0)
-        .check(method)
-        .map_err(fail)
-}
-
-/// Bytes one measuring rank of a pattern holds for messages of `size` bytes with the buffers
-/// `opts` asks for: a streaming window's single buffers are one per direction (one a side
-/// for `bandwidth`, two for `bibandwidth`) instead of one per outstanding message, and a
-/// placed message has up to `align - 1` bytes in front of it.
-fn pattern_buffer_bytes(kind: PatternKind, size: u64, opts: &BufferOptions) -> Option<u64> {
-    let count = match (opts.buffers, kind) {
-        (BufferReuse::Single, PatternKind::Bandwidth { .. }) => 1,
-        (BufferReuse::Single, PatternKind::BiBandwidth { .. }) => 2,
-        _ => kind.buffers_per_rank(size),
-    };
-    let front = opts.placement().map_or(0, |(align, _)| align - 1);
-    count.checked_mul(
-        size.checked_add(front)?
-            .checked_add(limits::PER_MESSAGE_OVERHEAD)?,
-    )
-}
-
-/// Whether `b`'s endpoints have caches a cold-cache sweep can empty (the simulator's do not:
-/// core `Endpoint::models_caches`).
-fn models_caches(b: &Chosen) -> bool {
-    b.name() != "sim"
-}
-
-/// A cold cache's pool against this host's memory: each measuring rank on it allocates one
-/// (two where both ranks run here). Not on a backend without caches, which allocates none.
-fn check_cache_pool(
-    opts: &BufferOptions,
-    b: &Chosen,
-    all_here: bool,
-    host: &limits::HostMemory,
-) -> Result<(), Fatal> {
-    if opts.cache != CacheState::Cold || !models_caches(b) {
-        return Ok(());
-    }
-    let pool = opts.cache_pool.unwrap_or_else(Evictor::pool_for_host);
-    let here = if all_here { 2 } else { 1 };
-    match host.available {
-        Some(avail) if pool.saturating_mul(here) > avail => Err(Fatal::usage(
-            format!(
-                "--cache cold: {here} pool(s) of {} do not fit in the {} this host has available",
-                limits::human_bytes(pool),
-                limits::human_bytes(avail)
-            ),
-            "give a smaller --cache-pool (at least twice the last-level cache, which lscpu shows)",
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// The name a usage error gives a benchmark whose kernel neither checks nor places its
 /// messages.
-fn command_name(work: &Work) -> &'static str {
-    match work {
-        Work::Pattern(k) => k.name(),
-        Work::AllPairs(_) => "allpairs",
-        Work::Transpose(_) => "transpose",
-        Work::Queue(q) => match q.kind {
-            QueueKind::Posted => "queue posted",
-            QueueKind::Unexpected => "queue unexpected",
-        },
-        Work::SixTimes(x) => match x.suite {
-            Suite::Echo => "echo",
-            Suite::Overhead => "overhead",
-            Suite::Interference { .. } => "interference",
-        },
-    }
-}
-
 /// The message buffer options (docs/buffers.md) against the work: only the pattern kernels
 /// (ping-pong, exchange, the streaming windows, and all-pairs' ping-pong) check and place
 /// their messages, only a streaming window has several buffers to make one, and a pool is a
 /// cold cache's. Their own bounds (an alignment, an offset within it, a pool's size) are
 /// checked with the method ([`MethodConfig::check`]).
-fn buffer_options(c: &CacheArgs, b: &MessageArgs, work: &Work) -> Result<BufferOptions, Fatal> {
+fn buffer_options(
+    c: &CacheArgs,
+    b: &MessageArgs,
+    bench: &dyn Benchmark,
+) -> Result<BufferOptions, Fatal> {
     if c.cache_pool.is_some() && c.cache != CacheArg::Cold {
         return Err(Fatal::usage(
             "--cache-pool is the pool a cold cache writes through: it is used only with --cache cold",
             "add --cache cold, or drop --cache-pool",
         ));
     }
-    let name = command_name(work);
-    let places = matches!(work, Work::Pattern(_) | Work::AllPairs(_));
+    let name = bench.command();
+    let places = bench.places_messages();
     if b.validate && !places {
         return Err(Fatal::usage(
             format!("--validate: {name} cannot check the bytes of its messages"),
@@ -579,11 +453,7 @@ fn buffer_options(c: &CacheArgs, b: &MessageArgs, work: &Work) -> Result<BufferO
             ));
         }
     }
-    let streaming = matches!(
-        work,
-        Work::Pattern(PatternKind::Bandwidth { .. } | PatternKind::BiBandwidth { .. })
-    );
-    if b.buffers == BuffersArg::Single && !streaming {
+    if b.buffers == BuffersArg::Single && !bench.streams() {
         return Err(Fatal::usage(
             format!(
                 "--buffers single: {name} has one message a direction in flight, so it already \
@@ -608,41 +478,6 @@ fn buffer_options(c: &CacheArgs, b: &MessageArgs, work: &Work) -> Result<BufferO
     })
 }
 
-/// The receives a rank keeps posted at once, at least: seed 004's posted queue and the latency
-/// receives posted for a trial's round trips (a lower bound where npp is calculated); 0 for
-/// the other benchmarks, which post a handful.
-fn posted_receives(work: &Work, method: &MethodConfig) -> u64 {
-    let Work::Queue(q) = work else {
-        return 0;
-    };
-    let rounds = method.warmup.max(npp_bound(&method.npp)).saturating_add(2);
-    let entries = match q.kind {
-        QueueKind::Posted => q.max_length(),
-        QueueKind::Unexpected => 0,
-    };
-    entries.saturating_add(rounds)
-}
-
-/// Whether the work posts receives of any source or any tag: seed 001's interference streams
-/// (rank 0 forwards whatever arrives) and the queue benchmarks' `--any-source`.
-fn wildcards(work: &Work) -> bool {
-    match work {
-        Work::SixTimes(x) => matches!(x.suite, Suite::Interference { .. }),
-        Work::Queue(q) => q.any_source,
-        Work::Pattern(_) | Work::Transpose(_) | Work::AllPairs(_) => false,
-    }
-}
-
-/// The most round trips one trial times: the npp given, or, when it is calculated, the
-/// estimation's `npp_init` and a generous guess for the npp calculated from the timer (seed
-/// 000 §3.3 asks a loop of 50 resolutions).
-fn npp_bound(npp: &NppChoice) -> u64 {
-    match npp {
-        NppChoice::Auto { npp_init, .. } => (*npp_init).max(64),
-        other => other.fixed_values().into_iter().max().unwrap_or(1),
-    }
-}
-
 /// The run configuration as the result document records it: the options as given.
 fn record(
     a: &PingpongArgs,
@@ -652,10 +487,11 @@ fn record(
     timeout: Duration,
 ) -> RunConfig {
     let b = &a.backend;
-    let (pattern, transpose_n) = match work {
-        Work::Pattern(k) => (*k, None),
-        Work::Transpose(t) => (PatternKind::PingPong, Some(t.n)),
-        Work::SixTimes(_) | Work::Queue(_) | Work::AllPairs(_) => (PatternKind::PingPong, None),
+    let (transpose_n, sixtimes, queue) = match work {
+        Work::Transpose(t) => (Some(t.n), None, None),
+        Work::SixTimes(x) => (None, Some(*x), None),
+        Work::Queue(q) => (None, None, Some(q.clone())),
+        Work::Pattern(_) | Work::AllPairs(_) => (None, None, None),
     };
     RunConfig {
         method: method.clone(),
@@ -663,23 +499,14 @@ fn record(
         backend: String::new(),
         ranks: 0,
         timeout_s: timeout.as_secs_f64(),
-        poll: b.poll,
-        wait: b.wait.as_ref().map(choice_name),
         cpus: b.cpus.clone(),
-        sim_config: b.sim_config.clone(),
-        clock: b.clock.as_ref().map(choice_name),
-        mpi_threads: b.mpi_threads.as_ref().map(choice_name),
+        // Each backend records its own options (`Backend::record`).
         sizes_spec,
-        pattern,
+        pattern: work.benchmark().recorded_pattern(),
         transpose_n,
-        sixtimes: match work {
-            Work::SixTimes(x) => Some(*x),
-            _ => None,
-        },
-        queue: match work {
-            Work::Queue(q) => Some(q.clone()),
-            _ => None,
-        },
+        sixtimes,
+        queue,
+        ..RunConfig::default()
     }
 }
 
@@ -830,41 +657,35 @@ pub fn seed001(
     build(Work::SixTimes(x), p, fit, method, spec_text, given, refused)
 }
 
-/// Every experiment's ranks exist: on the simulator's cube (its dimension and the nodes that
+/// The benchmark's ranks exist where each backend places them (seed 001's experiments): on a
+/// cube the transport routes over (its dimension and the nodes that
 /// run a program), or among the run's ranks.
 fn check_placement(
-    x: SixTimes,
+    bench: &dyn Benchmark,
     sizes: &[u64],
     backends: &[Chosen],
     size: u32,
 ) -> Result<(), Fatal> {
     for b in backends {
-        let placement = match b.hypercube() {
-            Some((d, ranks)) => Placement {
-                hypercube: Some(d),
-                size: ranks,
-            },
-            None => Placement {
-                hypercube: None,
-                size,
-            },
-        };
-        x.check(placement, sizes).map_err(|e| {
-            let hint = if placement.hypercube.is_some() {
-                "fewer --hops or --streams, or a larger cube (--sim-config with more dimensions)"
-                    .to_string()
-            } else {
-                format!(
-                    "give --ranks {} or more, or fewer --hops / --streams",
-                    x.ranks_needed()
-                )
-            };
-            let reason = match e {
-                commbench::core::Error::Config(r) => r,
-                other => other.to_string(),
-            };
-            Fatal::usage(format!("{}: {reason}", b.name()), hint)
-        })?;
+        let cube = b.hypercube();
+        let (dimensions, ranks) = (cube.map(|c| c.dimensions), cube.map_or(size, |c| c.ranks));
+        bench
+            .check_placement(dimensions, ranks, sizes)
+            .map_err(|e| {
+                // Only seed 001's experiments place ranks on paths and streams.
+                let hint = match cube {
+                    Some(c) => format!("fewer --hops or --streams, or {}", c.larger),
+                    None => format!(
+                        "give --ranks {} or more, or fewer --hops / --streams",
+                        bench.ranks_needed()
+                    ),
+                };
+                let reason = match e {
+                    commbench::core::Error::Config(r) => r,
+                    other => other.to_string(),
+                };
+                Fatal::usage(format!("{}: {reason}", b.name()), hint)
+            })?;
     }
     Ok(())
 }
@@ -1048,50 +869,4 @@ fn check_allpairs(a: &AllpairsArgs, given: &Given) -> Result<(), Fatal> {
         ));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn single_buffers_count_one_a_direction_and_placement_its_room_in_front() {
-        let o = limits::PER_MESSAGE_OVERHEAD;
-        let single = BufferOptions {
-            buffers: BufferReuse::Single,
-            ..Default::default()
-        };
-        let multiple = BufferOptions::default();
-        let bw = PatternKind::Bandwidth { window: 64 };
-        let bibw = PatternKind::BiBandwidth { window: 64 };
-        assert_eq!(
-            pattern_buffer_bytes(bw, 1000, &multiple),
-            Some(64 * (1000 + o))
-        );
-        assert_eq!(pattern_buffer_bytes(bw, 1000, &single), Some(1000 + o));
-        assert_eq!(
-            pattern_buffer_bytes(bibw, 1000, &single),
-            Some(2 * (1000 + o))
-        );
-        assert_eq!(
-            pattern_buffer_bytes(bibw, 1000, &multiple),
-            Some(128 * (1000 + o))
-        );
-        // A window capped by its bytes keeps its cap with multiple buffers.
-        let big = 8 << 20;
-        assert_eq!(
-            pattern_buffer_bytes(bw, big, &multiple),
-            Some(bw.effective_window(big) * (big + o))
-        );
-        let placed = BufferOptions {
-            align: Some(4096),
-            offset: 3,
-            ..Default::default()
-        };
-        assert_eq!(
-            pattern_buffer_bytes(PatternKind::Exchange, 10, &placed),
-            Some(2 * (10 + 4095 + o))
-        );
-        assert_eq!(pattern_buffer_bytes(bw, u64::MAX, &placed), None);
-    }
 }

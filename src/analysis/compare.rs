@@ -41,8 +41,9 @@
 //! use every trial. The bootstrap's seed is derived from the caller's seed, the size and the
 //! side, so a comparison is reproducible.
 
-use crate::analysis::document::{Point, ResultDoc};
+use crate::analysis::document::ResultDoc;
 use crate::analysis::inference::{self, RunsEstimate};
+use crate::analysis::point::Point;
 use commbench_core::stats::{self, Interval};
 use commbench_core::transport::error::{Error, Result};
 use serde::{Deserialize, Serialize};

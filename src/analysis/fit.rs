@@ -26,9 +26,10 @@
 //! the scale estimated from the residuals, and the derived parameters' uncertainties come
 //! from first-order error propagation including the intercept-slope covariance.
 
-use crate::analysis::document::{Point, ResultDoc};
+use crate::analysis::document::ResultDoc;
 use crate::analysis::inference::{fit_line_weighted, Line};
 use crate::analysis::model::{Cycles, FitPoint, FitSection, Hockney, HockneySegment, Linear};
+use crate::analysis::point::Point;
 use commbench_core::stats::{self, Interval};
 
 /// Below this root-mean-square relative residual (0.1 %) one line describes the sweep and no

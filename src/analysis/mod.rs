@@ -1,9 +1,10 @@
 //! Analysis on rank 0 (design §2): what the ranks measured becomes the typed result document.
 //!
 //! * [`point`]: one size's raw trial times -> statistics, rates, filtered analysis (seed 000
-//!   §3.4);
+//!   §3.4), and the document's record of that size ([`point::Point`]);
 //! * [`document`]: the versioned result document (docs/result-format.md), written once per
-//!   run and read back by `report`, `plot` and `compare`;
+//!   run and read back by `report`, `plot` and `compare`; it holds the points and the sections
+//!   of the analyses below (`Point` is also at its earlier path, `document::Point`);
 //! * [`fit`]: fitting seed 002's Hockney model with its breakpoint and seed 003's
 //!   latency/bandwidth line to a sweep; [`model`]: the fitted models as the document records
 //!   them;
@@ -12,10 +13,13 @@
 //! * [`sixtimes`] and [`queue`]: seed 001's six times and seed 004's per-entry queue costs.
 //! * [`allpairs`]: an all-pairs matrix -> median polish, attribution to a node, link or
 //!   hypercube dimension, serial confirmation and verdicts.
+//! * [`assemble`]: a run's outcome on rank 0 -> its document (with the all-pairs matrix
+//!   section), the one step the command line, the tests and in-process runs share.
 //!
 //! Nothing here sees an `Endpoint`: backends never compile this module.
 
 pub mod allpairs;
+pub mod assemble;
 pub mod compare;
 pub mod document;
 pub mod fit;

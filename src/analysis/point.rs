@@ -1,7 +1,10 @@
 //! The analysis of one measured size (seed 000 §3.4): the one-way time of every trial, its
 //! statistics and rates, the filtered analysis (trials above `cut_coef` x median removed), a
-//! binned distribution and the smallest distinct times with their frequency (Appendix B).
+//! binned distribution and the smallest distinct times with their frequency (Appendix B); and
+//! the document's record of that size ([`Point`]), which the result document, seed 001's and
+//! seed 004's analyses and the renderers all read.
 
+use commbench_core::method::engine::{PointBuffers, RawPoint};
 use commbench_core::stats::{self, Summary};
 use commbench_core::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -540,9 +543,196 @@ pub struct Distribution {
     pub underflow: u64,
 }
 
+/// One measured size of one pattern.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// Pattern name.
+    pub pattern: String,
+    /// Backend name.
+    pub backend: String,
+    /// Message size, bytes.
+    pub size: u64,
+    /// `npp` used.
+    pub npp: u64,
+    /// `npp` calculated by §3.3 (null when fixed by the user).
+    pub npp_calculated: Option<u64>,
+    /// `median_ppt`, ns (null when npp was fixed).
+    pub median_ppt_ns: Option<f64>,
+    /// Number of trials.
+    pub trials: u64,
+    /// One-way trips per loop iteration (2 for ping-pong).
+    pub trips_per_iteration: u64,
+    /// Every raw trial time in ns after subtracting `min_ov`, in the order measured.
+    pub trial_ns: Vec<i64>,
+    /// Statistics of the one-way time `trial / (trips * npp)`, us.
+    pub one_way_us: Summary,
+    /// Rates in MB/s (10^6 B/s) using the minimum, median, mean and maximum one-way time.
+    pub rate_mb_s: Rates,
+    /// The cut_coef-filtered analysis.
+    pub filtered: Filtered,
+    /// Binned distribution of the one-way time, us.
+    pub distribution_us: Distribution,
+    /// The smallest distinct one-way times (us) with their frequency.
+    pub frequencies_us: Vec<(f64, u64)>,
+    /// The modes of the one-way time over all trials ([`modality`]); absent in
+    /// documents written before it was recorded and with too few trials to judge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modality: Option<Modality>,
+    /// The queue length of a queue benchmark's point (`queue_posted`, `queue_unexpected`;
+    /// Underwood & Brightwell §3): receives or unexpected messages that are not the measured
+    /// message's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_length: Option<u64>,
+    /// Per cent of the pre-posted queue in front of the measured message's receive
+    /// (`queue_posted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traversed_pct: Option<u32>,
+    /// Receives in front of the measured message's receive: `floor(queue_length *
+    /// traversed_pct / 100)` (`queue_posted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traversed: Option<u64>,
+    /// What the point's message buffers were: trials checked byte for byte, the pool a cold
+    /// cache wrote through, the alignment the messages' addresses had on source and dest
+    /// (docs/buffers.md); absent in documents written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffers: Option<PointBuffers>,
+}
+
+impl Point {
+    /// Analyse a raw point (seed 000 §3.4).
+    pub fn from_raw(raw: RawPoint, backend: &str, cut_coef: f64) -> Result<Point> {
+        let Analysis {
+            one_way_us,
+            rate_mb_s,
+            filtered,
+            histogram,
+            frequencies,
+            modality,
+            ..
+        } = analyse(
+            &raw.trial_ns,
+            raw.npp,
+            raw.trips_per_iteration,
+            raw.size,
+            cut_coef,
+        )?;
+        Ok(Point {
+            pattern: raw.pattern,
+            backend: backend.to_string(),
+            size: raw.size,
+            npp: raw.npp,
+            npp_calculated: raw.npp_calculated,
+            median_ppt_ns: raw.median_ppt_ns,
+            trials: raw.trial_ns.len() as u64,
+            trips_per_iteration: raw.trips_per_iteration,
+            trial_ns: raw.trial_ns,
+            one_way_us,
+            rate_mb_s,
+            filtered,
+            distribution_us: histogram,
+            frequencies_us: frequencies,
+            modality,
+            queue_length: raw.queue.map(|q| q.length),
+            traversed_pct: raw.queue.and_then(|q| q.traversed_pct),
+            traversed: raw
+                .queue
+                .and_then(|q| q.traversed_pct.map(|_| q.traversed())),
+            buffers: raw.buffers,
+        })
+    }
+
+    /// What the point measured, for matching points across documents and naming them: the
+    /// pattern, with its queue for a queue benchmark's point (`queue_posted (length 200, 25 %
+    /// traversed)`, `queue_unexpected (length 50)`).
+    pub fn series(&self) -> String {
+        match self.queue_words() {
+            Some(q) => format!("{} ({q})", self.pattern),
+            None => self.pattern.clone(),
+        }
+    }
+
+    /// A queue benchmark's point's queue in words (`length 200, 25 % traversed`, `length
+    /// 50`); `None` for every other point.
+    pub fn queue_words(&self) -> Option<String> {
+        let l = self.queue_length?;
+        Some(match self.traversed_pct {
+            Some(pct) => format!("length {l}, {pct} % traversed"),
+            None => format!("length {l}"),
+        })
+    }
+
+    /// One-line warnings about what the statistics of this point hide: the `cut_coef`
+    /// filter removed more than [`FILTER_WARN_FRACTION`] of the trials, the
+    /// one-way times have more than one mode ([`modality`]; computed from the trial
+    /// times when the document predates the `modality` key), or the confidence interval of
+    /// the mean was clipped at 0 (`ci95_mean_clipped`).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Some(s) = filter_warning(self.filtered.kept, self.filtered.removed) {
+            w.push(s);
+        }
+        let computed;
+        let m = match &self.modality {
+            Some(m) => Some(m),
+            None => {
+                let v = commbench_core::method::engine::one_way_us_sorted(
+                    &self.trial_ns,
+                    self.npp,
+                    self.trips_per_iteration,
+                );
+                computed = modality(&v);
+                computed.as_ref()
+            }
+        };
+        if let Some(s) = m.and_then(modality_warning) {
+            w.push(s);
+        }
+        if self.one_way_us.ci95_mean_clipped || self.filtered.one_way_us.ci95_mean_clipped {
+            w.push(
+                "the t-interval of the mean reached below 0 (a few large outliers among small \
+                 times) and is clipped at 0: the mean is a poor summary here, prefer the median"
+                    .into(),
+            );
+        }
+        w
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn point_warnings_from_recorded_and_older_documents() {
+        use crate::analysis::testkit::point_of;
+        // 55 % of the trials near 1 us, 45 % near 3 us: the cut at twice the median removes
+        // the slow mode.
+        let trials: Vec<i64> = (0..400)
+            .map(|i| if i % 20 < 11 { 2000 + i } else { 6000 + i })
+            .collect();
+        let p = point_of("pingpong", 4 << 20, trials);
+        assert!(p.modality.as_ref().is_some_and(|m| m.multimodal));
+        let w = p.warnings();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("removed 45% of the trials"), "{w:?}");
+        assert!(w[1].contains("multimodal"), "{w:?}");
+        // A document written before `modality` was recorded: computed from the trials.
+        let mut v = serde_json::to_value(&p).unwrap();
+        assert!(v["modality"]["multimodal"].as_bool().unwrap());
+        v.as_object_mut().unwrap().remove("modality");
+        let old: Point = serde_json::from_value(v).unwrap();
+        assert_eq!(old.modality, None);
+        assert_eq!(old.warnings(), w);
+        // A steady point has none.
+        let p = point_of("pingpong", 8, (0..400).map(|i| 2000 + i % 7).collect());
+        assert!(p.warnings().is_empty(), "{:?}", p.warnings());
+        // A mean interval clipped at 0 is said.
+        let mut trials = vec![2; 9];
+        trials.push(20_000);
+        let p = point_of("pingpong", 8, trials);
+        assert!(p.one_way_us.ci95_mean_clipped);
+        assert!(p.warnings().iter().any(|w| w.contains("clipped at 0")));
+    }
 
     #[test]
     fn appendix_c_rates() {

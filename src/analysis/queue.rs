@@ -13,8 +13,8 @@
 //! Each line is the `fit` of seed 001 Appendix B ([`inference::fit_line`]): intercept, slope
 //! and the largest residual.
 
-use crate::analysis::document::Point;
 use crate::analysis::inference;
+use crate::analysis::point::Point;
 use commbench_core::method::queue::QueueKind;
 use commbench_core::stats;
 use serde::{Deserialize, Serialize};

@@ -19,8 +19,8 @@
 //!   CPU time each forwarded message costs the source: R+S where the transport forwards, the
 //!   receive and the send of its own program (A+U+R + F+S) elsewhere.
 
-use crate::analysis::document::Point;
 use crate::analysis::inference::fit_line;
+use crate::analysis::point::Point;
 use commbench_core::method::sixtimes::{rate_streams, Experiment, CALIBRATION};
 use commbench_core::stats;
 use serde::{Deserialize, Serialize};

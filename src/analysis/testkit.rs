@@ -1,6 +1,7 @@
 //! Synthetic points and documents for the unit tests of the analysis and the renderers.
 
-use crate::analysis::document::{Environment, Point, ResultDoc, SCHEMA, SCHEMA_VERSION};
+use crate::analysis::document::{Environment, ResultDoc, SCHEMA, SCHEMA_VERSION};
+use crate::analysis::point::Point;
 use commbench_core::method::engine::RawPoint;
 
 /// Deterministic noise in [0, 1).

@@ -2,7 +2,8 @@
 
 use super::canvas::{num, plot_x, plot_y, size_text, Axis, Entry, Key, Scale, Svg};
 use super::{min_max, rate, series, subtitle, Series};
-use crate::analysis::document::{Point, ResultDoc};
+use crate::analysis::document::ResultDoc;
+use crate::analysis::point::Point;
 use commbench_core::transport::error::{Error, Result};
 
 /// Whether a point can stand on the log-log axes.

@@ -5,7 +5,8 @@
 
 use crate::analysis::document::ResultDoc;
 use crate::analysis::sixtimes::{Detail, InterferenceRow, Params, TimeLine};
-use crate::render::format::{text, Style};
+use crate::render::number::{text, Style};
+use crate::render::words::buffers_words;
 use std::fmt::Write;
 
 /// `mean ± sd` of one size's value.
@@ -128,7 +129,7 @@ fn header(out: &mut String, doc: &ResultDoc, d: &Detail) {
         d.repetitions,
         d.messages_per_reading
     );
-    if let Some(b) = crate::render::text::buffers_words(doc) {
+    if let Some(b) = buffers_words(doc) {
         let _ = writeln!(out, "{b}");
     }
 }

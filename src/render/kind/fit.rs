@@ -3,7 +3,7 @@
 //! the points with the model's time).
 
 use crate::analysis::model::{FitSection, HockneySegment, Linear};
-use crate::render::format::{text, Style};
+use crate::render::number::{text, Style};
 use commbench_core::stats::Interval;
 use std::fmt::Write;
 

@@ -3,9 +3,10 @@
 //! time with one row per queue length and one column per fraction traversed, then the time
 //! one queue entry adds (the slope of each column's least-squares line).
 
-use crate::analysis::document::{Point, ResultDoc};
+use crate::analysis::document::ResultDoc;
+use crate::analysis::point::Point;
 use crate::analysis::queue::{Against, EntryLine, QueueLine};
-use crate::render::format::{text, Style};
+use crate::render::number::{text, Style};
 use commbench_core::method::queue::QueueKind;
 use std::fmt::Write;
 

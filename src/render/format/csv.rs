@@ -1,10 +1,13 @@
 //! A result document as CSV: one row per point, for spreadsheets and scripts.
 
+use super::Renderer;
 use crate::analysis::document::ResultDoc;
-use crate::render::format::{number, Style, CSV_UNDEFINED};
+use crate::analysis::model::FitSection;
+use crate::render::number::{number, Style, CSV_UNDEFINED};
+use commbench_core::transport::error::Result;
 use std::fmt::Write;
 
-/// The columns of [`render`].
+/// The columns of [`Csv`].
 pub const HEADER: &str = "pattern,backend,size_bytes,npp,trials,min_us,median_us,ci95_median_lo_us,ci95_median_hi_us,mean_us,ci95_mean_lo_us,ci95_mean_hi_us,max_us,std_dev_us,p90_us,p99_us,p999_us,rate_median_mb_s,cut_coef,kept,removed,filtered_median_us,filtered_mean_us";
 
 /// A text cell, quoted when it holds a comma, a quote or a line break.
@@ -32,8 +35,19 @@ fn count<T: ToString>(v: Option<T>) -> String {
 /// One CSV row per point (times in us as the pattern defines them: the one-way time of a
 /// ping-pong, the time per exchange, per message of a window, per transpose; rates in MB/s;
 /// an undefined value is empty). A queue benchmark's document has three more columns,
-/// [`QUEUE_COLUMNS`] (`traversed_pct` and `traversed` empty for the unexpected queue).
-pub fn render(doc: &ResultDoc) -> String {
+/// [`QUEUE_COLUMNS`] (`traversed_pct` and `traversed` empty for the unexpected queue). The
+/// rows hold no fitted models.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Csv;
+
+impl Renderer for Csv {
+    fn render(&self, doc: &ResultDoc, _fits: &[FitSection]) -> Result<String> {
+        Ok(rows(doc))
+    }
+}
+
+/// The header and one row per point.
+fn rows(doc: &ResultDoc) -> String {
     let mut s = String::new();
     let queue = doc.points.iter().any(|p| p.queue_length.is_some());
     if queue {
@@ -100,7 +114,9 @@ mod tests {
     #[test]
     fn queue_points_add_their_columns() {
         use crate::analysis::testkit::{doc, point_of};
-        let plain = render(&doc(vec![point_of("pingpong", 8, vec![100; 5])]));
+        let plain = Csv
+            .render(&doc(vec![point_of("pingpong", 8, vec![100; 5])]), &[])
+            .unwrap();
         assert!(!plain.contains("queue_length"));
         let mut q = point_of("queue_posted", 8, vec![100; 5]);
         q.queue_length = Some(200);
@@ -108,7 +124,7 @@ mod tests {
         q.traversed = Some(50);
         let mut u = point_of("queue_unexpected", 8, vec![100; 5]);
         u.queue_length = Some(7);
-        let out = render(&doc(vec![q, u]));
+        let out = Csv.render(&doc(vec![q, u]), &[]).unwrap();
         let lines: Vec<&str> = out.lines().collect();
         assert!(lines[0].ends_with(",queue_length,traversed_pct,traversed"));
         assert!(lines[1].ends_with(",200,25,50"), "{}", lines[1]);

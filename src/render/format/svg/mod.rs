@@ -1,4 +1,4 @@
-//! SVG plots of a result document, written by hand (no plotting crate).
+//! The SVG format ([`Plot`]): plots of a result document, written by hand (no plotting crate).
 //!
 //! Six kinds ([`PlotKind`]):
 //!
@@ -24,9 +24,10 @@
 //! times in us, rates in MB/s. Size 0 cannot be placed on a log axis and is left out of the
 //! log plots (a caption says so).
 
-use crate::analysis::document::{Point, ResultDoc};
-use crate::analysis::fit::{self, Breakpoint};
+use super::Renderer;
+use crate::analysis::document::ResultDoc;
 use crate::analysis::model::{FitSection, HockneySegment};
+use crate::analysis::point::Point;
 use canvas::size_text;
 use commbench_core::transport::error::{Error, Result};
 use std::fmt::Write;
@@ -79,44 +80,50 @@ impl std::str::FromStr for PlotKind {
     }
 }
 
-/// Draw `kind` for `doc`, fitting the models afresh (automatic breakpoint) for the overlay.
-/// `size` picks the histogram's size (default: the first point's).
-pub fn plot(doc: &ResultDoc, kind: PlotKind, size: Option<u64>) -> Result<String> {
-    let fits = fit::fit_points(&doc.points, Breakpoint::Auto, None);
-    plot_with(doc, kind, size, &fits)
+/// An SVG plot of `kind`, the models of the fits it is given overlaid (matched to series by
+/// pattern) where the kind draws them (latency, bandwidth).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plot {
+    /// Which plot.
+    pub kind: PlotKind,
+    /// The size a histogram or a matrix draws (default: the first measured).
+    pub size: Option<u64>,
 }
 
-/// Draw `kind` for `doc` with the given fits overlaid (matched to series by pattern), e.g. the
-/// fit stored in the document.
-pub fn plot_with(
-    doc: &ResultDoc,
-    kind: PlotKind,
-    size: Option<u64>,
-    fits: &[FitSection],
-) -> Result<String> {
-    match (kind, &doc.allpairs) {
-        (PlotKind::Matrix, _) => return matrix::plot(doc, size),
-        (_, Some(_)) => {
-            return Err(Error::Invalid(
-                "an all-pairs document holds a matrix, not points against size: only the \
-                 matrix kind draws it"
-                    .into(),
-            ))
+impl Plot {
+    /// A plot of `kind`, at `size` where the kind draws one size.
+    pub fn new(kind: PlotKind, size: Option<u64>) -> Plot {
+        Plot { kind, size }
+    }
+}
+
+impl Renderer for Plot {
+    fn render(&self, doc: &ResultDoc, fits: &[FitSection]) -> Result<String> {
+        let (kind, size) = (self.kind, self.size);
+        match (kind, &doc.allpairs) {
+            (PlotKind::Matrix, _) => return matrix::plot(doc, size),
+            (_, Some(_)) => {
+                return Err(Error::Invalid(
+                    "an all-pairs document holds a matrix, not points against size: only the \
+                     matrix kind draws it"
+                        .into(),
+                ))
+            }
+            (_, None) => {}
         }
-        (_, None) => {}
-    }
-    if doc.points.is_empty() {
-        return Err(Error::Invalid(
-            "the document has no measured points to plot".into(),
-        ));
-    }
-    match kind {
-        PlotKind::Latency => latency::plot(doc, fits),
-        PlotKind::Bandwidth => bandwidth::plot(doc, fits),
-        PlotKind::Histogram => histogram::plot(doc, size),
-        PlotKind::Signature => signature::plot(doc),
-        PlotKind::Queue => queue::plot(doc),
-        PlotKind::Matrix => matrix::plot(doc, size),
+        if doc.points.is_empty() {
+            return Err(Error::Invalid(
+                "the document has no measured points to plot".into(),
+            ));
+        }
+        match kind {
+            PlotKind::Latency => latency::plot(doc, fits),
+            PlotKind::Bandwidth => bandwidth::plot(doc, fits),
+            PlotKind::Histogram => histogram::plot(doc, size),
+            PlotKind::Signature => signature::plot(doc),
+            PlotKind::Queue => queue::plot(doc),
+            PlotKind::Matrix => matrix::plot(doc, size),
+        }
     }
 }
 
@@ -138,7 +145,7 @@ fn time_noun(doc: &ResultDoc) -> &'static str {
     let mut nouns = doc
         .points
         .iter()
-        .map(|p| crate::render::text::time_noun(&p.pattern));
+        .map(|p| crate::render::words::time_noun(&p.pattern));
     let first = nouns.next().unwrap_or("time per message");
     if nouns.all(|n| n == first) {
         first
@@ -230,7 +237,14 @@ fn rate(size: u64, t_us: f64) -> f64 {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::analysis::fit::{fit_points, Breakpoint};
     use crate::analysis::testkit::{doc, point, point_of, sweep};
+
+    /// `kind` of `doc` at `size`, with the models fitted afresh (automatic breakpoint).
+    fn plot(doc: &ResultDoc, kind: PlotKind, size: Option<u64>) -> Result<String> {
+        let fits = fit_points(&doc.points, Breakpoint::Auto, None);
+        Plot { kind, size }.render(doc, &fits)
+    }
 
     /// Minimal XML well-formedness check: balanced tags, quoted attributes, one root.
     pub(crate) fn well_formed(s: &str) -> std::result::Result<(), String> {

@@ -7,7 +7,8 @@ use super::canvas::{
 };
 use super::subtitle;
 use crate::analysis::compare::one_way_us;
-use crate::analysis::document::{Point, ResultDoc};
+use crate::analysis::document::ResultDoc;
+use crate::analysis::point::Point;
 use commbench_core::stats;
 use commbench_core::transport::error::{Error, Result};
 use std::fmt::Write;
@@ -120,7 +121,7 @@ pub(super) fn plot(doc: &ResultDoc, size: Option<u64>) -> Result<String> {
     let cmax = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
     let x = Axis::linear(vmin, upper, plot_x().0, plot_x().1);
     let y = Axis::linear(0.0, cmax * 1.12, plot_y().0, plot_y().1);
-    let time = crate::render::text::time_noun(&p.pattern);
+    let time = crate::render::words::time_noun(&p.pattern);
     let title = format!(
         "Distribution of the {time}, {} of {}",
         p.pattern,

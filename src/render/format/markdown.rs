@@ -1,9 +1,12 @@
 //! A result document as Markdown: the run, one table row per point, and the fitted models.
 
+use super::Renderer;
 use crate::analysis::document::ResultDoc;
 use crate::analysis::model::{FitSection, HockneySegment};
-use crate::render::format::{number, Style, MARKDOWN_UNDEFINED};
-use crate::render::text::{by_pattern, fit_coverage, host_line, measured, CI_NOTE};
+use crate::render::kind::fit::{linear_brief, NOT_IDENTIFIABLE};
+use crate::render::number::{number, Style, MARKDOWN_UNDEFINED};
+use crate::render::words::{by_pattern, fit_coverage, host_line, measured, CI_NOTE};
+use commbench_core::transport::error::Result;
 use std::fmt::Write;
 
 /// A number for a table cell with `decimals` decimals (more below 1), `-` when undefined.
@@ -12,14 +15,19 @@ fn cell(x: f64, decimals: usize) -> String {
 }
 
 /// The document as Markdown: run description, one table row per point, the fitted models.
-pub fn render(doc: &ResultDoc, fits: &[FitSection]) -> String {
-    let mut s = String::new();
-    run(&mut s, doc);
-    points(&mut s, doc);
-    for f in fits {
-        fit(&mut s, f, doc);
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Markdown;
+
+impl Renderer for Markdown {
+    fn render(&self, doc: &ResultDoc, fits: &[FitSection]) -> Result<String> {
+        let mut s = String::new();
+        run(&mut s, doc);
+        points(&mut s, doc);
+        for f in fits {
+            fit(&mut s, f, doc);
+        }
+        Ok(s)
     }
-    s
 }
 
 fn run(s: &mut String, doc: &ResultDoc) {
@@ -144,7 +152,7 @@ fn fit(s: &mut String, f: &FitSection, doc: &ResultDoc) {
         // uncertainty and no meaningful r2.
         let pm = |x: f64, se: f64, d: usize, key: &str| {
             if !seg.is_identifiable(key) {
-                crate::render::fit::NOT_IDENTIFIABLE.to_string()
+                NOT_IDENTIFIABLE.to_string()
             } else if seg.is_exact() || !se.is_finite() {
                 cell(x, d)
             } else {
@@ -154,7 +162,7 @@ fn fit(s: &mut String, f: &FitSection, doc: &ResultDoc) {
         let pi0 = if seg.is_identifiable("pi0_per_s") {
             cell(seg.pi0_per_s, 0)
         } else {
-            crate::render::fit::NOT_IDENTIFIABLE.to_string()
+            NOT_IDENTIFIABLE.to_string()
         };
         let r2 = if seg.is_exact() {
             "exact (2 points)".to_string()
@@ -176,7 +184,7 @@ fn fit(s: &mut String, f: &FitSection, doc: &ResultDoc) {
         h.breakpoint_bytes
             .map_or("none".to_string(), |b| format!("{b} B")),
         h.breakpoint_source,
-        crate::render::fit::linear_brief(l)
+        linear_brief(l)
     );
     if let Some(c) = &l.cycles {
         let _ = writeln!(
@@ -206,7 +214,7 @@ mod tests {
             .map(|k| point("exchange", 1 << k, 2.0, 0.05, 51, 3))
             .collect();
         pts[1].backend = "tcp".into();
-        let s = render(&doc(pts), &[]);
+        let s = Markdown.render(&doc(pts), &[]).unwrap();
         assert!(
             s.contains("exchange (Hockney's COMMS2): time per exchange"),
             "{s}"

@@ -11,8 +11,8 @@ use crate::analysis::matrix::MatrixSection;
 use crate::analysis::matrix_compare::{
     self, cell_times, CellRatio, Change, MatrixComparison, SizeComparison,
 };
-use crate::render::format::{text, Style};
-use crate::render::text::{size_words, Detail, CI_NOTE};
+use crate::render::number::{text, Style};
+use crate::render::words::{buffers_words, size_words, Detail, CI_NOTE};
 use crate::spec::format_size;
 use commbench_core::method::NppChoice;
 use commbench_core::stats::{self, Summary};
@@ -353,7 +353,7 @@ fn head(out: &mut String, doc: &ResultDoc, m: &MatrixSection) {
         Topology::Hosts(_) => "pairs on the same host kept apart from pairs across hosts".into(),
     };
     let _ = writeln!(out, "  topology: {classes}");
-    if let Some(b) = crate::render::text::buffers_words(doc) {
+    if let Some(b) = buffers_words(doc) {
         let _ = writeln!(out, "  {b}");
     }
     if let Some(c) = &doc.config {
@@ -1004,7 +1004,7 @@ mod tests {
     fn report(m: MatrixSection, detail: Detail) -> String {
         let mut d = doc(vec![]);
         d.allpairs = Some(m);
-        crate::render::text::render(&d, detail)
+        crate::render::format::Text { detail }.report(&d, d.fit.as_slice())
     }
 
     #[test]

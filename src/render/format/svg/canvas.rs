@@ -1,7 +1,7 @@
 //! The drawing surface of the plots: the layout, axes with their ticks and labels, and an SVG
 //! document written element by element (text in the generic `sans-serif` family only).
 
-use crate::render::format::{text, Style};
+use crate::render::number::{text, Style};
 use commbench_core::stats::nice_width;
 use std::fmt::Write;
 

@@ -5,7 +5,8 @@
 
 use super::canvas::{num, plot_x, plot_y, size_text, Axis, Entry, Key, Svg};
 use super::{min_max, subtitle};
-use crate::analysis::document::{Point, ResultDoc};
+use crate::analysis::document::ResultDoc;
+use crate::analysis::point::Point;
 use commbench_core::method::queue::QueueKind;
 use commbench_core::transport::error::{Error, Result};
 use std::fmt::Write;

@@ -10,7 +10,7 @@ use super::subtitle;
 use crate::analysis::allpairs::Fit;
 use crate::analysis::document::ResultDoc;
 use crate::analysis::matrix::MatrixSection;
-use crate::render::matrix::{flagged, host_order};
+use crate::render::kind::matrix::{flagged, host_order};
 use commbench_core::stats::nice_width;
 use commbench_core::transport::error::{Error, Result};
 use std::collections::{HashMap, HashSet};
@@ -797,8 +797,9 @@ mod tests {
     use super::*;
     use crate::analysis::matrix_compare::synthetic::section;
     use crate::analysis::testkit::{doc, sweep};
-    use crate::render::svg::tests::well_formed;
-    use crate::render::svg::{plot_with, PlotKind};
+    use crate::render::format::svg::tests::well_formed;
+    use crate::render::format::svg::{Plot, PlotKind};
+    use crate::render::format::Renderer;
 
     fn matrix_doc(hosts: &[&str], slow: &[u32]) -> ResultDoc {
         let mut d = doc(vec![]);
@@ -807,7 +808,7 @@ mod tests {
     }
 
     fn draw(d: &ResultDoc, kind: PlotKind, size: Option<u64>) -> Result<String> {
-        plot_with(d, kind, size, &[])
+        Plot { kind, size }.render(d, &[])
     }
 
     #[test]

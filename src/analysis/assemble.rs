@@ -1,0 +1,224 @@
+//! Rank 0's step from runs to a result document (design §2, §8): what each backend's run
+//! collected becomes the typed [`ResultDoc`], every point analysed from its raw trial times,
+//! seed 001's or seed 004's analysis where the run was theirs, and the fit of the first
+//! backend's sweep; an all-pairs run adds its matrix section ([`with_matrix`]). The command
+//! line, the tests and anything else that measures in process build documents through here.
+
+use crate::analysis::allpairs::Rule;
+use crate::analysis::document::{Environment, Point, ResultDoc, RunConfig, SCHEMA, SCHEMA_VERSION};
+use crate::analysis::fit::{self, Breakpoint};
+use crate::analysis::matrix::MatrixSection;
+use crate::analysis::{queue, sixtimes};
+use commbench_core::method::allpairs::{AllPairsCollected, AllPairsConfig};
+use commbench_core::method::engine::Collected;
+use commbench_core::method::timer::TimerReport;
+use commbench_core::transport::error::Error;
+use commbench_core::transport::BackendInfo;
+use std::time::Instant;
+
+/// When a run started, for the document.
+#[derive(Debug, Clone, Copy)]
+pub struct Started {
+    /// Monotonic start, for the wall time.
+    pub at: Instant,
+    /// Seconds since the Unix epoch.
+    pub unix_s: u64,
+}
+
+impl Started {
+    /// Now.
+    pub fn now() -> Self {
+        Started {
+            at: Instant::now(),
+            unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+        }
+    }
+}
+
+/// One backend's part of a run, as rank 0 saw it.
+#[derive(Debug)]
+pub struct BackendRun {
+    /// Backend name.
+    pub backend: &'static str,
+    /// What rank 0 collected (also from a failed run).
+    pub collected: Collected,
+    /// The outcome.
+    pub result: Result<(), Error>,
+}
+
+/// What a run gave on this process: every backend's part, as rank 0 saw it.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Ranks in the run.
+    pub ranks: u32,
+    /// Who started them.
+    pub launcher: String,
+    /// This process's rank (0 reports the results).
+    pub rank: u32,
+    /// Each backend's part, in order.
+    pub runs: Vec<BackendRun>,
+}
+
+/// What the document of a run needs besides its runs, owned, so that a document can also be
+/// made from another thread (the sizes measured so far, saved when a signal arrives).
+#[derive(Debug, Clone)]
+pub struct Recipe {
+    /// The filter's cut (seed 000 §3.4), for each point's analysis.
+    pub cut_coef: f64,
+    /// The Hockney fit's breakpoint.
+    pub breakpoint: Breakpoint,
+    /// `--instructions-per-second`, for the fit's instruction counts.
+    pub instructions_per_second: Option<f64>,
+    /// The run configuration as the command asked for it; the backends that ran and the
+    /// ranks they had are filled in from the runs.
+    pub config: RunConfig,
+    /// Whether the first backend routes over a hypercube itself (seed 001's `r+s`).
+    pub transport_forwards: bool,
+    /// The command line, as the document records it.
+    pub command: Vec<String>,
+}
+
+/// What the backends' runs hold, analysed.
+#[derive(Default)]
+struct Gathered {
+    /// Every point, analysed.
+    points: Vec<Point>,
+    /// The first timer characterisation.
+    timer: Option<TimerReport>,
+    /// Each backend's description, by name.
+    infos: BackendInfo,
+    /// The first failure (a run's, else an analysis's).
+    error: Option<String>,
+    /// Whether a signal stopped the run between sizes.
+    interrupted: bool,
+}
+
+/// Analyse every point of every backend's run and keep the first failure.
+fn gather(runs: Vec<BackendRun>, cut_coef: f64, several: bool) -> Gathered {
+    let mut g = Gathered::default();
+    let mut analysis_error = None;
+    for run in runs {
+        let Collected {
+            timer,
+            backend_info,
+            points,
+        } = run.collected;
+        g.timer = g.timer.or(timer);
+        if let Some(i) = backend_info {
+            g.infos
+                .insert(run.backend.to_string(), serde_json::Value::Object(i));
+        }
+        for raw in points {
+            match Point::from_raw(raw, run.backend, cut_coef) {
+                Ok(p) => g.points.push(p),
+                Err(e) => analysis_error = Some(e.to_string()),
+            }
+        }
+        if let Err(e) = &run.result {
+            g.interrupted |= e.interrupted().is_some();
+        }
+        if let (Err(e), None) = (run.result, &g.error) {
+            g.error = Some(if several {
+                format!("{}: {e}", run.backend)
+            } else {
+                e.to_string()
+            });
+        }
+    }
+    g.error = g.error.or(analysis_error);
+    g
+}
+
+/// The result document of a run, on rank 0.
+pub fn document(recipe: &Recipe, outcome: Outcome, started: Started) -> ResultDoc {
+    let mut names: Vec<&str> = outcome.runs.iter().map(|r| r.backend).collect();
+    names.dedup();
+    let several = names.len() > 1;
+    let g = gather(outcome.runs, recipe.cut_coef, several);
+    // One backend: its own record; several: each under its name.
+    let backend_info = if several {
+        g.infos
+    } else {
+        match g.infos.into_iter().next() {
+            Some((_, serde_json::Value::Object(m))) => m,
+            _ => BackendInfo::new(),
+        }
+    };
+    // Fitted models describe one backend's sweep: the first backend's.
+    let first: Vec<Point> = g
+        .points
+        .iter()
+        .filter(|p| names.first() == Some(&p.backend.as_str()))
+        .cloned()
+        .collect();
+    // Seed 001's programs are analysed by their own method (the first backend's points);
+    // a Hockney line through their experiments would mean nothing.
+    let seed001 = recipe
+        .config
+        .sixtimes
+        .is_some()
+        .then(|| sixtimes::analyse(&first, recipe.transport_forwards));
+    let fit = match seed001 {
+        Some(_) => None,
+        None => fit::fit_points(&first, recipe.breakpoint, recipe.instructions_per_second)
+            .into_iter()
+            .next(),
+    };
+    let seed001 = seed001.unwrap_or_default();
+    let mut config = recipe.config.clone();
+    config.ranks = outcome.ranks;
+    config.backend = names.join(",");
+    ResultDoc {
+        fit,
+        params: seed001.params,
+        interference: seed001.interference,
+        sixtimes: seed001.detail,
+        queue: queue::analyse(&g.points),
+        allpairs: None,
+        schema: SCHEMA.into(),
+        version: SCHEMA_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        command: recipe.command.clone(),
+        config: Some(config),
+        environment: Environment::probe(
+            &names.join(","),
+            backend_info,
+            outcome.ranks,
+            &outcome.launcher,
+        ),
+        timer: g.timer.map(Into::into),
+        status: match (g.interrupted, &g.error) {
+            (true, _) => "interrupted".into(),
+            (false, Some(_)) => "partial".into(),
+            (false, None) => "complete".into(),
+        },
+        error: g.error,
+        points: g.points,
+        started_unix_s: started.unix_s,
+        wall_s: started.at.elapsed().as_secs_f64(),
+    }
+}
+
+/// `doc` with the matrix section of the all-pairs run that `collected` holds, attributed
+/// under `rule`; a section that cannot be built leaves the document partial, saying why.
+pub fn with_matrix(
+    mut doc: ResultDoc,
+    collected: AllPairsCollected,
+    config: AllPairsConfig,
+    rule: Rule,
+) -> ResultDoc {
+    if collected.ranks == 0 {
+        return doc;
+    }
+    match MatrixSection::build(collected, config, rule) {
+        Ok(section) => doc.allpairs = Some(section),
+        Err(e) => {
+            doc.error.get_or_insert_with(|| e.to_string());
+            doc.status = "partial".into();
+        }
+    }
+    doc
+}

@@ -1,0 +1,20 @@
+//! What the text says of each kind of document, section by section; the formats in
+//! [`crate::render::format`] put these together:
+//!
+//! * [`sweep`]: the points of any document measured size by size (the default table,
+//!   Appendix C's summary and full output, the npp study, several backends side by side);
+//! * [`fit`]: the fitted models, in full and in brief;
+//! * [`sixtimes`]: seed 001's echo, six times and interference;
+//! * [`queue`]: seed 004's grids of the queue benchmarks and the time per queue entry;
+//! * [`matrix`]: an all-pairs matrix (verdicts, classes, node effects, worst cells), and two
+//!   matrices compared;
+//! * [`compare`]: two sides of one or more documents each, size by size;
+//! * [`timer`]: the timer's characterisation (`commbench timer`, Appendix A).
+
+pub mod compare;
+pub mod fit;
+pub mod matrix;
+pub mod queue;
+pub mod sixtimes;
+pub mod sweep;
+pub mod timer;

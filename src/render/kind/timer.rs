@@ -1,0 +1,121 @@
+//! The timer's characterisation as text (Luecke et al. 2009 §3.1 and Appendix A): the report
+//! of `commbench timer`, and the `TIMER` section of a document's summary and full outputs.
+
+use crate::analysis::document::TimerSection;
+use crate::render::number::{text, Style};
+use crate::render::words::Detail;
+use commbench_core::method::timer::TimerReport;
+use std::fmt::Write;
+
+/// A clock reading in nanoseconds: a whole number as it is (`40`, `146286`), a fraction
+/// with four significant digits.
+pub(crate) fn ns(x: f64) -> String {
+    if x.fract() == 0.0 {
+        text(x, Style::Decimals(0))
+    } else {
+        text(x, Style::Significant)
+    }
+}
+
+/// `commbench timer`: the clock's overhead and resolution (Luecke et al. 2009 §3.1) and its
+/// distribution (Appendix A).
+pub fn report(t: &TimerReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "TIMER: {} ({} back-to-back read pairs, Luecke et al. 2009 §3.1)",
+        t.clock, t.samples
+    );
+    let _ = writeln!(
+        s,
+        "  minimum overhead min_ov  = {} ns",
+        ns(t.min_overhead_ns)
+    );
+    let _ = writeln!(s, "  resolution res_timing    = {} ns", ns(t.resolution_ns));
+    let _ = writeln!(
+        s,
+        "  median / average / max   = {} / {} / {} ns",
+        ns(t.median_ns),
+        text(t.mean_ns, Style::Decimals(2)),
+        ns(t.max_ns)
+    );
+    let _ = writeln!(
+        s,
+        "  standard deviation       = {} ns",
+        text(t.std_dev_ns, Style::Decimals(2))
+    );
+    if let Some(c) = t.claimed_resolution_ns {
+        let _ = writeln!(
+            s,
+            "  resolution the OS claims = {} ns (clock_getres)",
+            ns(c)
+        );
+    }
+    distribution(&mut s, t);
+    s
+}
+
+/// Appendix A: the binned distribution and the frequency of each distinct value.
+pub fn distribution(out: &mut String, t: &TimerReport) {
+    let h = &t.histogram;
+    let _ = writeln!(
+        out,
+        "  DISTRIBUTION OF TIMES FROM THE TIMER OVERHEAD MEASUREMENTS (ns)"
+    );
+    for (k, c) in h.counts.iter().enumerate() {
+        let lo = k as f64 * h.bin_width;
+        let _ = writeln!(
+            out,
+            "    {:>10} <= times < {:>10} with count = {c}",
+            ns(lo),
+            ns(lo + h.bin_width)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "    {:>10} <= times with count = {}",
+        ns(h.counts.len() as f64 * h.bin_width),
+        h.overflow
+    );
+    let _ = writeln!(
+        out,
+        "  FREQUENCY OF TIMES FROM THE TIMER OVERHEAD MEASUREMENTS (ns)"
+    );
+    for (v, c) in &t.frequencies {
+        let _ = writeln!(out, "    time = {} with frequency = {c}", ns(*v));
+    }
+    if t.frequencies_omitted > 0 {
+        let _ = writeln!(
+            out,
+            "    ({} larger distinct values not listed)",
+            t.frequencies_omitted
+        );
+    }
+}
+
+/// The `TIMER` section of the summary and full outputs: the clock, its overhead and
+/// resolution, its median, mean, maximum and spread, and in `Full` its distribution.
+pub fn section(out: &mut String, t: &TimerSection, detail: Detail) {
+    let _ = writeln!(
+        out,
+        "TIMER ({}, {} back-to-back read pairs, Luecke et al. 2009 §3.1)",
+        t.detail.clock, t.samples
+    );
+    let _ = writeln!(
+        out,
+        "  minimum overhead min_ov = {} ns   resolution res_timing = {} ns",
+        ns(t.min_overhead_ns),
+        ns(t.resolution_ns)
+    );
+    let _ = writeln!(
+        out,
+        "  median = {} ns   average = {} ns   maximum = {} ns   std dev = {} ns",
+        ns(t.detail.median_ns),
+        text(t.detail.mean_ns, Style::Decimals(2)),
+        ns(t.detail.max_ns),
+        text(t.detail.std_dev_ns, Style::Decimals(2))
+    );
+    if detail == Detail::Full {
+        distribution(out, &t.detail);
+    }
+}

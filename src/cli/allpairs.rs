@@ -5,13 +5,12 @@
 use super::fatal::Fatal;
 use super::plan::{AllPairsWork, Plan};
 use super::progress::ProgressBar;
-use super::record::{self, Started};
 use super::run::{deliver, other_rank, Ending};
 use super::signals;
-use crate::cli::backend::{BackendRun, Outcome};
 use commbench::analysis::allpairs::Rule;
+use commbench::analysis::assemble::{self, BackendRun, Outcome, Started};
 use commbench::analysis::document::ResultDoc;
-use commbench::analysis::matrix::{self, MatrixSection};
+use commbench::analysis::matrix;
 use commbench::core::method::allpairs::{AllPairs, AllPairsCollected, AllPairsProgress};
 use commbench::core::method::engine::{Collected, Progress, Stage};
 use commbench::core::Rank;
@@ -74,16 +73,8 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
     }
     signals::clear_checkpoint();
     let ending = Ending::of(&outcome.runs);
-    let mut doc = record::document(&record::Recipe::of(plan), outcome, started);
-    if collected.ranks > 0 {
-        match MatrixSection::build(collected, work.config.clone(), rule) {
-            Ok(section) => doc.allpairs = Some(section),
-            Err(e) => {
-                doc.error.get_or_insert_with(|| e.to_string());
-                doc.status = "partial".into();
-            }
-        }
-    }
+    let doc = assemble::document(&plan.recipe(), outcome, started);
+    let doc = assemble::with_matrix(doc, collected, work.config.clone(), rule);
     deliver(&plan.outputs, &doc, ending)?;
     match faults_named(&doc) {
         Some(names) if work.fail_on_suspect => Err(Fatal::run(

@@ -2,139 +2,17 @@
 //! re-measuring (design §5). Exit codes: 0 success, 1 a failed step or a regression found by
 //! `--fail-if-slower`, 2 bad usage (a missing or malformed document, an unknown choice).
 
+use crate::cli::args::{CompareArgs, Format, Kind, PlotArgs, ReportArgs};
 use crate::cli::fatal::Fatal;
-use clap::{Args, ValueEnum};
+use clap::ValueEnum;
 use commbench::analysis::compare::{self, SizeComparison};
 use commbench::analysis::document::ResultDoc;
 use commbench::analysis::fit;
 use commbench::analysis::matrix_compare;
 use commbench::render;
-use commbench::render::svg::{self as plot, PlotKind};
-use commbench::render::text::{self as report, Detail};
+use commbench::render::{Csv, Detail, Markdown, Plot, PlotKind, Renderer, Text};
 use commbench::spec;
 use std::path::{Path, PathBuf};
-
-/// `commbench report FILE.json`: re-render a result document.
-#[derive(Debug, Args, Clone)]
-pub struct ReportArgs {
-    /// The result document a run wrote (result.json of --output DIR, or --json FILE).
-    #[arg(value_name = "FILE.json")]
-    pub file: PathBuf,
-
-    /// text (the summary of Luecke et al. 2009, Appendix C, with the fitted models), markdown
-    /// or csv.
-    #[arg(long, value_enum, default_value_t = Format::Text, value_name = "FORMAT")]
-    pub format: Format,
-
-    /// text: add each size's distribution and the timer's (the full output of Luecke et al.
-    /// 2009 §5).
-    #[arg(long)]
-    pub full: bool,
-}
-
-/// `commbench plot FILE.json -o out.svg`: draw a result document as SVG.
-#[derive(Debug, Args, Clone)]
-pub struct PlotArgs {
-    /// The result document a run wrote.
-    #[arg(value_name = "FILE.json")]
-    pub file: PathBuf,
-
-    /// The SVG file to write.
-    #[arg(long, short = 'o', value_name = "OUT.svg")]
-    pub output: PathBuf,
-
-    /// latency (log-log, 95% CI error bars, fit), bandwidth (MB/s against size), histogram
-    /// (one size's trial times with the cut_coef line), signature (throughput against time),
-    /// queue (a `commbench queue` run: latency against queue length) or matrix (a `commbench
-    /// allpairs` run: heatmap of every cell, node effects, histogram of the robust z).
-    #[arg(long, value_enum, default_value_t = Kind::Latency, value_name = "KIND")]
-    pub kind: Kind,
-
-    /// histogram and matrix: the message size to draw (default: the first measured).
-    #[arg(long, value_name = "BYTES")]
-    pub size: Option<String>,
-}
-
-/// `commbench report --format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// The summary of Luecke et al. 2009, Appendix C, with the fitted models.
-    Text,
-    /// A Markdown table per pattern.
-    Markdown,
-    /// One row per point.
-    Csv,
-}
-
-/// `commbench plot --kind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Kind {
-    /// Median one-way time against size, log-log, with 95% CI error bars and the fit.
-    Latency,
-    /// Rate (MB/s) against size.
-    Bandwidth,
-    /// One size's trial times with the median and cut_coef lines.
-    Histogram,
-    /// Throughput against transfer time (NetPIPE's signature graph).
-    Signature,
-    /// A queue benchmark's median one-way time against queue length, one line per fraction
-    /// traversed (`commbench queue`).
-    Queue,
-    /// An all-pairs matrix at one size: the median one-way time of every cell, the node
-    /// effects and the histogram of the robust z (`commbench allpairs`).
-    Matrix,
-}
-
-impl From<Kind> for PlotKind {
-    fn from(k: Kind) -> Self {
-        match k {
-            Kind::Latency => PlotKind::Latency,
-            Kind::Bandwidth => PlotKind::Bandwidth,
-            Kind::Histogram => PlotKind::Histogram,
-            Kind::Signature => PlotKind::Signature,
-            Kind::Queue => PlotKind::Queue,
-            Kind::Matrix => PlotKind::Matrix,
-        }
-    }
-}
-
-/// `commbench compare A.json B.json`, or `commbench compare A1.json A2.json A3.json --against
-/// B1.json B2.json B3.json`: is B faster or slower than A, size by size?
-#[derive(Debug, Args, Clone)]
-#[command(override_usage = "commbench compare A.json B.json [OPTIONS]
-       commbench compare A1.json A2.json A3.json... --against B1.json B2.json B3.json... [OPTIONS]")]
-#[command(after_help = "\
-Each side should be several runs (3 or more), so that the comparison sees how much separate \
-runs of the same benchmark differ; on a shared machine that is often far more than the spread \
-of one run's trials. A pattern with * or ? in the file name is expanded by commbench, sorted \
-(quote it: 'base/*.json'). With one run per side the intervals describe the variation within \
-each run only: the table is shown, no size is called slower or faster, and --fail-if-slower \
-refuses to judge (exit 2) rather than pass or fail on within-run noise.")]
-pub struct CompareArgs {
-    /// Side A, the baseline: one or more result documents, each one run (or, without
-    /// --against, exactly two documents: A.json B.json).
-    #[arg(value_name = "A.json", required = true, num_args = 1..)]
-    pub files: Vec<PathBuf>,
-
-    /// Side B, compared against A: one or more result documents, each one run. Put it after
-    /// A's files.
-    #[arg(long, value_name = "B.json", num_args = 1..)]
-    pub against: Vec<PathBuf>,
-
-    /// Exit 1 when B is slower than A by more than PCT percent at some size, with 95%
-    /// confidence for all sizes together (the lower end of the simultaneous CI of B/A is above
-    /// 1 + PCT/100). Needs 3 or more runs per side; with fewer it exits 2.
-    #[arg(long, value_name = "PCT")]
-    pub fail_if_slower: Option<f64>,
-
-    /// Bootstrap resamples per size (at most 2000).
-    #[arg(long, default_value_t = 2000, value_name = "N")]
-    pub resamples: usize,
-
-    /// Also write the comparison as JSON to FILE ('-' for standard output, instead of the table).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-}
 
 /// Seed of the bootstrap, fixed so that a comparison is reproducible.
 const COMPARE_SEED: u64 = 0x00c0_ffee_5eed;
@@ -167,14 +45,20 @@ pub fn report(a: ReportArgs) -> Result<(), Fatal> {
         ));
     }
     let fits = fit::fits_of(&doc);
-    let out = match a.format {
-        Format::Markdown => render::markdown::render(&doc, &fits),
-        Format::Csv => render::csv::render(&doc),
+    let renderer: Box<dyn Renderer> = match a.format {
+        Format::Markdown => Box::new(Markdown),
+        Format::Csv => Box::new(Csv),
         Format::Text => {
             let detail = if a.full { Detail::Full } else { Detail::Table };
-            report::render_with_fits(&doc, detail, &fits)
+            Box::new(Text::new(detail))
         }
     };
+    let out = renderer.render(&doc, &fits).map_err(|e| {
+        Fatal::usage(
+            format!("{}: {}", a.file.display(), e.reason()),
+            "`commbench report FILE.json` renders the documents a run wrote",
+        )
+    })?;
     crate::cli::files::to_stdout(&out);
     Ok(())
 }
@@ -199,7 +83,8 @@ pub fn plot(a: PlotArgs) -> Result<(), Fatal> {
     }
     let doc = load(&a.file)?;
     check_kind_fits(&a.file, &doc, a.kind)?;
-    let svg = plot::plot_with(&doc, kind, size, &fit::fits_of(&doc)).map_err(|e| {
+    let fits = fit::fits_of(&doc);
+    let svg = Plot::new(kind, size).render(&doc, &fits).map_err(|e| {
         Fatal::usage(
             format!("{}: {}", a.file.display(), e.reason()),
             "`commbench report FILE.json` lists the sizes measured",

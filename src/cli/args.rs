@@ -3,17 +3,19 @@
 //! error; nothing here is validated beyond its type (that is [`super::plan`]'s job).
 
 use super::fatal::Fatal;
-use crate::cli::analyze::{CompareArgs, PlotArgs, ReportArgs};
+pub use crate::cli::backend::args::BackendArgs;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use commbench::analysis::fit::Breakpoint;
 use commbench::core::method::{Invalid, Setting};
+use commbench::render::svg::PlotKind;
 use std::path::PathBuf;
 
 const ABOUT: &str = "Point-to-point communication latency and rates, measured with one statistically sound method on every transport.";
 
 const LONG_ABOUT: &str = "\
 Point-to-point communication latency and rates, measured with one statistically sound method on
-every transport (shared memory, TCP, a simulated hypercube, MPI, libfabric; UCX is planned).
+every transport: shared memory, TCP, a simulated hypercube, and with the opt-in Cargo features
+mpi, ofi and ucx, MPI, libfabric and UCX (`commbench backends` lists what this build has).
 
 The method is that of Luecke et al. (2009): the clock's overhead and resolution are measured
 first; every timed trial is preceded by a barrier and a handshake; each trial times `npp`
@@ -28,7 +30,10 @@ Examples:
   commbench overhead --backend sim --sim-config ncube7   the six times of Krumme & Greenfield 1988
   commbench queue posted --any-source         latency behind 0..1000 pre-posted receives
   commbench timer                             the clock's overhead and resolution
-  mpirun -np 2 commbench pingpong --backend mpi,tcp,shm   (built with --features mpi)";
+  commbench allpairs --sizes 8,1M             every ordered pair of 4 local ranks, slow ones named
+  mpirun -np 2 commbench pingpong --backend mpi,tcp,shm   (built with --features mpi)
+  commbench pingpong --backend ofi --ofi-provider shm     (built with --features ofi)
+  commbench pingpong --backend ucx --ucx-tls posix,self   (built with --features ucx)";
 
 #[derive(Debug, Parser)]
 #[command(name = "commbench", version, about = ABOUT, long_about = LONG_ABOUT)]
@@ -579,84 +584,6 @@ pub enum ScheduleArg {
     Serial,
 }
 
-/// The help heading of the options for runs across hosts.
-const HOSTS: &str = "Across hosts";
-
-#[derive(Debug, Args, Clone, Default)]
-pub struct BackendArgs {
-    /// Transport: shm (default), tcp, sim, mpi (with --features mpi, under mpirun). Under mpirun
-    /// a list (mpi,tcp,shm) measures each between the same processes, side by side.
-    #[arg(long, value_name = "NAME[,NAME...]")]
-    pub backend: Option<String>,
-
-    /// mpi: the clock to read, wtime (MPI_Wtime, default) or monotonic (CLOCK_MONOTONIC).
-    #[arg(long, value_name = "CLOCK", help_heading = "mpi", ignore_case = true)]
-    pub clock: Option<ClockArg>,
-
-    /// mpi: the thread support to ask MPI_Init_thread for: single (default, what MPI_Init and
-    /// the plain loops ask for), funneled, serialized or multiple. A higher level can cost
-    /// every message (Open MPI locks above single); measure it to see what a threaded
-    /// application pays. The result records the level asked for and the level provided.
-    #[arg(long, value_name = "LEVEL", help_heading = "mpi", ignore_case = true)]
-    pub mpi_threads: Option<ThreadsArg>,
-
-    /// Ranks in the run (default: as many as the command needs: enough for --source and
-    /// --dest, for the echo's path or for the interference streams): started here, or with
-    /// --rank the size of a run started by hand. Not with sim (it runs every node of its
-    /// machine) nor under MPI (mpirun -np decides).
-    #[arg(long, value_name = "N", alias = "nranks", alias = "size")]
-    pub ranks: Option<u32>,
-
-    /// Seconds without progress after which a wait is an error naming the silent peer (not
-    /// with sim, whose clock is virtual).
-    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
-    pub timeout: f64,
-
-    /// tcp: busy-poll non-blocking sockets instead of blocking in the kernel.
-    #[arg(long, help_heading = "tcp")]
-    pub poll: bool,
-
-    /// tcp: interface address to listen on for data connections (default: the one that reached
-    /// the rendezvous).
-    #[arg(long, value_name = "HOST", help_heading = "tcp")]
-    pub bind: Option<String>,
-
-    /// shm: how a rank waits: spin (default), spin-yield or futex (for oversubscribed hosts).
-    #[arg(long, value_name = "POLICY", help_heading = "shm")]
-    pub wait: Option<WaitArg>,
-
-    /// shm, tcp, ofi, ucx: pin rank i to the i-th CPU of this list (e.g. 0,1 or 0-3), one CPU per rank;
-    /// a single CPU holds every rank. Each must be one this process may run on.
-    #[arg(long, value_name = "LIST", help_heading = "shm")]
-    pub cpus: Option<String>,
-
-    /// ofi: the libfabric provider, as fi_info names it: shm, "tcp;ofi_rxm", "udp;ofi_rxd",
-    /// ... (default: libfabric's first choice for a tagged RDM endpoint; FI_PROVIDER narrows
-    /// it). `commbench backends` lists the providers found here.
-    #[arg(long, value_name = "NAME", help_heading = "ofi")]
-    pub ofi_provider: Option<String>,
-
-    /// ucx: the UCX transports, passed as UCX_TLS: posix,self, tcp, sm, posix,cma,self, ...
-    /// (default: UCX_TLS from the environment, else UCX's choice). cma only beside posix or
-    /// sysv. `commbench backends` lists the transports found here.
-    #[arg(long, value_name = "LIST", help_heading = "ucx")]
-    pub ucx_tls: Option<String>,
-
-    /// sim: a preset (ncube7, generic) or a TOML file describing the simulated machine.
-    #[arg(long, value_name = "NAME|FILE", help_heading = "sim")]
-    pub sim_config: Option<String>,
-
-    /// shm, tcp, ofi, ucx: join a run started by hand as this rank of --ranks N (otherwise the rank
-    /// comes from the launcher's environment).
-    #[arg(long, value_name = "R", requires = "ranks", help_heading = HOSTS)]
-    pub rank: Option<u32>,
-
-    /// tcp, ofi, ucx: HOST:PORT where rank 0 holds the rendezvous of a run across hosts. Also
-    /// COMMBENCH_RENDEZVOUS; the run's token comes from COMMBENCH_TOKEN.
-    #[arg(long, value_name = "HOST:PORT", help_heading = HOSTS)]
-    pub rendezvous: Option<String>,
-}
-
 #[derive(Debug, Args, Clone)]
 pub struct OutputArgs {
     /// Write the full output, the summary and the JSON result document into this directory
@@ -729,45 +656,6 @@ pub enum ProgressWhen {
     Never,
 }
 
-/// `--wait` (shm).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum WaitArg {
-    /// Pure busy polling (lowest latency; one core per rank).
-    Spin,
-    /// Poll a little, then yield the CPU between polls.
-    SpinYield,
-    /// Poll a little, then sleep on a futex that senders ring.
-    Futex,
-}
-
-/// `--clock` (mpi).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ClockArg {
-    /// MPI_Wtime.
-    #[value(alias = "mpi_wtime", alias = "mpi")]
-    Wtime,
-    /// CLOCK_MONOTONIC, as the other backends read.
-    #[value(alias = "clock_monotonic")]
-    Monotonic,
-}
-
-/// `--mpi-threads` (mpi): the thread support asked of `MPI_Init_thread`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ThreadsArg {
-    /// MPI_THREAD_SINGLE (what MPI_Init asks for).
-    #[value(alias = "mpi_thread_single")]
-    Single,
-    /// MPI_THREAD_FUNNELED.
-    #[value(alias = "mpi_thread_funneled")]
-    Funneled,
-    /// MPI_THREAD_SERIALIZED.
-    #[value(alias = "mpi_thread_serialized")]
-    Serialized,
-    /// MPI_THREAD_MULTIPLE.
-    #[value(alias = "mpi_thread_multiple")]
-    Multiple,
-}
-
 /// The name of a closed choice as the command line and the result document spell it.
 pub fn choice_name<T: ValueEnum>(v: &T) -> String {
     v.to_possible_value()
@@ -837,4 +725,126 @@ impl Given {
     pub fn flags(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(String::as_str)
     }
+}
+
+/// `commbench report FILE.json`: re-render a result document.
+#[derive(Debug, Args, Clone)]
+pub struct ReportArgs {
+    /// The result document a run wrote (result.json of --output DIR, or --json FILE).
+    #[arg(value_name = "FILE.json")]
+    pub file: PathBuf,
+
+    /// text (the summary of Luecke et al. 2009, Appendix C, with the fitted models), markdown
+    /// or csv.
+    #[arg(long, value_enum, default_value_t = Format::Text, value_name = "FORMAT")]
+    pub format: Format,
+
+    /// text: add each size's distribution and the timer's (the full output of Luecke et al.
+    /// 2009 §5).
+    #[arg(long)]
+    pub full: bool,
+}
+
+/// `commbench plot FILE.json -o out.svg`: draw a result document as SVG.
+#[derive(Debug, Args, Clone)]
+pub struct PlotArgs {
+    /// The result document a run wrote.
+    #[arg(value_name = "FILE.json")]
+    pub file: PathBuf,
+
+    /// The SVG file to write.
+    #[arg(long, short = 'o', value_name = "OUT.svg")]
+    pub output: PathBuf,
+
+    /// latency (log-log, 95% CI error bars, fit), bandwidth (MB/s against size), histogram
+    /// (one size's trial times with the cut_coef line), signature (throughput against time),
+    /// queue (a `commbench queue` run: latency against queue length) or matrix (a `commbench
+    /// allpairs` run: heatmap of every cell, node effects, histogram of the robust z).
+    #[arg(long, value_enum, default_value_t = Kind::Latency, value_name = "KIND")]
+    pub kind: Kind,
+
+    /// histogram and matrix: the message size to draw (default: the first measured).
+    #[arg(long, value_name = "BYTES")]
+    pub size: Option<String>,
+}
+
+/// `commbench report --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// The summary of Luecke et al. 2009, Appendix C, with the fitted models.
+    Text,
+    /// A Markdown table per pattern.
+    Markdown,
+    /// One row per point.
+    Csv,
+}
+
+/// `commbench plot --kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// Median one-way time against size, log-log, with 95% CI error bars and the fit.
+    Latency,
+    /// Rate (MB/s) against size.
+    Bandwidth,
+    /// One size's trial times with the median and cut_coef lines.
+    Histogram,
+    /// Throughput against transfer time (NetPIPE's signature graph).
+    Signature,
+    /// A queue benchmark's median one-way time against queue length, one line per fraction
+    /// traversed (`commbench queue`).
+    Queue,
+    /// An all-pairs matrix at one size: the median one-way time of every cell, the node
+    /// effects and the histogram of the robust z (`commbench allpairs`).
+    Matrix,
+}
+
+impl From<Kind> for PlotKind {
+    fn from(k: Kind) -> Self {
+        match k {
+            Kind::Latency => PlotKind::Latency,
+            Kind::Bandwidth => PlotKind::Bandwidth,
+            Kind::Histogram => PlotKind::Histogram,
+            Kind::Signature => PlotKind::Signature,
+            Kind::Queue => PlotKind::Queue,
+            Kind::Matrix => PlotKind::Matrix,
+        }
+    }
+}
+
+/// `commbench compare A.json B.json`, or `commbench compare A1.json A2.json A3.json --against
+/// B1.json B2.json B3.json`: is B faster or slower than A, size by size?
+#[derive(Debug, Args, Clone)]
+#[command(override_usage = "commbench compare A.json B.json [OPTIONS]
+       commbench compare A1.json A2.json A3.json... --against B1.json B2.json B3.json... [OPTIONS]")]
+#[command(after_help = "\
+Each side should be several runs (3 or more), so that the comparison sees how much separate \
+runs of the same benchmark differ; on a shared machine that is often far more than the spread \
+of one run's trials. A pattern with * or ? in the file name is expanded by commbench, sorted \
+(quote it: 'base/*.json'). With one run per side the intervals describe the variation within \
+each run only: the table is shown, no size is called slower or faster, and --fail-if-slower \
+refuses to judge (exit 2) rather than pass or fail on within-run noise.")]
+pub struct CompareArgs {
+    /// Side A, the baseline: one or more result documents, each one run (or, without
+    /// --against, exactly two documents: A.json B.json).
+    #[arg(value_name = "A.json", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+
+    /// Side B, compared against A: one or more result documents, each one run. Put it after
+    /// A's files.
+    #[arg(long, value_name = "B.json", num_args = 1..)]
+    pub against: Vec<PathBuf>,
+
+    /// Exit 1 when B is slower than A by more than PCT percent at some size, with 95%
+    /// confidence for all sizes together (the lower end of the simultaneous CI of B/A is above
+    /// 1 + PCT/100). Needs 3 or more runs per side; with fewer it exits 2.
+    #[arg(long, value_name = "PCT")]
+    pub fail_if_slower: Option<f64>,
+
+    /// Bootstrap resamples per size (at most 2000).
+    #[arg(long, default_value_t = 2000, value_name = "N")]
+    pub resamples: usize,
+
+    /// Also write the comparison as JSON to FILE ('-' for standard output, instead of the table).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }

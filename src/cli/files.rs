@@ -4,7 +4,7 @@
 use super::fatal::Fatal;
 use super::plan::Outputs;
 use commbench::analysis::document::ResultDoc;
-use commbench::render::text::{self as report, Detail};
+use commbench::render::{Detail, Text};
 use std::path::Path;
 
 /// Check every output path before the first message is sent, so that a sweep is never
@@ -84,9 +84,10 @@ pub fn write_dir(dir: &Path, doc: &ResultDoc) -> Result<Vec<String>, String> {
     let full = dir.join("commbench.output.txt");
     let summary = dir.join("commbench.summary.txt");
     let json = dir.join("result.json");
-    std::fs::write(&full, report::render(doc, Detail::Full))
+    let text = |detail| Text::new(detail).report(doc, doc.fit.as_slice());
+    std::fs::write(&full, text(Detail::Full))
         .map_err(|e| format!("cannot write {}: {e}", full.display()))?;
-    std::fs::write(&summary, report::render(doc, Detail::Summary))
+    std::fs::write(&summary, text(Detail::Summary))
         .map_err(|e| format!("cannot write {}: {e}", summary.display()))?;
     write_doc(&json, doc)?;
     Ok(vec![

@@ -1,6 +1,7 @@
 //! The `commbench` command line (design §2), one way through:
 //! [`args`] (clap) -> [`plan`] (typed, fully validated) -> [`run`] (the [`backend`]s launch the
-//! ranks) -> [`record`] (the result document on rank 0) -> the renderers and [`files`];
+//! ranks) -> `commbench::analysis::assemble` (the result document on rank 0) -> the renderers
+//! and [`files`];
 //! [`analyze`] reads documents back (`report`, `plot`, `compare`). [`backend`] is the one place
 //! that names the backends. Exit codes: 0 success, 1 a failed run, 2 bad usage ([`fatal`]).
 
@@ -10,9 +11,9 @@ pub mod args;
 pub mod backend;
 pub mod fatal;
 pub mod files;
+mod live;
 pub mod plan;
 mod progress;
-mod record;
 mod run;
 mod signals;
 
@@ -24,6 +25,7 @@ use commbench::core::method::queue::QueueKind;
 use commbench::core::method::sixtimes::Suite;
 use commbench::core::method::PatternKind;
 use fatal::{Fatal, EXIT_USAGE};
+use plan::Work;
 use std::process::ExitCode;
 
 /// Parse the command line, do what it says, and turn the outcome into an exit code.
@@ -106,13 +108,9 @@ fn dispatch(cmd: Command, given: &Given) -> Result<(), Fatal> {
             }
             QueueWhich::Unexpected(u) => plan::queue(QueueKind::Unexpected, None, u, given),
         }
-        .and_then(run::measure),
-        Command::Pingpong(a) => {
-            plan::pattern(PatternKind::PingPong, a, given).and_then(run::measure)
-        }
-        Command::Exchange(a) => {
-            plan::pattern(PatternKind::Exchange, a, given).and_then(run::measure)
-        }
+        .and_then(measure),
+        Command::Pingpong(a) => plan::pattern(PatternKind::PingPong, a, given).and_then(measure),
+        Command::Exchange(a) => plan::pattern(PatternKind::Exchange, a, given).and_then(measure),
         Command::Bandwidth(b) => {
             if b.window == 0 {
                 return Err(Fatal::usage(
@@ -125,13 +123,14 @@ fn dispatch(cmd: Command, given: &Given) -> Result<(), Fatal> {
             } else {
                 PatternKind::Bandwidth { window: b.window }
             };
-            plan::pattern(kind, b.common, given).and_then(run::measure)
+            plan::pattern(kind, b.common, given).and_then(measure)
         }
-        Command::Echo(e) => plan::seed001(Suite::Echo, e.sizes, Some(&e.hops), e.common, given)
-            .and_then(run::measure),
+        Command::Echo(e) => {
+            plan::seed001(Suite::Echo, e.sizes, Some(&e.hops), e.common, given).and_then(measure)
+        }
         Command::Overhead(e) => {
             plan::seed001(Suite::Overhead, e.sizes, Some(&e.hops), e.common, given)
-                .and_then(run::measure)
+                .and_then(measure)
         }
         Command::Interference(i) => plan::seed001(
             Suite::Interference { streams: i.streams },
@@ -140,7 +139,7 @@ fn dispatch(cmd: Command, given: &Given) -> Result<(), Fatal> {
             i.common,
             given,
         )
-        .and_then(run::measure),
+        .and_then(measure),
         Command::Transpose(t) => {
             if t.sizes.is_some() || t.sweep {
                 let flag = if t.sweep { "--sweep" } else { "--sizes" };
@@ -151,10 +150,10 @@ fn dispatch(cmd: Command, given: &Given) -> Result<(), Fatal> {
                     "give the matrix order with --n (the message is N x N x 8 bytes)",
                 ));
             }
-            plan::transpose(t.n, t.common, t.refused.into(), given).and_then(run::measure)
+            plan::transpose(t.n, t.common, t.refused.into(), given).and_then(measure)
         }
-        Command::Timer(a) => timer(a, given),
-        Command::Allpairs(a) => plan::allpairs(a, given).and_then(run::measure),
+        Command::Timer(a) => timer(a),
+        Command::Allpairs(a) => plan::allpairs(a, given).and_then(measure),
         Command::Report(a) => analyze::report(a),
         Command::Plot(a) => analyze::plot(a),
         Command::Compare(a) => analyze::compare(a),
@@ -162,6 +161,23 @@ fn dispatch(cmd: Command, given: &Given) -> Result<(), Fatal> {
             list_backends();
             Ok(())
         }
+    }
+}
+
+/// Run a measuring plan and report it (on rank 0; other ranks report only their own failure).
+fn measure(plan: plan::Plan) -> Result<(), Fatal> {
+    let reports = run::reporting_rank(&plan);
+    // First, before any thread is started: SIGINT and SIGTERM stop the run at a safe point.
+    signals::install(reports).map_err(|e| Fatal::run(e, None))?;
+    if reports {
+        files::probe(&plan.outputs)?;
+    }
+    match plan.work.clone() {
+        Work::Pattern(kind) => run::measure_spec(&plan, kind),
+        Work::Transpose(t) => run::measure_spec(&plan, t),
+        Work::SixTimes(x) => run::measure_spec(&plan, x),
+        Work::Queue(q) => run::measure_spec(&plan, q),
+        Work::AllPairs(w) => allpairs::run(&plan, &w),
     }
 }
 
@@ -176,59 +192,26 @@ fn list_backends() {
             "not available in this version".to_string()
         };
         println!("{:4} {:52} {state}", b.name, b.about);
-        #[cfg(feature = "ofi")]
-        if b.name == "ofi" {
-            let found = commbench_ofi::providers();
-            let found = if found.is_empty() {
-                "none".to_string()
-            } else {
-                found.join(", ")
-            };
-            println!(
-                "     libfabric {} providers with a tagged RDM endpoint here: {found}",
-                commbench_ofi::library_version()
-            );
-        }
-        #[cfg(feature = "ucx")]
-        if b.name == "ucx" {
-            let found = match commbench_ucx::resources(Some("all")) {
-                Ok(r) if !r.is_empty() => r.join(", "),
-                Ok(_) => "none".to_string(),
-                Err(e) => format!("none ({})", e.reason()),
-            };
-            println!(
-                "     UCX {} transports here: {found}",
-                commbench_ucx::library_version()
-            );
+        if let Some(found) = backend::found_here(b.name) {
+            println!("     {found}");
         }
     }
 }
 
 /// `commbench timer [--backend B]`: characterise this process's clock, or rank 0's on B.
 /// With `--json -` standard output holds the JSON alone.
-fn timer(a: TimerArgs, given: &Given) -> Result<(), Fatal> {
+fn timer(a: TimerArgs) -> Result<(), Fatal> {
     commbench::core::method::check_timer_samples(a.clock.samples)
         .map_err(|e| args::invalid_method(e, "for example --samples 16777216"))?;
     let samples = a.clock.samples;
-    let chosen = match a.on.backend {
-        None => {
-            if given.has("--sim-config") {
-                return Err(Fatal::usage(
-                    "--sim-config is not used by timer without --backend sim",
-                    "add --backend sim to characterise the simulated machine's clock, or drop --sim-config",
-                ));
-            }
-            None
-        }
-        Some(name) => Some(backend::for_timer(&name, a.on.sim_config)?),
-    };
+    let chosen = backend::for_timer(a.on.backend.as_deref(), a.on.sim_config)?;
     let report = match chosen {
         None => backend::monotonic_timer("CLOCK_MONOTONIC".into(), samples),
         Some(b) => b.timer(samples)?,
     };
     let json_to_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
     if !json_to_stdout {
-        files::to_stdout(&commbench::render::text::timer_report(&report));
+        files::to_stdout(&commbench::render::kind::timer::report(&report));
     }
     if let Some(p) = a.json {
         files::write_json_value(&p, &report)?;

@@ -3,51 +3,33 @@
 
 use super::fatal::Fatal;
 use super::files;
-use super::plan::{Outputs, Plan, Work};
+use super::plan::{Outputs, Plan};
 use super::progress::ProgressBar;
-use super::record::{self, Started};
-use super::signals;
-use crate::cli::backend::{BackendRun, Outcome};
+use super::{live, signals};
+use crate::cli::backend;
+use commbench::analysis::assemble::{self, BackendRun, Outcome, Started};
 use commbench::analysis::document::ResultDoc;
 use commbench::core::launch::RankEnv;
-use commbench::core::method::engine::{
-    snapshot_collected, Collected, KernelSpec, Measurement, Progress, ProgressFn,
-};
+use commbench::core::method::engine::{KernelSpec, Progress};
 use commbench::core::Error;
-use commbench::render::text::{self as report, Detail};
-use std::sync::{Arc, Mutex};
-
-/// Run the plan and report it (on rank 0; other ranks report only their own failure).
-pub fn measure(plan: Plan) -> Result<(), Fatal> {
-    let reports = reporting_rank(&plan);
-    // First, before any thread is started: SIGINT and SIGTERM stop the run at a safe point.
-    signals::install(reports).map_err(|e| Fatal::run(e, None))?;
-    if reports {
-        files::probe(&plan.outputs)?;
-    }
-    match plan.work.clone() {
-        Work::Pattern(kind) => measure_spec(&plan, kind),
-        Work::Transpose(t) => measure_spec(&plan, t),
-        Work::SixTimes(x) => measure_spec(&plan, x),
-        Work::Queue(q) => measure_spec(&plan, q),
-        Work::AllPairs(w) => super::allpairs::run(&plan, &w),
-    }
-}
+use commbench::render::{Detail, Text};
 
 /// Whether this process is rank 0, the one that reports and writes (rank numbers are known
 /// from the launcher's variables before any backend starts).
-fn reporting_rank(plan: &Plan) -> bool {
+pub(super) fn reporting_rank(plan: &Plan) -> bool {
     RankEnv::detect(plan.job.manual, None, 2).map_or(true, |e| e.rank == 0)
 }
 
-fn measure_spec<S: KernelSpec + Clone>(plan: &Plan, spec: S) -> Result<(), Fatal> {
+/// Measure `spec` as `plan` says and report it (on rank 0; other ranks report only their own
+/// failure).
+pub(super) fn measure_spec<S: KernelSpec + Clone>(plan: &Plan, spec: S) -> Result<(), Fatal> {
     let started = Started::now();
     if reporting_rank(plan) {
         save_on_signal(plan, started);
     }
     let bar = ProgressBar::new(plan.outputs.progress, plan.outputs.quiet);
     let cb = |p: Progress| bar.update(p);
-    let outcome = launch(plan, spec, &cb);
+    let outcome = backend::measure(&plan.backends, &plan.job, &plan.method, spec, &cb);
     bar.finish();
     let outcome = outcome?;
     if outcome.rank != 0 {
@@ -57,30 +39,9 @@ fn measure_spec<S: KernelSpec + Clone>(plan: &Plan, spec: S) -> Result<(), Fatal
     let ending = Ending::of(&outcome.runs);
     deliver(
         &plan.outputs,
-        &record::document(&record::Recipe::of(plan), outcome, started),
+        &assemble::document(&plan.recipe(), outcome, started),
         ending,
     )
-}
-
-/// A measurement under way on this rank, followed so that a signal can save what it has.
-struct Live {
-    backend: &'static str,
-    sizes: usize,
-    collected: Arc<Mutex<Collected>>,
-}
-
-/// The measurements of this run so far, in order.
-static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
-
-/// Follow `m`, measured by `backend`: a signal saves what it has collected so far.
-pub fn track<S: KernelSpec>(backend: &'static str, m: &Measurement<'_, S>) {
-    if let Ok(mut live) = LIVE.lock() {
-        live.push(Live {
-            backend,
-            sizes: m.spec.steps(&m.cfg),
-            collected: m.collected_handle(),
-        });
-    }
 }
 
 /// On rank 0 of a run with output files: when the first signal arrives, write the sizes
@@ -92,17 +53,13 @@ fn save_on_signal(plan: &Plan, started: Started) {
     if out.dir.is_none() && (out.json.is_none() || out.json_to_stdout()) {
         return;
     }
-    let recipe = record::Recipe::of(plan);
+    let recipe = plan.recipe();
     let env = RankEnv::detect(plan.job.manual, None, plan.job.ranks).ok();
     let ranks = env.as_ref().map_or(plan.job.ranks, |e| e.size);
-    let launcher = env.map_or_else(
-        || "local".to_string(),
-        |e| crate::cli::backend::launcher_name(&e),
-    );
+    let launcher = env.map_or_else(|| "local".to_string(), |e| backend::launcher_name(&e));
     signals::set_checkpoint(Box::new(move |signal| {
-        let runs = match LIVE.lock() {
-            Ok(live) => so_far(&live, signal),
-            Err(_) => return,
+        let Some(runs) = live::so_far(signal) else {
+            return;
         };
         let outcome = Outcome {
             ranks,
@@ -110,7 +67,7 @@ fn save_on_signal(plan: &Plan, started: Started) {
             rank: 0,
             runs,
         };
-        let doc = record::document(&recipe, outcome, started);
+        let doc = assemble::document(&recipe, outcome, started);
         if let Some(dir) = &out.dir {
             if let Err(e) = files::write_dir(dir, &doc) {
                 eprintln!("commbench: saving the sizes measured so far: {e}");
@@ -122,31 +79,6 @@ fn save_on_signal(plan: &Plan, started: Started) {
             }
         }
     }));
-}
-
-/// The runs followed so far as a stop by `signal` leaves them: the last one interrupted.
-fn so_far(live: &[Live], signal: i32) -> Vec<BackendRun> {
-    let n = live.len();
-    live.iter()
-        .enumerate()
-        .map(|(i, l)| {
-            let collected = snapshot_collected(&l.collected);
-            let done = collected.points.len();
-            BackendRun {
-                backend: l.backend,
-                collected,
-                result: if i + 1 == n {
-                    Err(Error::Interrupted {
-                        signal,
-                        done,
-                        sizes: l.sizes,
-                    })
-                } else {
-                    Ok(())
-                },
-            }
-        })
-        .collect()
 }
 
 /// A rank other than 0 reports only its own failure: a stop is rank 0's to report, and a
@@ -211,52 +143,6 @@ impl Ending {
     }
 }
 
-/// Start the ranks: under MPI every backend in turn, otherwise the one backend.
-fn launch<S: KernelSpec + Clone>(
-    plan: &Plan,
-    spec: S,
-    progress: &ProgressFn<'_>,
-) -> Result<Outcome, Fatal> {
-    if plan.under_mpi() {
-        return under_mpi(plan, spec, progress);
-    }
-    let b = &plan.backends[0];
-    let m = Measurement::new(spec, plan.method.clone(), Some(progress)).with_stop(&signals::STOP);
-    track(b.name(), &m);
-    let ran = b.run(&plan.job, &m)?;
-    Ok(Outcome {
-        ranks: ran.ranks,
-        launcher: ran.launcher,
-        rank: ran.rank,
-        runs: vec![BackendRun {
-            backend: b.name(),
-            collected: m.take_collected(),
-            result: ran.result,
-        }],
-    })
-}
-
-#[cfg(feature = "mpi")]
-fn under_mpi<S: KernelSpec + Clone>(
-    plan: &Plan,
-    spec: S,
-    progress: &ProgressFn<'_>,
-) -> Result<Outcome, Fatal> {
-    crate::cli::backend::mpi::run_all(&plan.backends, &plan.job, &plan.method, spec, progress)
-}
-
-#[cfg(not(feature = "mpi"))]
-fn under_mpi<S: KernelSpec + Clone>(
-    _plan: &Plan,
-    _spec: S,
-    _progress: &ProgressFn<'_>,
-) -> Result<Outcome, Fatal> {
-    Err(Fatal::usage(
-        "measuring several backends in one run, or the mpi backend, needs MPI",
-        "rebuild with `cargo build --release --features mpi` and start it under mpirun",
-    ))
-}
-
 /// Print the report, write the files, and turn a failed run into exit 1 (its partial
 /// results printed and written all the same).
 pub(super) fn deliver(out: &Outputs, doc: &ResultDoc, ending: Ending) -> Result<(), Fatal> {
@@ -284,7 +170,7 @@ pub(super) fn deliver(out: &Outputs, doc: &ResultDoc, ending: Ending) -> Result<
         } else {
             Detail::Table
         };
-        files::to_stdout(&report::render(doc, detail));
+        files::to_stdout(&Text::new(detail).report(doc, doc.fit.as_slice()));
     }
     for f in &written {
         eprintln!("wrote {f}");

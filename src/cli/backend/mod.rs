@@ -28,11 +28,12 @@ macro_rules! dispatch {
     };
 }
 
+pub mod args;
 #[cfg(any(feature = "tcp", feature = "ofi", feature = "ucx"))]
 mod joining;
 mod local;
 #[cfg(feature = "mpi")]
-pub mod mpi;
+mod mpi;
 #[cfg(feature = "ofi")]
 mod ofi;
 #[cfg(feature = "shm")]
@@ -44,14 +45,19 @@ mod tcp;
 #[cfg(feature = "ucx")]
 mod ucx;
 
-use crate::cli::args::{BackendArgs, Given};
+use crate::cli::args::Given;
 use crate::cli::fatal::Fatal;
+use crate::cli::{live, signals};
+use args::BackendArgs;
+use commbench::analysis::assemble::{BackendRun, Outcome};
+use commbench::analysis::document::RunConfig;
 use commbench::core::launch::{Launcher, RankEnv};
-use commbench::core::method::engine::Collected;
+use commbench::core::method::engine::{KernelSpec, Measurement, ProgressFn};
 use commbench::core::method::limits::Transport;
 use commbench::core::method::timer::{self, TimerReport};
 use commbench::core::method::transpose::Transpose;
-use commbench::core::transport::clock;
+use commbench::core::method::MethodConfig;
+use commbench::core::transport::{clock, BackendInfo};
 use commbench::core::{Error, Program};
 use std::time::Duration;
 
@@ -204,17 +210,6 @@ impl Ran {
     }
 }
 
-/// One backend's part of a run, as rank 0 saw it.
-#[derive(Debug)]
-pub struct BackendRun {
-    /// Backend name.
-    pub backend: &'static str,
-    /// What rank 0 collected (also from a failed run).
-    pub collected: Collected,
-    /// The outcome.
-    pub result: Result<(), Error>,
-}
-
 /// The seam every backend module implements.
 pub trait Backend: Sized {
     /// Its name in [`BACKENDS`].
@@ -237,11 +232,17 @@ pub trait Backend: Sized {
         None
     }
 
-    /// The dimension of the hypercube the transport routes over itself, forwarding through
-    /// intermediate nodes (the simulator), and the ranks that run a program there; `None`
-    /// when every rank reaches every other directly (`Endpoint::hypercube`).
-    fn hypercube(&self) -> Option<(u32, u32)> {
+    /// The hypercube the transport routes over itself, forwarding through intermediate nodes
+    /// (the simulator); `None` when every rank reaches every other directly
+    /// (`Endpoint::hypercube`).
+    fn hypercube(&self) -> Option<Cube> {
         None
+    }
+
+    /// How to make room for a longer posted receive queue than this backend holds (seed
+    /// 004's posted queue), for the hint of the check that refuses one.
+    fn posted_queue_hint(&self) -> &'static str {
+        "shorter queues (--lengths)"
     }
 
     /// Run `prog` on the ranks this process hosts: start the others locally, or join the
@@ -265,6 +266,30 @@ pub trait Backend: Sized {
         Transport::unbounded(Self::NAME)
     }
 
+    /// Whether this backend's endpoints have caches a cold-cache run can empty (see core's
+    /// `Endpoint::models_caches`, which its endpoints answer alike); a backend that models no
+    /// memory has none, and a cold-cache run writes no pool there.
+    fn models_caches(&self) -> bool {
+        true
+    }
+
+    /// Whether the backend runs only under an MPI launcher, MPI started first (the mpi
+    /// backend); every other backend can also be measured beside it.
+    fn joins_mpi(&self) -> bool {
+        false
+    }
+
+    /// What `commbench backends` says this backend finds on this host (its library's
+    /// providers or transports), when it has something to say.
+    fn found_here() -> Option<String> {
+        None
+    }
+
+    /// Record the options this backend runs with in the result document's configuration:
+    /// its entry of `backend_options` (the values it runs with, whether given or defaulted),
+    /// and the flat keys earlier documents already carried for it.
+    fn record(&self, config: &mut RunConfig);
+
     /// The clock of rank 0 on this backend, characterised (seed 000 §3.1).
     fn timer(&self, samples: u64) -> Result<TimerReport, Fatal> {
         Ok(monotonic_timer(
@@ -272,6 +297,17 @@ pub trait Backend: Sized {
             samples,
         ))
     }
+}
+
+/// A hypercube a transport routes over itself ([`Backend::hypercube`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Cube {
+    /// Its dimension.
+    pub dimensions: u32,
+    /// The ranks that run a program there.
+    pub ranks: u32,
+    /// How to get a larger one, for a hint.
+    pub larger: &'static str,
 }
 
 /// This process's CLOCK_MONOTONIC, characterised.
@@ -333,15 +369,6 @@ impl Chosen {
         dispatch!(self, b => name_of(b))
     }
 
-    /// Whether this is the mpi backend.
-    pub fn is_mpi(&self) -> bool {
-        #[cfg(feature = "mpi")]
-        if let Chosen::Mpi(_) = self {
-            return true;
-        }
-        false
-    }
-
     /// See [`Backend::fixed_ranks`].
     pub fn fixed_ranks(&self) -> Option<(u32, String)> {
         dispatch!(self, b => b.fixed_ranks())
@@ -353,7 +380,7 @@ impl Chosen {
     }
 
     /// See [`Backend::hypercube`].
-    pub fn hypercube(&self) -> Option<(u32, u32)> {
+    pub fn hypercube(&self) -> Option<Cube> {
         dispatch!(self, b => b.hypercube())
     }
 
@@ -370,6 +397,61 @@ impl Chosen {
     /// See [`Backend::transport`].
     pub fn transport(&self, ranks: u32) -> Transport {
         dispatch!(self, b => b.transport(ranks))
+    }
+
+    /// See [`Backend::posted_queue_hint`].
+    pub fn posted_queue_hint(&self) -> &'static str {
+        dispatch!(self, b => b.posted_queue_hint())
+    }
+
+    /// See [`Backend::models_caches`].
+    pub fn models_caches(&self) -> bool {
+        dispatch!(self, b => b.models_caches())
+    }
+
+    /// See [`Backend::record`].
+    pub fn record(&self, config: &mut RunConfig) {
+        dispatch!(self, b => b.record(config))
+    }
+}
+
+/// Whether the backends of a run need an MPI launcher: one of them runs only under MPI, or
+/// several are measured side by side (between the processes MPI started).
+pub fn under_mpi(chosen: &[Chosen]) -> bool {
+    chosen.len() > 1 || chosen.iter().any(|c| dispatch!(c, b => b.joins_mpi()))
+}
+
+/// What the compiled-in backend `name` finds on this host (see [`Backend::found_here`]).
+pub fn found_here(name: &str) -> Option<String> {
+    match name {
+        #[cfg(feature = "shm")]
+        shm::Shm::NAME => shm::Shm::found_here(),
+        #[cfg(feature = "tcp")]
+        tcp::Tcp::NAME => tcp::Tcp::found_here(),
+        #[cfg(feature = "sim")]
+        sim::Sim::NAME => sim::Sim::found_here(),
+        #[cfg(feature = "mpi")]
+        mpi::MpiBackend::NAME => mpi::MpiBackend::found_here(),
+        #[cfg(feature = "ofi")]
+        ofi::Ofi::NAME => ofi::Ofi::found_here(),
+        #[cfg(feature = "ucx")]
+        ucx::Ucx::NAME => ucx::Ucx::found_here(),
+        _ => None,
+    }
+}
+
+/// A backend's entry of the document's `backend_options`: `pairs` as JSON values.
+fn options_entry<const N: usize>(pairs: [(&str, serde_json::Value); N]) -> BackendInfo {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// `--cpus` as the document records it: the CPU list, or null for no pinning.
+#[cfg(any(feature = "tcp", feature = "shm", feature = "ofi", feature = "ucx"))]
+fn cpus_value(cpus: &[usize]) -> serde_json::Value {
+    if cpus.is_empty() {
+        serde_json::Value::Null
+    } else {
+        cpus.into()
     }
 }
 
@@ -560,8 +642,18 @@ pub fn choose(a: &BackendArgs, given: &Given, job: &Job) -> Result<Vec<Chosen>, 
 }
 
 /// The one backend `commbench timer --backend NAME` characterises, with the options of the
-/// command that apply to it (`--sim-config`, to the simulator only).
-pub fn for_timer(name: &str, sim_config: Option<String>) -> Result<Chosen, Fatal> {
+/// command that apply to it (`--sim-config`, to the simulator only); `None` without
+/// `--backend`: this process's clock.
+pub fn for_timer(name: Option<&str>, sim_config: Option<String>) -> Result<Option<Chosen>, Fatal> {
+    let Some(name) = name else {
+        if sim_config.is_some() {
+            return Err(Fatal::usage(
+                "--sim-config is not used by timer without --backend sim",
+                "add --backend sim to characterise the simulated machine's clock, or drop --sim-config",
+            ));
+        }
+        return Ok(None);
+    };
     let b = resolve(Some(name))?;
     if sim_config.is_some() && !b.options.contains(&"--sim-config") {
         return Err(Fatal::usage(
@@ -582,7 +674,7 @@ pub fn for_timer(name: &str, sim_config: Option<String>) -> Result<Chosen, Fatal
         posted_receives: 0,
         wildcards: false,
     };
-    configure(b.name, &a, &job)
+    configure(b.name, &a, &job).map(Some)
 }
 
 /// `--cpus` as a list of CPU numbers (empty: no pinning), checked before any rank starts: CPUs
@@ -633,15 +725,50 @@ pub fn launcher_name(env: &RankEnv) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// What a run gave on this process: every backend's part, as rank 0 saw it.
-#[derive(Debug)]
-pub struct Outcome {
-    /// Ranks in the run.
-    pub ranks: u32,
-    /// Who started them.
-    pub launcher: String,
-    /// This process's rank (0 reports the results).
-    pub rank: u32,
-    /// Each backend's part, in order.
-    pub runs: Vec<BackendRun>,
+/// Measure `spec` on the run's backends: the one backend on its own, or every backend in turn
+/// between the processes an MPI launcher started ([`under_mpi`]).
+pub fn measure<S: KernelSpec + Clone>(
+    backends: &[Chosen],
+    job: &Job,
+    method: &MethodConfig,
+    spec: S,
+    progress: &ProgressFn<'_>,
+) -> Result<Outcome, Fatal> {
+    if under_mpi(backends) {
+        return measure_under_mpi(backends, job, method, spec, progress);
+    }
+    let b = &backends[0];
+    let m = Measurement::new(spec, method.clone(), Some(progress)).with_stop(&signals::STOP);
+    live::track(b.name(), &m);
+    let ran = b.run(job, &m)?;
+    Ok(Outcome {
+        ranks: ran.ranks,
+        launcher: ran.launcher,
+        rank: ran.rank,
+        runs: vec![BackendRun {
+            backend: b.name(),
+            collected: m.take_collected(),
+            result: ran.result,
+        }],
+    })
+}
+
+/// [`measure`] between the processes of an MPI job (needs the mpi feature).
+fn measure_under_mpi<S: KernelSpec + Clone>(
+    backends: &[Chosen],
+    job: &Job,
+    method: &MethodConfig,
+    spec: S,
+    progress: &ProgressFn<'_>,
+) -> Result<Outcome, Fatal> {
+    #[cfg(feature = "mpi")]
+    return mpi::run_all(backends, job, method, spec, progress);
+    #[cfg(not(feature = "mpi"))]
+    {
+        let _ = (backends, job, method, spec, progress);
+        Err(Fatal::usage(
+            "measuring several backends in one run, or the mpi backend, needs MPI",
+            "rebuild with `cargo build --release --features mpi` and start it under mpirun",
+        ))
+    }
 }

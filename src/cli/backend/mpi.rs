@@ -3,10 +3,13 @@
 //! bootstrapped through MPI. On MPI a transpose is measured twice: packed, as everywhere, and
 //! straight from the matrix with a derived vector datatype.
 
-use super::{launcher_name, Backend, BackendRun, Chosen, Job, Outcome, Ran};
-use crate::cli::args::{invalid_method, BackendArgs, ClockArg, ThreadsArg};
+use super::args::{BackendArgs, ClockArg, ThreadsArg};
+use super::{launcher_name, options_entry, Backend, Chosen, Job, Ran};
+use crate::cli::args::{choice_name, invalid_method};
 use crate::cli::fatal::Fatal;
-use crate::cli::signals;
+use crate::cli::{live, signals};
+use commbench::analysis::assemble::{BackendRun, Outcome};
+use commbench::analysis::document::RunConfig;
 use commbench::core::launch::RankEnv;
 use commbench::core::method::engine::{KernelSpec, Measurement, ProgressFn};
 use commbench::core::method::transpose::Transpose;
@@ -15,9 +18,14 @@ use commbench::core::{Error, Program};
 use commbench_mpi::{Mpi, MpiClock, MpiConfig, ThreadLevel};
 use std::time::Duration;
 
-/// The mpi backend with its options: the endpoint's, and the thread support asked of MPI.
+/// The mpi backend with its options: the endpoint's, the thread support asked of MPI, and
+/// `--clock` and `--mpi-threads` as given (the document's flat keys).
 #[derive(Debug)]
-pub struct MpiBackend(MpiConfig, ThreadLevel);
+pub struct MpiBackend(
+    MpiConfig,
+    ThreadLevel,
+    (Option<ClockArg>, Option<ThreadsArg>),
+);
 
 /// This rank of an MPI job, as the backends measured beside MPI meet it.
 #[derive(Debug)]
@@ -58,7 +66,24 @@ impl Backend for MpiBackend {
                 clock,
             },
             threads,
+            (a.clock, a.mpi_threads),
         ))
+    }
+
+    fn joins_mpi(&self) -> bool {
+        true
+    }
+
+    fn record(&self, config: &mut RunConfig) {
+        let (clock, threads) = self.2;
+        config.clock = clock.as_ref().map(choice_name);
+        config.mpi_threads = threads.as_ref().map(choice_name);
+        let clock = choice_name(&clock.unwrap_or(ClockArg::Wtime));
+        let threads = choice_name(&threads.unwrap_or(ThreadsArg::Single));
+        config.backend_options.insert(
+            Self::NAME.into(),
+            options_entry([("clock", clock.into()), ("mpi_threads", threads.into())]),
+        );
     }
 
     fn transport(&self, _ranks: u32) -> commbench::core::method::limits::Transport {
@@ -124,7 +149,7 @@ pub fn run_all<S: KernelSpec + Clone>(
     for b in chosen {
         let m = Measurement::new(spec.clone(), method.clone(), Some(progress))
             .with_stop(&signals::STOP);
-        crate::cli::run::track(b.name(), &m);
+        live::track(b.name(), &m);
         let result = dispatch!(b, x => x.beside_mpi(&mj, &m));
         let mut failed = result.is_err();
         runs.push(BackendRun {
@@ -165,7 +190,7 @@ impl MpiBackend {
         progress: &ProgressFn<'_>,
     ) -> BackendRun {
         let m = Measurement::new(t, method.clone(), Some(progress)).with_stop(&signals::STOP);
-        crate::cli::run::track(Self::NAME, &m);
+        live::track(Self::NAME, &m);
         let result = commbench_mpi::measure_vector(job.mpi, &self.0, &m);
         BackendRun {
             backend: Self::NAME,

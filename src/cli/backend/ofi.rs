@@ -3,22 +3,24 @@
 //! are exchanged), across hosts under a launcher or by hand (`--rendezvous` and a shared
 //! token), or beside MPI (addresses exchanged through MPI).
 
+use super::args::BackendArgs;
 #[cfg(feature = "mpi")]
 use super::mpi::MpiJob;
-use super::{cpu_list, joining, Backend, Job, Ran};
-use crate::cli::args::BackendArgs;
+use super::{cpu_list, cpus_value, joining, options_entry, Backend, Job, Ran};
 use crate::cli::fatal::Fatal;
+use commbench::analysis::document::RunConfig;
 use commbench::core::method::limits::Transport;
 #[cfg(feature = "mpi")]
 use commbench::core::Error;
 use commbench::core::Program;
 use commbench_ofi::{Attrs, OfiConfig};
 
-/// The ofi backend with its options and the provider it found.
+/// The ofi backend with its options, the provider it found, and `--ofi-provider` as given.
 #[derive(Debug)]
 pub struct Ofi {
     cfg: OfiConfig,
     attrs: Attrs,
+    given: Option<String>,
 }
 
 impl Backend for Ofi {
@@ -28,7 +30,8 @@ impl Backend for Ofi {
         if let Some(r) = &job.rendezvous {
             joining::check_rendezvous(r, job)?;
         }
-        let provider = a.ofi_provider.clone();
+        let given = a.ofi_provider.clone();
+        let provider = given.clone();
         if provider.as_deref().is_some_and(|p| p.trim().is_empty()) {
             return Err(Fatal::usage(
                 "--ofi-provider: an empty provider name",
@@ -70,7 +73,39 @@ impl Backend for Ofi {
                 ..OfiConfig::default()
             },
             attrs,
+            given,
         })
+    }
+
+    fn found_here() -> Option<String> {
+        let found = commbench_ofi::providers();
+        let found = if found.is_empty() {
+            "none".to_string()
+        } else {
+            found.join(", ")
+        };
+        Some(format!(
+            "libfabric {} providers with a tagged RDM endpoint here: {found}",
+            commbench_ofi::library_version()
+        ))
+    }
+
+    /// The provider every rank opened (the one probed when `--ofi-provider` was not given,
+    /// so the document reproduces the run), the name as given, and the receive queue asked for.
+    fn record(&self, config: &mut RunConfig) {
+        let given = self
+            .given
+            .clone()
+            .map_or(serde_json::Value::Null, Into::into);
+        config.backend_options.insert(
+            Self::NAME.into(),
+            options_entry([
+                ("ofi_provider", self.attrs.provider.clone().into()),
+                ("ofi_provider_given", given),
+                ("rx_size", (self.cfg.rx_size as u64).into()),
+                ("cpus", cpus_value(&self.cfg.cpus)),
+            ]),
+        );
     }
 
     fn crowding(&self, ranks: u32, cpus: usize) -> Option<String> {
@@ -80,6 +115,10 @@ impl Backend for Ofi {
                  for a CPU delays every message it sends by a scheduler time slice"
             )
         })
+    }
+
+    fn posted_queue_hint(&self) -> &'static str {
+        "shorter queues (--lengths), or a provider with a longer receive queue (--ofi-provider 'tcp;ofi_rxm')"
     }
 
     fn transport(&self, _ranks: u32) -> Transport {

@@ -2,36 +2,50 @@
 //! (rank 0 creates the segment and hands it to the children), under a launcher (the ranks meet
 //! by job id and token), or beside MPI.
 
+use super::args::{BackendArgs, WaitArg};
 #[cfg(feature = "mpi")]
 use super::mpi::MpiJob;
-use super::{cpu_list, local, Backend, Job, Ran};
-use crate::cli::args::{BackendArgs, WaitArg};
+use super::{cpu_list, cpus_value, local, options_entry, Backend, Job, Ran};
+use crate::cli::args::choice_name;
 use crate::cli::fatal::Fatal;
+use commbench::analysis::document::RunConfig;
 use commbench::core::method::limits::Transport;
 #[cfg(feature = "mpi")]
 use commbench::core::Error;
 use commbench::core::Program;
 use commbench_shm::{ShmConfig, WaitPolicy};
 
-/// The shm backend with its options.
+/// The shm backend with its options, and `--wait` as given (the document's flat key).
 #[derive(Debug)]
-pub struct Shm(ShmConfig);
+pub struct Shm(ShmConfig, Option<WaitArg>);
 
 impl Backend for Shm {
     const NAME: &'static str = "shm";
 
     fn configure(a: &BackendArgs, job: &Job) -> Result<Self, Fatal> {
-        let wait = match a.wait {
+        let policy = match a.wait {
             None | Some(WaitArg::Spin) => WaitPolicy::Spin,
             Some(WaitArg::SpinYield) => WaitPolicy::SpinYield,
             Some(WaitArg::Futex) => WaitPolicy::Futex,
         };
-        Ok(Shm(ShmConfig {
-            timeout: job.timeout,
-            wait,
-            cpus: cpu_list(a, job)?,
-            ..Default::default()
-        }))
+        Ok(Shm(
+            ShmConfig {
+                timeout: job.timeout,
+                wait: policy,
+                cpus: cpu_list(a, job)?,
+                ..Default::default()
+            },
+            a.wait,
+        ))
+    }
+
+    fn record(&self, config: &mut RunConfig) {
+        config.wait = self.1.as_ref().map(choice_name);
+        let wait = choice_name(&self.1.unwrap_or(WaitArg::Spin));
+        config.backend_options.insert(
+            Self::NAME.into(),
+            options_entry([("wait", wait.into()), ("cpus", cpus_value(&self.0.cpus))]),
+        );
     }
 
     fn crowding(&self, ranks: u32, cpus: usize) -> Option<String> {

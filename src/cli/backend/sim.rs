@@ -1,25 +1,30 @@
 //! The sim backend at launch: every node of the simulated hypercube in this process, on
 //! virtual time; its size is the machine's.
 
-use super::{Backend, Job, Ran};
-use crate::cli::args::BackendArgs;
+use super::args::BackendArgs;
+use super::{options_entry, Backend, Cube, Job, Ran};
 use crate::cli::fatal::Fatal;
+use commbench::analysis::document::RunConfig;
 use commbench::core::method::engine::TimerOnly;
 use commbench::core::method::limits::Transport;
 use commbench::core::method::timer::TimerReport;
 use commbench::core::Program;
 use commbench_sim::SimConfig;
 
-/// The sim backend with its machine.
+/// The sim backend with its machine, and `--sim-config` as given.
 #[derive(Debug)]
-pub struct Sim(Box<SimConfig>);
+pub struct Sim(Box<SimConfig>, Option<String>);
+
+/// The machine simulated when `--sim-config` is not given.
+const DEFAULT_MACHINE: &str = "ncube7";
 
 impl Backend for Sim {
     const NAME: &'static str = "sim";
 
     fn configure(a: &BackendArgs, _job: &Job) -> Result<Self, Fatal> {
-        let n = a.sim_config.as_deref().unwrap_or("ncube7");
-        SimConfig::load(n).map(|c| Sim(Box::new(c))).map_err(|e| {
+        let n = a.sim_config.as_deref().unwrap_or(DEFAULT_MACHINE);
+        let given = a.sim_config.clone();
+        SimConfig::load(n).map(|c| Sim(Box::new(c), given)).map_err(|e| {
             Fatal::usage(
                 format!("--sim-config {n}: {e}"),
                 format!(
@@ -38,12 +43,32 @@ impl Backend for Sim {
         ))
     }
 
-    fn hypercube(&self) -> Option<(u32, u32)> {
-        Some((self.0.dimensions, self.0.ranks()))
+    fn hypercube(&self) -> Option<Cube> {
+        Some(Cube {
+            dimensions: self.0.dimensions,
+            ranks: self.0.ranks(),
+            larger: "a larger cube (--sim-config with more dimensions)",
+        })
     }
 
     fn transport(&self, _ranks: u32) -> Transport {
         commbench_sim::transport(&self.0)
+    }
+
+    fn models_caches(&self) -> bool {
+        commbench_sim::MODELS_CACHES
+    }
+
+    fn record(&self, config: &mut RunConfig) {
+        config.sim_config = self.1.clone();
+        let given = self.1.as_deref().unwrap_or(DEFAULT_MACHINE);
+        config.backend_options.insert(
+            Self::NAME.into(),
+            options_entry([
+                ("sim_config", given.into()),
+                ("machine", self.0.name.clone().into()),
+            ]),
+        );
     }
 
     fn run<P: Program<Output = ()>>(&self, _job: &Job, prog: &P) -> Result<Ran, Fatal> {

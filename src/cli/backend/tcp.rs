@@ -2,11 +2,12 @@
 //! holds the rendezvous on loopback or `--bind`), across hosts under a launcher or by hand
 //! (`--rendezvous` and a shared token), or beside MPI (bootstrapped through MPI).
 
+use super::args::BackendArgs;
 #[cfg(feature = "mpi")]
 use super::mpi::MpiJob;
-use super::{cpu_list, joining, local, Backend, Job, Ran};
-use crate::cli::args::BackendArgs;
+use super::{cpu_list, cpus_value, joining, local, options_entry, Backend, Job, Ran};
 use crate::cli::fatal::Fatal;
+use commbench::analysis::document::RunConfig;
 use commbench::core::launch::RankEnv;
 use commbench::core::method::limits::Transport;
 #[cfg(feature = "mpi")]
@@ -38,6 +39,23 @@ impl Backend for Tcp {
 
     fn transport(&self, _ranks: u32) -> Transport {
         commbench_tcp::transport()
+    }
+
+    fn record(&self, config: &mut RunConfig) {
+        config.poll = self.0.poll;
+        let bind = self
+            .0
+            .bind_host
+            .clone()
+            .map_or(serde_json::Value::Null, Into::into);
+        config.backend_options.insert(
+            Self::NAME.into(),
+            options_entry([
+                ("poll", self.0.poll.into()),
+                ("bind", bind),
+                ("cpus", cpus_value(&self.0.cpus)),
+            ]),
+        );
     }
 
     fn run<P: Program<Output = ()>>(&self, job: &Job, prog: &P) -> Result<Ran, Fatal> {

@@ -3,11 +3,12 @@
 //! across hosts under a launcher or by hand (`--rendezvous` and a shared token), or beside MPI
 //! (addresses exchanged through MPI).
 
+use super::args::BackendArgs;
 #[cfg(feature = "mpi")]
 use super::mpi::MpiJob;
-use super::{cpu_list, joining, Backend, Job, Ran};
-use crate::cli::args::BackendArgs;
+use super::{cpu_list, cpus_value, joining, options_entry, Backend, Job, Ran};
 use crate::cli::fatal::Fatal;
+use commbench::analysis::document::RunConfig;
 use commbench::core::method::limits::Transport;
 #[cfg(feature = "mpi")]
 use commbench::core::Error;
@@ -51,6 +52,37 @@ impl Backend for Ucx {
 
     fn transport(&self, _ranks: u32) -> Transport {
         commbench_ucx::transport()
+    }
+
+    fn found_here() -> Option<String> {
+        let found = match commbench_ucx::resources(Some("all")) {
+            Ok(r) if !r.is_empty() => r.join(", "),
+            Ok(_) => "none".to_string(),
+            Err(e) => format!("none ({})", e.reason()),
+        };
+        Some(format!(
+            "UCX {} transports here: {found}",
+            commbench_ucx::library_version()
+        ))
+    }
+
+    /// `--ucx-tls` as checked (null: `UCX_TLS` from the environment, recorded beside it, else
+    /// UCX's choice; the environment's `backend` record names the transports UCX opened).
+    fn record(&self, config: &mut RunConfig) {
+        let tls = self
+            .cfg
+            .tls
+            .clone()
+            .map_or(serde_json::Value::Null, Into::into);
+        let env = std::env::var("UCX_TLS").map_or(serde_json::Value::Null, Into::into);
+        config.backend_options.insert(
+            Self::NAME.into(),
+            options_entry([
+                ("ucx_tls", tls),
+                ("ucx_tls_environment", env),
+                ("cpus", cpus_value(&self.cfg.cpus)),
+            ]),
+        );
     }
 
     fn run<P: Program<Output = ()>>(&self, job: &Job, prog: &P) -> Result<Ran, Fatal> {

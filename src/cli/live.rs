@@ -1,0 +1,57 @@
+//! The measurements under way on this process, followed so that a signal can save what they
+//! have collected so far (docs/methodology.md §7).
+
+use commbench::analysis::assemble::BackendRun;
+use commbench::core::method::engine::{snapshot_collected, Collected, KernelSpec, Measurement};
+use commbench::core::Error;
+use std::sync::{Arc, Mutex};
+
+/// A measurement under way on this rank.
+struct Live {
+    backend: &'static str,
+    sizes: usize,
+    collected: Arc<Mutex<Collected>>,
+}
+
+/// The measurements of this run so far, in order.
+static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
+
+/// Follow `m`, measured by `backend`: a signal saves what it has collected so far.
+pub fn track<S: KernelSpec>(backend: &'static str, m: &Measurement<'_, S>) {
+    if let Ok(mut live) = LIVE.lock() {
+        live.push(Live {
+            backend,
+            sizes: m.spec.steps(&m.cfg),
+            collected: m.collected_handle(),
+        });
+    }
+}
+
+/// The runs followed so far as a stop by `signal` leaves them: the last one interrupted
+/// (`None` if the list cannot be read).
+pub fn so_far(signal: i32) -> Option<Vec<BackendRun>> {
+    let live = LIVE.lock().ok()?;
+    let n = live.len();
+    let runs = live
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let collected = snapshot_collected(&l.collected);
+            let done = collected.points.len();
+            BackendRun {
+                backend: l.backend,
+                collected,
+                result: if i + 1 == n {
+                    Err(Error::Interrupted {
+                        signal,
+                        done,
+                        sizes: l.sizes,
+                    })
+                } else {
+                    Ok(())
+                },
+            }
+        })
+        .collect();
+    Some(runs)
+}

@@ -4,21 +4,20 @@
 
 mod common;
 
+use commbench_sim::Fault;
+use common::machine::{six, Machine};
 use common::{
-    assert_ok, assert_usage_error, bounded, commbench, read_json, run, run_json, stderr, stdout,
-    tmpdir, with_json,
+    assert_ok, assert_usage_error, bounded, commbench, quick, read_json, run, run_json, stderr,
+    stdout, tmpdir, with_json, QUICK_TRIALS,
 };
 use serde_json::Value;
 use std::time::Duration;
 
-/// A short run: few trials, a small timer characterisation.
-const QUICK: &[&str] = &["--trials", "20", "--warmup", "2", "--samples", "1000"];
-
+/// `allpairs extra`, a quick run.
 fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     let mut a = vec!["allpairs"];
     a.extend_from_slice(extra);
-    a.extend_from_slice(QUICK);
-    a
+    quick(&a)
 }
 
 /// The ordered pairs of `size` measured in the main passes.
@@ -77,7 +76,11 @@ fn four_local_ranks_fill_the_matrix_over_shm_and_tcp() {
         // Every cell keeps its trials and the contract's statistics (a suspect measured again
         // alone, on this busy host, four times as many).
         for c in m["cells"].as_array().unwrap() {
-            let want = if c.get("retest").is_some() { 80 } else { 20 };
+            let want = if c.get("retest").is_some() {
+                4 * QUICK_TRIALS
+            } else {
+                QUICK_TRIALS
+            } as usize;
             assert_eq!(c["trial_ns"].as_array().unwrap().len(), want, "{c}");
             assert!(c["one_way_us"]["median"].as_f64().unwrap() > 0.0);
         }
@@ -96,7 +99,11 @@ fn every_schedule_covers_every_pair_and_records_its_rounds() {
         ("tournament", vec!["--concurrency", "1"], 10),
     ] {
         let j = tmpdir(&format!("ap-sched-{schedule}")).join("r.json");
+        // Five shm ranks on a machine of two CPUs: ranks that sleep while they wait, as the
+        // schedule is what is checked here, not the scheduler (busy-polling ranks are the
+        // other tests').
         let mut a = args(&["--ranks", "5", "--schedule", schedule, "--sizes", "8"]);
+        a.extend(["--wait", "futex"]);
         a.extend(extra.iter().copied());
         a.extend(["--retest-trials", "0"]);
         let doc = run_json(&j, &a);
@@ -117,21 +124,25 @@ fn every_schedule_covers_every_pair_and_records_its_rounds() {
     }
 }
 
-/// A machine description of our own: a 3-cube, network slower than the copies, with `faults`.
-fn machine(dir: &std::path::Path, faults: &str) -> String {
-    let p = dir.join("machine.toml");
-    std::fs::write(
-        &p,
-        format!(
-            "name = \"cube3\"\ndimensions = 3\ntick_ns = 1\nstack_kib = 128\n\
-             [times]\nF = {{ base_us = 0.4, per_byte_us = 0.0001 }}\n\
-             U = {{ base_us = 0.4, per_byte_us = 0.0001 }}\nA = {{ base_us = 0.1 }}\n\
-             S = {{ base_us = 0.2 }}\nR = {{ base_us = 0.2 }}\n\
-             E = {{ base_us = 1.5, per_byte_us = 0.001 }}\n{faults}"
-        ),
-    )
-    .expect("machine file");
-    p.display().to_string()
+/// A machine description of our own in `dir`: a 3-cube, network slower than the copies, with
+/// `faults`. Its path.
+fn machine(dir: &std::path::Path, faults: &[Fault]) -> String {
+    Machine::new("cube3", 3)
+        .clock_read_ns(50)
+        .poll_ns(100)
+        .stack_kib(128)
+        .times(six([
+            (0.4, 0.0001),
+            (0.2, 0.0),
+            (0.2, 0.0),
+            (0.1, 0.0),
+            (0.4, 0.0001),
+            (1.5, 0.001),
+        ]))
+        .faults(faults.iter().cloned())
+        .write(&dir.join("machine.toml"))
+        .display()
+        .to_string()
 }
 
 #[test]
@@ -139,7 +150,10 @@ fn a_slow_node_on_the_simulator_is_named_and_fails_a_health_check() {
     let dir = tmpdir("ap-sim-slow");
     let cfg = machine(
         &dir,
-        "[[faults]]\nkind = \"slow_node\"\nnode = 6\nfactor = 4\n",
+        &[Fault::SlowNode {
+            node: 6,
+            factor: 4.0,
+        }],
     );
     let j = dir.join("r.json");
     let a = args(&[
@@ -171,7 +185,7 @@ fn a_slow_node_on_the_simulator_is_named_and_fails_a_health_check() {
     );
 
     // The same machine without the fault: no verdict, exit 0 with --fail-on-suspect.
-    let healthy = machine(&dir, "");
+    let healthy = machine(&dir, &[]);
     let j = dir.join("healthy.json");
     let a = args(&[
         "--backend",

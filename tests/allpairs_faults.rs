@@ -8,19 +8,17 @@ mod common;
 use commbench::analysis::allpairs::Verdict;
 use commbench::analysis::matrix::MatrixSection;
 use commbench::core::stats::Xoshiro256;
-use commbench_sim::{Fault, Linear, SimConfig, Times};
+use commbench_sim::{Fault, SimConfig, Times};
+use common::machine::{line, Machine};
+use common::scale::cases;
+use std::collections::BTreeSet;
 
 /// A machine of `dimensions` with times drawn from `rng` around a network slower than its
 /// copies (so that a link's share of a message time is large enough to see at 64 KiB).
 fn machine(dimensions: u32, rng: &mut Xoshiro256) -> SimConfig {
     let mut u =
         |lo: f64, hi: f64| lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-    let line = |b: f64, p: f64| Linear::line(b, p).expect("a valid line");
-    let mut c = SimConfig::preset("generic").expect("preset");
-    c.name = "test-cube".into();
-    c.dimensions = dimensions;
-    c.stack_kib = 128;
-    c.times = Times {
+    let times = Times {
         f: line(u(0.3, 0.6), u(0.00005, 0.0001)),
         u: line(u(0.3, 0.6), u(0.00005, 0.0001)),
         a: line(u(0.05, 0.15), 0.0),
@@ -28,9 +26,11 @@ fn machine(dimensions: u32, rng: &mut Xoshiro256) -> SimConfig {
         r: line(u(0.1, 0.3), 0.0),
         e: line(u(1.0, 2.0), u(0.0008, 0.0012)),
     };
-    c.jitter_ns = 5;
-    c.seed = rng.next_u64();
-    c
+    Machine::new("test-cube", dimensions)
+        .stack_kib(128)
+        .times(times)
+        .jitter(5, rng.next_u64())
+        .config()
 }
 
 /// One or two faults of random kinds, places and factors, none overlapping another (no link
@@ -104,11 +104,17 @@ fn detect(cfg: &SimConfig) -> MatrixSection {
 fn random_faults_are_all_found_and_nothing_else_is_blamed() {
     let (mut found, mut injected, mut claimed, mut right) = (0, 0, 0, 0);
     let mut wrong = Vec::new();
-    for seed in 0..30u64 {
+    // The machines drawn: every kind of fault, both sizes of cube, one fault and two.
+    let mut drawn = BTreeSet::new();
+    let seeds = cases(10, 30) as u64;
+    for seed in 0..seeds {
         let mut rng = Xoshiro256::new(0xfa17 + seed);
         let dimensions = 4 + (seed % 2) as u32;
         let mut cfg = machine(dimensions, &mut rng);
         cfg.faults = faults(dimensions, &mut rng);
+        drawn.extend(cfg.faults.iter().map(|f| f.kind().to_string()));
+        drawn.insert(format!("{dimensions} dimensions"));
+        drawn.insert(format!("{} fault(s)", cfg.faults.len()));
         let m = detect(&cfg);
         let faulty: Vec<&Verdict> = m
             .verdicts
@@ -148,12 +154,25 @@ fn random_faults_are_all_found_and_nothing_else_is_blamed() {
     // Precision and recall over every case.
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert_eq!((found, right), (injected, claimed));
-    assert!(injected >= 24);
+    assert!(injected as u64 >= seeds * 4 / 5);
+    let every: BTreeSet<String> = [
+        "slow_node",
+        "slow_link",
+        "slow_dimension",
+        "4 dimensions",
+        "5 dimensions",
+        "1 fault(s)",
+        "2 fault(s)",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(drawn, every, "the seeds drawn");
 }
 
 #[test]
 fn a_healthy_machine_gets_no_verdict() {
-    for seed in 0..6u64 {
+    // Both sizes of cube.
+    for seed in 0..cases(2, 6) as u64 {
         let mut rng = Xoshiro256::new(0x600d + seed);
         let cfg = machine(4 + (seed % 2) as u32, &mut rng);
         let m = detect(&cfg);

@@ -7,32 +7,25 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-/// Small, fast runs: a fixed npp, so that the trials checked are exactly the timed ones and
-/// the warm-up.
-const QUICK: [&str; 10] = [
-    "--npp",
-    "1",
-    "--trials",
-    "30",
-    "--warmup",
-    "5",
-    "--samples",
-    "10000",
-    "--sizes",
-    "8,1K",
-];
+/// The options of the runs here: a quick run's ([`QUICK`]), two sizes and a fixed npp, so that
+/// the trials checked are exactly the timed ones and the warm-up.
+fn options() -> Vec<&'static str> {
+    let mut o = QUICK.to_vec();
+    o.extend_from_slice(&["--npp", "1", "--sizes", "8,1K"]);
+    o
+}
 
-/// Trials each point of a [`QUICK`] run checks: the 30 timed, and the warm-up (checked once,
-/// after its iterations).
-const QUICK_CHECKED: u64 = 31;
+/// Trials each point of a run with [`options`] checks: the [`QUICK_TRIALS`] timed, and the
+/// warm-up (checked once, after its iterations).
+const QUICK_CHECKED: u64 = QUICK_TRIALS + 1;
 
-/// `commbench <cmd> <extra> QUICK --backend <backend>`'s document.
+/// `commbench <cmd> <extra> options --backend <backend>`'s document.
 fn quick(name: &str, cmd: &[&str], backend: &str, extra: &[&str]) -> Value {
     let d = tmpdir(name);
     let j = d.join("r.json");
     let mut args = cmd.to_vec();
     args.extend_from_slice(&["--backend", backend]);
-    args.extend_from_slice(&QUICK);
+    args.extend(options());
     args.extend_from_slice(extra);
     run_json(&j, &args)
 }
@@ -156,7 +149,7 @@ fn a_default_run_checks_nothing_and_says_nothing_about_its_messages() {
     let d = tmpdir("buffers-default");
     let j = d.join("r.json");
     let mut args = vec!["pingpong"];
-    args.extend_from_slice(&QUICK);
+    args.extend(options());
     let doc = run_json(&j, &args);
     let c = &doc["config"]["buffers"];
     assert_eq!(c["validate"], false);
@@ -238,7 +231,7 @@ fn the_report_says_what_the_messages_were() {
     let d = tmpdir("buffers-report");
     let j = d.join("r.json");
     let mut args = vec!["pingpong", "--validate", "--align", "4096", "--offset", "3"];
-    args.extend_from_slice(&QUICK);
+    args.extend(options());
     run_json(&j, &args);
     for full in [false, true] {
         let mut a = vec!["report", j.to_str().unwrap()];
@@ -252,11 +245,12 @@ fn the_report_says_what_the_messages_were() {
             .lines()
             .find(|l| l.trim_start().starts_with("messages: "))
             .unwrap_or_else(|| panic!("no messages line:\n{out}"));
-        // Two sizes of 31 checked trials each.
-        assert!(
-            line.contains("validated: 62 trials checked byte for byte"),
-            "{line}"
+        // Two sizes of QUICK_CHECKED checked trials each.
+        let checked = format!(
+            "validated: {} trials checked byte for byte",
+            2 * QUICK_CHECKED
         );
+        assert!(line.contains(&checked), "{line}");
         assert!(
             line.contains("3 B past a multiple of 4096 B")
                 && line.contains("aligned to 1 B on the source and 1 B on the dest"),
@@ -292,7 +286,7 @@ fn a_cold_cache_on_the_simulator_is_noted_and_writes_no_pool() {
     let d = tmpdir("cold-sim");
     let j = d.join("r.json");
     let mut args = vec!["pingpong", "--backend", "sim", "--cache", "cold"];
-    args.extend_from_slice(&QUICK);
+    args.extend(options());
     let o = run(&with_json(&args, &j));
     assert_ok(&o);
     let e = stderr(&o);
@@ -359,7 +353,7 @@ fn compare_warns_when_the_messages_differ() {
     let d = tmpdir("buffers-compare");
     let (a, b) = (d.join("a.json"), d.join("b.json"));
     let mut warm = vec!["pingpong"];
-    warm.extend_from_slice(&QUICK);
+    warm.extend(options());
     run_json(&a, &warm);
     let mut aligned = warm.clone();
     aligned.extend_from_slice(&["--align", "64", "--offset", "1"]);

@@ -5,8 +5,8 @@
 mod common;
 
 use common::{
-    assert_ok, assert_usage_error, commbench, read_json, run, run_json, stderr, stdout, tmpdir,
-    wait_for,
+    assert_ok, assert_usage_error, commbench, quick, read_json, run, run_json, stderr, stdout,
+    tmpdir, wait_for, QUICK_TRIALS,
 };
 use std::io::Read;
 use std::path::Path;
@@ -193,24 +193,16 @@ fn tcp_run_writes_the_documented_outputs() {
     assert_eq!(doc["environment"]["backend_info"]["mode"], "blocking");
 }
 
-/// A 20-trial ping-pong of `sizes` on `backend` (`--backend NAME` and its options) with
-/// `extra` arguments; its result document, checked against the contract.
+/// A quick ping-pong of `sizes` on `backend` (`--backend NAME` and its options) with `extra`
+/// arguments; its result document, checked against the contract.
 fn quick_doc(name: &str, backend: &[&str], sizes: &[u64], extra: &[&str]) -> serde_json::Value {
     let list: Vec<String> = sizes.iter().map(u64::to_string).collect();
     let list = list.join(",");
-    let mut args = vec![
-        "pingpong",
-        "--trials",
-        "20",
-        "--samples",
-        "1000",
-        "--sizes",
-        &list,
-    ];
+    let mut args = quick(&["pingpong", "--sizes", &list]);
     args.extend_from_slice(backend);
     args.extend_from_slice(extra);
     let doc = run_json(&tmpdir(name).join("r.json"), &args);
-    check_contract(&doc, sizes, 20);
+    check_contract(&doc, sizes, QUICK_TRIALS);
     doc
 }
 
@@ -280,6 +272,48 @@ fn tcp_poll_mode_and_fixed_npp_are_recorded() {
     assert_eq!(doc["points"][0]["npp"], 3);
     assert!(doc["points"][0]["npp_calculated"].is_null());
     assert_eq!(doc["environment"]["backend_info"]["mode"], "poll");
+    // The backend's options, under its name, and the flat key earlier documents had.
+    let c = &doc["config"];
+    assert_eq!(c["poll"], true, "{c}");
+    let tcp = &c["backend_options"]["tcp"];
+    assert_eq!(
+        (
+            tcp["poll"].clone(),
+            tcp["bind"].clone(),
+            tcp["cpus"].clone()
+        ),
+        (
+            true.into(),
+            serde_json::Value::Null,
+            serde_json::Value::Null
+        ),
+        "{c}"
+    );
+}
+
+/// Every backend records its options under its name, as they ran (the defaults included),
+/// beside the flat keys of earlier documents, which keep saying what was given.
+#[test]
+fn backends_record_their_options_as_they_ran() {
+    let sim = quick_doc("options-sim", &["--backend", "sim"], &[8], &[]);
+    let c = &sim["config"];
+    assert!(c["sim_config"].is_null(), "{c}");
+    assert_eq!(c["backend_options"]["sim"]["sim_config"], "ncube7", "{c}");
+    assert_eq!(c["backend_options"]["sim"]["machine"], "ncube7", "{c}");
+    let shm = quick_doc(
+        "options-shm",
+        &["--backend", "shm"],
+        &[8],
+        &["--wait", "futex"],
+    );
+    let c = &shm["config"];
+    assert_eq!(c["wait"], "futex", "{c}");
+    assert_eq!(c["backend_options"]["shm"]["wait"], "futex", "{c}");
+    assert_eq!(
+        c["backend_options"].as_object().map(|m| m.len()),
+        Some(1),
+        "{c}"
+    );
 }
 
 #[test]
@@ -946,6 +980,9 @@ mod ofi {
             );
             let info = &doc["environment"]["backend_info"];
             assert_eq!(info["provider"], provider, "{info}");
+            let options = &doc["config"]["backend_options"]["ofi"];
+            assert_eq!(options["ofi_provider"], provider, "{options}");
+            assert_eq!(options["ofi_provider_given"], provider, "{options}");
             let inject = info["inject_size"].as_u64().unwrap();
             assert!(inject > 8 && inject < 100_000, "{info}");
             let sends = info["sends"].as_array().unwrap();
@@ -1128,6 +1165,8 @@ mod ucx {
             );
             let info = &doc["environment"]["backend_info"];
             assert_eq!(info["tls"], tls, "{info}");
+            let options = &doc["config"]["backend_options"]["ucx"];
+            assert_eq!(options["ucx_tls"], tls, "{options}");
             assert!(
                 info["peers"][0]["lanes"].to_string().contains(lane),
                 "{info}"

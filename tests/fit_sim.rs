@@ -3,25 +3,33 @@
 
 mod common;
 
+use commbench_sim::Times;
+use common::machine::{line, pieces, Machine};
 use common::{assert_ok, run, run_json, stdout, tmpdir};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// A 1..1M ping-pong sweep (npp 1) on a one-dimensional simulated machine with `times`.
-fn sweep(name: &str, times: &str) -> Value {
+/// A 1..1M ping-pong sweep (npp 1) on a one-dimensional simulated machine whose times `times`
+/// sets.
+fn sweep(name: &str, times: impl FnOnce(&mut Times)) -> Value {
     sweep_with(name, times, "1..1M:x2", &[]).0
 }
 
 /// A ping-pong sweep over `sizes` (npp 1, `extra` arguments) on a one-dimensional simulated
-/// machine with `times`: the document and where it was written.
-fn sweep_with(name: &str, times: &str, sizes: &str, extra: &[&str]) -> (Value, PathBuf) {
+/// machine (the generic preset's, 1 ns clock reads) whose times `times` sets: the document and
+/// where it was written.
+fn sweep_with(
+    name: &str,
+    times: impl FnOnce(&mut Times),
+    sizes: &str,
+    extra: &[&str],
+) -> (Value, PathBuf) {
     let dir = tmpdir(name);
-    let cfg = dir.join("machine.toml");
-    std::fs::write(
-        &cfg,
-        format!("name = \"{name}\"\npreset = \"generic\"\ndimensions = 1\ntick_ns = 1\nclock_read_ns = 1\n\n[times]\n{times}"),
-    )
-    .unwrap();
+    let cfg = Machine::new(name, 1)
+        .tick_ns(1)
+        .clock_read_ns(1)
+        .set_times(times)
+        .write(&dir.join("machine.toml"));
     let args = [
         "pingpong",
         "--backend",
@@ -51,7 +59,12 @@ fn full_report(json: &Path) -> String {
     stdout(&o)
 }
 
-const ONE_REGIME: &str = "F = { base_us = 2.0, per_byte_us = 0.0002 }\nE = { base_us = 5.0, per_byte_us = 0.001 }\nU = { base_us = 1.0, per_byte_us = 0.0003 }\n";
+/// One regime: t0 = 8 us, 1/r_inf = 0.0015 us/B.
+fn one_regime(t: &mut Times) {
+    t.f = line(2.0, 0.0002);
+    t.e = line(5.0, 0.001);
+    t.u = line(1.0, 0.0003);
+}
 
 #[test]
 fn a_negative_start_up_time_is_not_identifiable() {
@@ -60,7 +73,11 @@ fn a_negative_start_up_time_is_not_identifiable() {
     // at a positive size.
     let (doc, json) = sweep_with(
         "negative-t0",
-        "F = { base_us = 2.0, per_byte_us = 0.0002 }\nU = { base_us = 1.0, per_byte_us = 0.0003 }\nE = [{ from = 0, base_us = 5.0, per_byte_us = 0.002 }, { from = 4096, base_us = 0.0, per_byte_us = 0.001 }, { from = 131072, base_us = 0.0, per_byte_us = 0.004 }]\n",
+        |t| {
+            t.f = line(2.0, 0.0002);
+            t.u = line(1.0, 0.0003);
+            t.e = pieces(&[(0, 5.0, 0.002), (4096, 0.0, 0.001), (131072, 0.0, 0.004)]);
+        },
         "1..1M:x2",
         &["--breakpoint", "4K"],
     );
@@ -93,7 +110,7 @@ fn a_negative_start_up_time_is_not_identifiable() {
 
 #[test]
 fn two_sizes_give_an_exact_line_without_uncertainty() {
-    let (doc, json) = sweep_with("two-sizes", ONE_REGIME, "1K,1M", &[]);
+    let (doc, json) = sweep_with("two-sizes", one_regime, "1K,1M", &[]);
     let h = &doc["fit"]["hockney"];
     assert_eq!(h["exact"], true, "{h}");
     for k in ["se_t0_us", "se_r_inf_mb_s", "se_n_half_bytes"] {
@@ -133,7 +150,7 @@ fn assert_regime(h: &Value, r_inf: f64, t0: f64) {
 fn hockney_parameters_are_recovered_within_one_percent() {
     // t0 = 2 + 5 + 1 = 8 us; 1/r_inf = 0.0002 + 0.001 + 0.0003 = 0.0015 us/B.
     let (t0, r_inf) = (8.0, 1.0 / 0.0015);
-    let doc = sweep("one-regime", ONE_REGIME);
+    let doc = sweep("one-regime", one_regime);
     let h = &doc["fit"]["hockney"];
     assert_regime(h, r_inf, t0);
     assert!(
@@ -159,10 +176,11 @@ fn hockney_parameters_are_recovered_within_one_percent() {
 #[test]
 fn the_breakpoint_of_two_regimes_is_found() {
     // A protocol switch at 4 KiB: a rendezvous costs 20 us more, the transfer gets faster.
-    let doc = sweep(
-        "two-regimes",
-        "F = { base_us = 2.0, per_byte_us = 0.0002 }\nU = { base_us = 1.0, per_byte_us = 0.0003 }\nE = [{ from = 0, base_us = 5.0, per_byte_us = 0.002 }, { from = 4096, base_us = 25.0, per_byte_us = 0.0005 }]\n",
-    );
+    let doc = sweep("two-regimes", |t| {
+        t.f = line(2.0, 0.0002);
+        t.u = line(1.0, 0.0003);
+        t.e = pieces(&[(0, 5.0, 0.002), (4096, 25.0, 0.0005)]);
+    });
     let h = &doc["fit"]["hockney"];
     let bp = h["breakpoint_bytes"]
         .as_u64()

@@ -11,34 +11,19 @@ use commbench::core::launch::affinity;
 use commbench::render;
 use commbench::render::svg::PlotKind;
 use commbench::render::text::Detail;
+use commbench::render::{Csv, Markdown, Plot, Renderer, Text};
 use commbench::spec::{
     format_size, parse_counts, parse_cpu_list, parse_size, parse_sizes, SpecError, MAX_VALUES,
 };
 use proptest::prelude::*;
-use proptest::test_runner::{RngAlgorithm, RngSeed};
 use serde_json::Value;
 use std::collections::HashSet;
 
-/// A given number of cases, no failure files written into the tree, and the same inputs on
-/// every run unless `PROPTEST_RNG_SEED` asks for others (`PROPTEST_CASES` for more cases).
-fn config(cases: u32) -> ProptestConfig {
-    let rng_seed = match std::env::var("PROPTEST_RNG_SEED") {
-        Ok(_) => ProptestConfig::default().rng_seed,
-        Err(_) => RngSeed::Fixed(0x5eed_f022),
-    };
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(cases);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        // Cheaper than the default ChaCha in a debug build; the inputs need no cryptography.
-        rng_algorithm: RngAlgorithm::XorShift,
-        rng_seed,
-        ..ProptestConfig::default()
-    }
-}
+mod common;
+// Each block runs a quarter of its full count unless COMMBENCH_TEST_SCALE=full (or
+// PROPTEST_CASES) asks for more, always on the same inputs unless PROPTEST_RNG_SEED asks for
+// others.
+use common::scale::proptest_config as config;
 
 // ---------------------------------------------------------------------------------------------
 // Size, count and CPU lists.
@@ -241,7 +226,7 @@ fn item() -> impl Strategy<Value = Item> {
 }
 
 proptest! {
-    #![proptest_config(config(1024))]
+    #![proptest_config(config(256, 1024))]
 
     #[test]
     fn arbitrary_text_in_every_list_parser(s in "\\PC{0,48}") {
@@ -359,7 +344,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(512))]
+    #![proptest_config(config(128, 512))]
 
     /// CPU numbers as the kernel writes a list (ascending, runs as ranges) read back with
     /// `--cpus`'s parser as the same CPUs.
@@ -737,11 +722,11 @@ fn check_doc_error(e: &commbench::core::Error) -> Result<(), TestCaseError> {
 fn exercise(doc: &ResultDoc, other: &ResultDoc) -> Result<(), TestCaseError> {
     let fits = fit::fits_of(doc);
     for detail in [Detail::Table, Detail::Summary, Detail::Full] {
-        let _ = render::text::render(doc, detail);
-        let _ = render::text::render_with_fits(doc, detail, &fits);
+        let _ = Text::new(detail).report(doc, doc.fit.as_slice());
+        let _ = Text::new(detail).render(doc, &fits);
     }
-    let _ = render::markdown::render(doc, &fits);
-    let _ = render::csv::render(doc);
+    let _ = Markdown.render(doc, &fits);
+    let _ = Csv.render(doc, &fits);
     let mut sizes: Vec<Option<u64>> = vec![None, Some(0), Some(u64::MAX)];
     sizes.extend(doc.points.iter().take(3).map(|p| Some(p.size)));
     for kind in [
@@ -756,12 +741,13 @@ fn exercise(doc: &ResultDoc, other: &ResultDoc) -> Result<(), TestCaseError> {
             &sizes[..1]
         };
         for &size in tries {
-            if let Ok(svg) = render::svg::plot_with(doc, kind, size, &fits) {
+            if let Ok(svg) = Plot::new(kind, size).render(doc, &fits) {
                 prop_assert!(svg.contains("<svg"), "{kind:?}: {svg}");
             }
         }
     }
-    let _ = render::svg::plot(doc, PlotKind::Latency, None);
+    let fresh = fit::fit_points(&doc.points, Breakpoint::Auto, None);
+    let _ = Plot::new(PlotKind::Latency, None).render(doc, &fresh);
     let mut breakpoints = vec![
         Breakpoint::None,
         Breakpoint::At(0),
@@ -821,7 +807,7 @@ fn exercise(doc: &ResultDoc, other: &ResultDoc) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(config(256))]
+    #![proptest_config(config(64, 256))]
 
     /// A real document with one to four parts removed, replaced by values of any type (huge,
     /// negative, fractional, null where NaN is meant), repeated into long arrays or reversed:
@@ -849,7 +835,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(128))]
+    #![proptest_config(config(32, 128))]
 
     /// A real document with many numbers, texts and arrays changed at once, each keeping its
     /// kind, so that most of them still read: every statistic of a point may disagree with
@@ -900,7 +886,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(4))]
+    #![proptest_config(config(4, 4))]
 
     /// Points with tens of thousands of trials and distinct times, where the summary statistics
     /// and the trials disagree: rendering and comparing stay bounded (comparisons subsample).
@@ -973,7 +959,7 @@ fn plots_with_axis_ends_at_zero_denormal_or_huge() {
             PlotKind::Signature,
             PlotKind::Histogram,
         ] {
-            if let Ok(svg) = render::svg::plot_with(&doc, kind, None, &fits) {
+            if let Ok(svg) = Plot::new(kind, None).render(&doc, &fits) {
                 assert!(
                     svg.len() < 1 << 20,
                     "{at} = {x}: {kind:?} is {} bytes",

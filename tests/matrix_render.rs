@@ -6,12 +6,14 @@
 
 mod common;
 
-use commbench::analysis::document::{Environment, ResultDoc, SCHEMA, SCHEMA_VERSION};
+use commbench::analysis::document::ResultDoc;
 use commbench::analysis::matrix::MatrixSection;
 use commbench::analysis::matrix_compare::{self, Change, SizeComparison};
-use commbench::render::svg::{plot, PlotKind};
-use commbench::render::text::{render, Detail};
-use commbench_sim::SimConfig;
+use commbench::render::svg::PlotKind;
+use commbench::render::text::Detail;
+use commbench::render::{Plot, Renderer, Text};
+use commbench_sim::{Fault, SimConfig};
+use common::machine::{six, Machine};
 use common::{assert_ok, assert_usage_output, run, stdout, tmpdir};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -22,72 +24,36 @@ const SLOW: u32 = 3;
 const SIZES: [u64; 2] = [8, 1024];
 
 /// An 8-node cube whose nodes' copies (F, U) cost far more than a hop's handlers (R, S), so
-/// that a slow node slows its own cells and hardly those it forwards; a little jitter.
-const MACHINE: &str = r#"
-name = "cube8"
-dimensions = 3
-tick_ns = 1
-clock_read_ns = 20
-poll_ns = 50
-jitter_ns = 5
-seed = 7
-[times]
-F = { base_us = 2.0, per_byte_us = 0.0001 }
-U = { base_us = 2.0, per_byte_us = 0.0001 }
-A = { base_us = 0.1 }
-S = { base_us = 0.1 }
-R = { base_us = 0.1 }
-E = { base_us = 1.0, per_byte_us = 0.001 }
-"#;
-
-/// The machine, with node [`SLOW`] three times slower when `faulty`.
-fn machine_toml(faulty: bool) -> String {
-    let mut s = MACHINE.to_string();
+/// that a slow node slows its own cells and hardly those it forwards; a little jitter. Node
+/// [`SLOW`] is three times slower when `faulty`.
+fn machine(faulty: bool) -> Machine {
+    let m = Machine::new("cube8", 3)
+        .tick_ns(1)
+        .clock_read_ns(20)
+        .poll_ns(50)
+        .jitter(5, 7)
+        .times(six([
+            (2.0, 0.0001),
+            (0.1, 0.0),
+            (0.1, 0.0),
+            (0.1, 0.0),
+            (2.0, 0.0001),
+            (1.0, 0.001),
+        ]));
     if faulty {
-        s.push_str(&format!(
-            "[[faults]]\nkind = \"slow_node\"\nnode = {SLOW}\nfactor = 3.0\n"
-        ));
+        m.fault(Fault::SlowNode {
+            node: SLOW,
+            factor: 3.0,
+        })
+    } else {
+        m
     }
-    s
 }
 
-fn machine(faulty: bool) -> SimConfig {
-    SimConfig::from_toml_str(&machine_toml(faulty)).expect("a valid machine")
-}
-
-/// The whole all-pairs run on `cfg`, suspects measured again alone.
-fn measure(cfg: &SimConfig) -> MatrixSection {
-    common::allpairs::sim_matrix(cfg, &SIZES, 9)
-}
-
-/// `m` in a result document of the simulator.
-fn document(m: MatrixSection) -> ResultDoc {
-    ResultDoc {
-        schema: SCHEMA.into(),
-        version: SCHEMA_VERSION,
-        tool_version: "0.1.0".into(),
-        command: vec!["commbench".into(), "allpairs".into()],
-        config: None,
-        environment: Environment {
-            target: "x86_64-linux".into(),
-            backend: "sim".into(),
-            ranks: m.ranks,
-            launcher: "simulator".into(),
-            ..Environment::default()
-        },
-        timer: None,
-        points: Vec::new(),
-        fit: None,
-        params: None,
-        interference: None,
-        sixtimes: None,
-        queue: None,
-        allpairs: Some(m),
-        status: "complete".into(),
-        error: None,
-        started_unix_s: 0,
-        wall_s: 1.0,
-    }
+/// The whole all-pairs run on `cfg`, suspects measured again alone, in its document as the
+/// command line makes it.
+fn document(cfg: &SimConfig) -> ResultDoc {
+    common::allpairs::sim_matrix_doc(cfg, &SIZES, 9)
 }
 
 /// Every tag of `svg` closed in order, one root element.
@@ -123,8 +89,8 @@ fn slow_cells() -> BTreeSet<(u32, u32)> {
 
 #[test]
 fn report_plot_and_compare_in_process() {
-    let healthy = document(measure(&machine(false)));
-    let faulty = document(measure(&machine(true)));
+    let healthy = document(&machine(false).config());
+    let faulty = document(&machine(true).config());
     check_reports(&healthy, &faulty);
     check_plots(&healthy, &faulty);
     let (h, f) = (
@@ -138,7 +104,7 @@ fn report_plot_and_compare_in_process() {
 /// The report: the verdict first, naming the node and its host; none of a healthy machine,
 /// whose pair classes are kept apart, every line within 100 characters.
 fn check_reports(healthy: &ResultDoc, faulty: &ResultDoc) {
-    let s = render(faulty, Detail::Table);
+    let s = Text::new(Detail::Table).report(faulty, faulty.fit.as_slice());
     let verdicts = s.find("Verdicts").expect(&s);
     let node = s.find("1. node 3 (node3): x").expect(&s);
     let first_size = s.find("8 bytes:").expect(&s);
@@ -152,7 +118,7 @@ fn check_reports(healthy: &ResultDoc, faulty: &ResultDoc) {
         "{s}"
     );
     assert!(!s.contains("no suspect"), "{s}");
-    let s = render(healthy, Detail::Table);
+    let s = Text::new(Detail::Table).report(healthy, healthy.fit.as_slice());
     assert!(
         s.contains("no suspect: every node and link within x1.25 of its class"),
         "{s}"
@@ -167,7 +133,9 @@ fn check_reports(healthy: &ResultDoc, faulty: &ResultDoc) {
 fn check_plots(healthy: &ResultDoc, faulty: &ResultDoc) {
     for (d, outlined) in [(healthy, 0), (faulty, 14)] {
         for size in SIZES {
-            let svg = plot(d, PlotKind::Matrix, Some(size)).expect("a matrix plot");
+            let svg = Plot::new(PlotKind::Matrix, Some(size))
+                .render(d, &[])
+                .expect("a matrix plot");
             assert!(svg.starts_with("<?xml") && svg.contains("<svg "), "{svg}");
             assert!(svg.trim_end().ends_with("</svg>"));
             assert_eq!(svg.matches(r#"<rect class="cell"#).count(), 64);
@@ -194,7 +162,7 @@ fn check_compare_with_itself(h: &MatrixSection) {
 /// counts them.
 fn check_compare_healthy_with_faulty(h: &MatrixSection, f: &MatrixSection) {
     let cmp = matrix_compare::compare(h, f, 500, 1).unwrap();
-    let (mh, mf) = (machine(false), machine(true));
+    let (mh, mf) = (machine(false).config(), machine(true).config());
     for s in &cmp.sizes {
         check_size_compared(s, &mh, &mf);
     }
@@ -243,7 +211,7 @@ fn check_size_compared(s: &SizeComparison, mh: &SimConfig, mf: &SimConfig) {
 /// document it wrote.
 fn cli_run(dir: &Path, name: &str, faulty: bool) -> (String, String) {
     let toml = dir.join(format!("{name}.toml"));
-    std::fs::write(&toml, machine_toml(faulty)).unwrap();
+    machine(faulty).write(&toml);
     let json = dir.join(format!("{name}.json"));
     let o = run(&[
         "allpairs",

@@ -7,6 +7,7 @@ mod common;
 
 use common::{
     assert_ok, bounded, commbench, ok_json, stderr, stdout, tmpdir, wait_for, with_json, EXE,
+    QUICK, QUICK_TRIALS,
 };
 use serde_json::Value;
 use std::process::{Command, Stdio};
@@ -24,9 +25,6 @@ fn mpirun(np: u32, args: &[&str]) -> Command {
     c.arg(EXE).args(args);
     c
 }
-
-/// A short run: few trials, a small timer characterisation.
-const QUICK: &[&str] = &["--trials", "30", "--samples", "10000", "--warmup", "5"];
 
 /// `mpirun -np <np> commbench args` with [`QUICK`] settings, which must succeed within two
 /// minutes: its result document.
@@ -58,7 +56,10 @@ fn message_buffers_are_checked_cold_single_and_placed_on_mpi() {
         assert_eq!(doc["status"], "complete", "{}", doc["error"]);
         for p in doc["points"].as_array().expect("points") {
             let b = &p["buffers"];
-            assert!(b["validated_trials"].as_u64().unwrap_or(0) > 30, "{b}");
+            assert!(
+                b["validated_trials"].as_u64().unwrap_or(0) > QUICK_TRIALS,
+                "{b}"
+            );
             assert_eq!(b["cache_pool"].as_u64(), pool, "{b}");
             assert_eq!(b["source_alignment"], 1, "{b}");
             assert_eq!(b["dest_alignment"], 1, "{b}");
@@ -76,7 +77,10 @@ fn pingpong_on_mpi_records_library_clock_and_wtick() {
     let pts = doc["points"].as_array().expect("points");
     assert_eq!(pts.len(), 3);
     assert_eq!(pts[1]["size"], 8);
-    assert_eq!(pts[1]["trial_ns"].as_array().unwrap().len(), 30);
+    assert_eq!(
+        pts[1]["trial_ns"].as_array().unwrap().len(),
+        QUICK_TRIALS as usize
+    );
     let info = &doc["environment"]["backend_info"];
     assert!(info["library"].as_str().unwrap().contains("MPI"), "{info}");
     assert!(info["wtick_s"].is_number(), "{info}");
@@ -349,7 +353,7 @@ fn queue_posted_and_unexpected_on_mpi() {
         if !pcts.is_empty() {
             args.extend_from_slice(&["--traversed", "0,100"]);
         }
-        args.extend_from_slice(&["--trials", "20", "--samples", "10000", "--warmup", "5"]);
+        args.extend_from_slice(QUICK);
         let doc = ok_json(
             mpirun(2, &with_json(&args, &j)),
             &j,
@@ -367,7 +371,7 @@ fn queue_posted_and_unexpected_on_mpi() {
             .map(|p| {
                 assert_eq!(p["pattern"], format!("queue_{kind}").as_str(), "{p}");
                 assert_eq!(p["backend"], "mpi", "{p}");
-                assert_eq!(p["trials"], 20, "{p}");
+                assert_eq!(p["trials"], QUICK_TRIALS, "{p}");
                 assert!(p["one_way_us"]["median"].as_f64().unwrap() > 0.0, "{p}");
                 let l = p["queue_length"].as_u64().expect("queue_length");
                 let pct = p["traversed_pct"].as_u64();
@@ -527,7 +531,11 @@ fn complete_matrix(doc: &Value, ranks: u64) {
     // A suspect measured again alone (four ranks on two CPUs make some) has four times the
     // trials.
     for c in cells {
-        let want = if c.get("retest").is_some() { 120 } else { 30 };
+        let want = if c.get("retest").is_some() {
+            4 * QUICK_TRIALS
+        } else {
+            QUICK_TRIALS
+        } as usize;
         assert_eq!(c["trial_ns"].as_array().unwrap().len(), want, "{c}");
         assert!(c["one_way_us"]["median"].as_f64().unwrap() > 0.0, "{c}");
     }

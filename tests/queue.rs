@@ -3,12 +3,15 @@
 //! against the receives traversed is that cost, and the unexpected queue follows the model of
 //! docs/seed004.md, on machines drawn at random besides hand-written ones.
 
-use commbench::analysis::document::Point;
-use commbench::analysis::queue::{analyse, Against, QueueLine};
-use commbench::core::method::engine::Measurement;
+use commbench::analysis::document::{Point, RunConfig};
+use commbench::analysis::queue::{Against, QueueLine};
 use commbench::core::method::queue::{QueueBench, QueueKind};
 use commbench::core::method::{MethodConfig, NppChoice};
 use commbench_sim::SimConfig;
+
+mod common;
+use common::inprocess::sim_document;
+use common::machine::{six, Machine};
 
 /// A small deterministic generator (splitmix64) for the machines drawn at random.
 struct Rng(u64);
@@ -31,15 +34,21 @@ impl Rng {
 /// A machine of `dims` dimensions with the given per-message times (us) and matcher (ns).
 fn machine(dims: u32, t: [f64; 6], c_ns: f64) -> SimConfig {
     let [f, s, r, a, u, e] = t;
-    let text = format!(
-        "name = \"drawn\"\ndimensions = {dims}\ntick_ns = 1\nclock_read_ns = 25\npoll_ns = 30\n\
-         stack_kib = 128\nmatch_ns_per_entry = {c_ns}\n[times]\n\
-         F = {{ base_us = {f}, per_byte_us = 0.0004 }}\nS = {{ base_us = {s} }}\n\
-         R = {{ base_us = {r} }}\nA = {{ base_us = {a} }}\n\
-         U = {{ base_us = {u}, per_byte_us = 0.0005 }}\n\
-         E = {{ base_us = {e}, per_byte_us = 0.002 }}\n"
-    );
-    SimConfig::from_toml_str(&text).expect("a valid machine")
+    Machine::new("drawn", dims)
+        .tick_ns(1)
+        .clock_read_ns(25)
+        .poll_ns(30)
+        .stack_kib(128)
+        .match_ns_per_entry(c_ns)
+        .times(six([
+            (f, 0.0004),
+            (s, 0.0),
+            (r, 0.0),
+            (a, 0.0),
+            (u, 0.0005),
+            (e, 0.002),
+        ]))
+        .config()
 }
 
 /// A machine drawn at random: 1 to 4 dimensions, times from 0.1 to 4 us, a matcher from 20 to
@@ -51,7 +60,7 @@ fn drawn(rng: &mut Rng) -> SimConfig {
     machine(dims, t, c)
 }
 
-/// Run `bench` on `m` with `npp` round trips per trial and analyse rank 0's points.
+/// Run `bench` on `m` with `npp` round trips per trial: its document's points and queue lines.
 fn measure(
     m: &SimConfig,
     bench: QueueBench,
@@ -66,16 +75,14 @@ fn measure(
         timer_samples: 1000,
         ..MethodConfig::default()
     };
-    let meas = Measurement::new(bench, cfg, None);
-    commbench_sim::run(m, &meas).expect("the simulated run");
-    let points: Vec<Point> = meas
-        .take_collected()
-        .points
-        .into_iter()
-        .map(|r| Point::from_raw(r, "sim", 2.0).expect("a point"))
-        .collect();
-    let lines = analyse(&points).expect("queue lines");
-    (points, lines)
+    let config = RunConfig {
+        queue: Some(bench.clone()),
+        ..RunConfig::default()
+    };
+    let doc = sim_document(m, bench, cfg, config);
+    assert_eq!(doc.status, "complete", "{:?}", doc.error);
+    let lines = doc.queue.expect("queue lines");
+    (doc.points, lines)
 }
 
 fn posted(lengths: &[u64], pcts: &[u32], any_source: bool) -> QueueBench {

@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::machine::{six, Machine};
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -17,35 +18,26 @@ const MATCH_NS: f64 = 300.0;
 /// A 2-node machine of our own whose matcher costs [`MATCH_NS`] per entry inspected
 /// (docs/simulator.md §4a, §6), written to `dir`: its path.
 fn machine(dir: &Path) -> PathBuf {
-    let p = dir.join("machine.toml");
-    let text = format!(
-        "name = \"queue-cli\"\ndimensions = 1\ntick_ns = 1\nclock_read_ns = 40\n\
-         match_ns_per_entry = {MATCH_NS}\n[times]\n\
-         F = {{ base_us = 1.5, per_byte_us = 0.001 }}\nS = {{ base_us = 0.2 }}\n\
-         R = {{ base_us = 0.3 }}\nA = {{ base_us = 0.4 }}\n\
-         U = {{ base_us = 0.7, per_byte_us = 0.0005 }}\n\
-         E = {{ base_us = 2.0, per_byte_us = 0.002 }}\n"
-    );
-    std::fs::write(&p, text).expect("machine file");
-    p
+    Machine::new("queue-cli", 1)
+        .tick_ns(1)
+        .clock_read_ns(40)
+        .poll_ns(100)
+        .match_ns_per_entry(MATCH_NS)
+        .times(six([
+            (1.5, 0.001),
+            (0.2, 0.0),
+            (0.3, 0.0),
+            (0.4, 0.0),
+            (0.7, 0.0005),
+            (2.0, 0.002),
+        ]))
+        .write(&dir.join("machine.toml"))
 }
 
-/// Few trials, fixed npp, a short timer characterisation: each run takes a second or two.
-const QUICK: &[&str] = &[
-    "--trials",
-    "20",
-    "--warmup",
-    "3",
-    "--npp",
-    "2",
-    "--samples",
-    "10000",
-];
-
-/// `args` followed by [`QUICK`].
+/// `args` as a quick run (see [`QUICK`]) with a fixed npp: each run takes a second or two.
 fn quick<'a>(args: &[&'a str]) -> Vec<&'a str> {
-    let mut all = args.to_vec();
-    all.extend_from_slice(QUICK);
+    let mut all = common::quick(args);
+    all.extend_from_slice(&["--npp", "2"]);
     all
 }
 
@@ -80,7 +72,7 @@ fn check_doc<'a>(
     let mut seen: Vec<(u64, Option<u64>, u64)> = Vec::new();
     for p in points {
         assert_eq!(p["pattern"], pattern.as_str(), "{p}");
-        assert_eq!(p["trials"], 20, "{p}");
+        assert_eq!(p["trials"], QUICK_TRIALS, "{p}");
         let l = p["queue_length"].as_u64().expect("queue_length");
         let pct = p["traversed_pct"].as_u64();
         if pcts.is_empty() {

@@ -5,15 +5,12 @@
 
 mod common;
 
-use common::{assert_ok, run, stdout, tmpdir};
+use common::{assert_ok, quick, run, stdout, tmpdir};
 
-/// The simulator, quickly: few trials, a short timer characterisation.
-const QUICK: [&str; 6] = ["--backend", "sim", "--trials", "20", "--samples", "2000"];
-
-/// `commbench pattern QUICK extra`: its standard output, after checking it succeeded.
+/// `commbench pattern --backend sim extra` as a quick run: its standard output, after checking
+/// it succeeded.
 fn report_of(pattern: &str, extra: &[&str]) -> String {
-    let mut args = vec![pattern];
-    args.extend_from_slice(&QUICK);
+    let mut args = quick(&[pattern, "--backend", "sim"]);
     args.extend_from_slice(extra);
     let o = run(&args);
     assert_ok(&o);

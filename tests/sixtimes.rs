@@ -2,13 +2,16 @@
 //! recover the machine's configured times (Krumme & Greenfield 1988, Tables 1 and 3, §5.2),
 //! on the NCUBE preset and on machines of other shapes, ticks and times.
 
-use commbench::analysis::document::Point;
-use commbench::analysis::sixtimes::{analyse, Analysis, TimeLine};
-use commbench::core::method::engine::Measurement;
+use commbench::analysis::document::RunConfig;
+use commbench::analysis::sixtimes::{Analysis, TimeLine};
 use commbench::core::method::sixtimes::{SixTimes, Suite};
 use commbench::core::method::{MethodConfig, NppChoice};
 use commbench::core::transport::work::QKind;
 use commbench_sim::{Linear, SimConfig};
+
+mod common;
+use common::inprocess::sim_document;
+use common::machine::{six, Machine};
 
 /// Run `suite` on `machine` and analyse what rank 0 collected.
 fn measure(machine: &SimConfig, suite: Suite, hops: (u32, u32), sizes: &[u64]) -> Analysis {
@@ -26,15 +29,22 @@ fn measure(machine: &SimConfig, suite: Suite, hops: (u32, u32), sizes: &[u64]) -
         timer_samples: 1000,
         ..MethodConfig::default()
     };
-    let m = Measurement::new(spec, cfg, None);
-    commbench_sim::run(machine, &m).expect("the simulated run");
-    let points: Vec<Point> = m
-        .take_collected()
-        .points
-        .into_iter()
-        .map(|r| Point::from_raw(r, "sim", 2.0).expect("a point"))
-        .collect();
-    analyse(&points, true)
+    analysed(machine, spec, cfg)
+}
+
+/// `spec` measured under `cfg` on `machine`: seed 001's analysis as its document holds it.
+fn analysed(machine: &SimConfig, spec: SixTimes, cfg: MethodConfig) -> Analysis {
+    let config = RunConfig {
+        sixtimes: Some(spec),
+        ..RunConfig::default()
+    };
+    let doc = sim_document(machine, spec, cfg, config);
+    assert_eq!(doc.status, "complete", "{:?}", doc.error);
+    Analysis {
+        params: doc.params,
+        interference: doc.interference,
+        detail: doc.sixtimes,
+    }
 }
 
 /// `got` within `share` of `want`'s values at every size, and its line within `share`
@@ -83,16 +93,14 @@ fn check_six(machine: &SimConfig, a: &Analysis) {
 
 #[test]
 fn ncube7_table3_is_recovered() {
-    let mut m = SimConfig::preset("ncube7").unwrap();
-    m.stack_kib = 256;
+    let m = Machine::preset("ncube7").stack_kib(256).config();
     let a = measure(&m, Suite::Overhead, (1, 5), &[16, 500, 1000, 1500, 2000]);
     check_six(&m, &a);
 }
 
 #[test]
 fn ncube7_interference_meets_the_no_interaction_prediction() {
-    let mut m = SimConfig::preset("ncube7").unwrap();
-    m.stack_kib = 256;
+    let m = Machine::preset("ncube7").stack_kib(256).config();
     let a = measure(&m, Suite::Interference { streams: 3 }, (1, 1), &[2000]);
     let rows = a.interference.expect("interference rows");
     eprintln!("{rows:#?}");
@@ -113,25 +121,14 @@ fn ncube7_interference_meets_the_no_interaction_prediction() {
 /// A machine of `dimensions` with a clock tick of `tick_ns` and the six times given as
 /// `(base_us, per_byte_us)` in the order F, S, R, A, U, E.
 fn machine(name: &str, dimensions: u32, tick_ns: u64, t: [(f64, f64); 6]) -> SimConfig {
-    let l = |(b, p): (f64, f64)| Linear::line(b, p).unwrap();
-    SimConfig {
-        name: name.into(),
-        dimensions,
-        tick_ns,
-        clock_read_ns: 30,
-        poll_ns: 40,
-        compute_ns_per_iter: 0.7,
-        stack_kib: 256,
-        times: commbench_sim::Times {
-            f: l(t[0]),
-            s: l(t[1]),
-            r: l(t[2]),
-            a: l(t[3]),
-            u: l(t[4]),
-            e: l(t[5]),
-        },
-        ..SimConfig::preset("generic").unwrap()
-    }
+    Machine::new(name, dimensions)
+        .tick_ns(tick_ns)
+        .clock_read_ns(30)
+        .poll_ns(40)
+        .compute_ns_per_iter(0.7)
+        .stack_kib(256)
+        .times(six(t))
+        .config()
 }
 
 #[test]
@@ -185,15 +182,7 @@ fn a_coarse_clock_and_the_floating_point_q() {
             timer_samples: 1000,
             ..MethodConfig::default()
         };
-        let meas = Measurement::new(spec, cfg, None);
-        commbench_sim::run(&m, &meas).unwrap();
-        let pts: Vec<Point> = meas
-            .take_collected()
-            .points
-            .into_iter()
-            .map(|r| Point::from_raw(r, "sim", 2.0).unwrap())
-            .collect();
-        analyse(&pts, true)
+        analysed(&m, spec, cfg)
     };
     check_six(&m, &a);
     // Q's calibration found the floating-point loop's 3 ns per iteration.

@@ -6,8 +6,11 @@
 
 #![cfg(all(feature = "shm", feature = "tcp", feature = "sim"))]
 
+mod common;
+
 use commbench::core::testkit::{validation, Harness};
 use commbench::core::{Program, Result};
+use common::machine::Machine;
 use std::time::Duration;
 
 struct Shm;
@@ -36,9 +39,7 @@ impl Harness for Tcp {
 
 impl Harness for Sim {
     fn run<P: Program>(&self, n: u32, p: &P) -> Result<Vec<P::Output>> {
-        let mut cfg = commbench_sim::SimConfig::preset("generic")?;
-        cfg.dimensions = n.next_power_of_two().trailing_zeros();
-        cfg.ranks = Some(n);
+        let cfg = Machine::preset("generic").ranks(n).config();
         commbench_sim::run(&cfg, p)
     }
 }

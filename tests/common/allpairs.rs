@@ -1,17 +1,18 @@
 //! All-pairs matrices measured in-process on the simulator: the whole program (measurement,
 //! suspects measured again alone, attribution), for the tests that check what comes of it.
 
+use super::inprocess::sim_matrix_document;
 use commbench::analysis::allpairs::Rule;
-use commbench::analysis::matrix::{self, MatrixSection};
-use commbench::core::method::allpairs::{AllPairs, AllPairsCollected, AllPairsConfig};
+use commbench::analysis::document::ResultDoc;
+use commbench::analysis::matrix::MatrixSection;
+use commbench::core::method::allpairs::AllPairsConfig;
 use commbench::core::method::{MethodConfig, NppChoice};
-use commbench::core::Rank;
 use commbench_sim::SimConfig;
 
 /// The all-pairs run on `cfg` at `sizes` with `trials` per cell (npp 1, one warm-up), the
-/// suspects measured again alone with 15 trials, under the default rule.
-pub fn sim_matrix(cfg: &SimConfig, sizes: &[u64], trials: u64) -> MatrixSection {
-    let rule = Rule::default();
+/// suspects measured again alone with 15 trials, under the default rule: its document, made
+/// as the command line makes it.
+pub fn sim_matrix_doc(cfg: &SimConfig, sizes: &[u64], trials: u64) -> ResultDoc {
     let method = MethodConfig {
         sizes: sizes.to_vec(),
         trials,
@@ -24,10 +25,14 @@ pub fn sim_matrix(cfg: &SimConfig, sizes: &[u64], trials: u64) -> MatrixSection 
         retest_trials: 15,
         ..AllPairsConfig::default()
     };
-    let pick = |c: &AllPairsCollected, size: u64| -> Vec<(Rank, Rank)> {
-        matrix::pick_retests(c, size, &rule)
-    };
-    let prog = AllPairs::new(method, config.clone(), None).with_retest(&pick);
-    commbench_sim::run(cfg, &prog).expect("the simulated run");
-    MatrixSection::build(prog.take_collected(), config, rule).expect("the matrix")
+    let doc = sim_matrix_document(cfg, method, config, Rule::default());
+    assert_eq!(doc.status, "complete", "{:?}", doc.error);
+    doc
+}
+
+/// [`sim_matrix_doc`]'s matrix section.
+pub fn sim_matrix(cfg: &SimConfig, sizes: &[u64], trials: u64) -> MatrixSection {
+    sim_matrix_doc(cfg, sizes, trials)
+        .allpairs
+        .expect("the matrix")
 }

@@ -1,10 +1,19 @@
-//! Helpers shared by the command-line integration tests: the built `commbench` binary, runs
-//! bounded in time, result documents, temporary directories and exit-code checks. Each test
-//! file uses only some of them.
+//! Helpers shared by the command-line integration tests: the built `commbench` binary, the
+//! options that keep a run short, runs bounded in time, result documents, temporary
+//! directories and exit-code checks; the simulated machines the tests build ([`machine`]) and
+//! how many cases their randomized checks run ([`scale`]), both shared with the simulator's
+//! own tests. Each test file uses only some of them.
 #![allow(dead_code)]
 
 #[cfg(feature = "sim")]
 pub mod allpairs;
+#[cfg(feature = "sim")]
+pub mod inprocess;
+#[cfg(feature = "sim")]
+#[path = "../../backends/sim/tests/common/machine.rs"]
+pub mod machine;
+#[path = "../../backends/sim/tests/common/scale.rs"]
+pub mod scale;
 
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
@@ -29,6 +38,33 @@ pub fn commbench(args: &[&str]) -> Command {
         }
     }
     c
+}
+
+/// Options that keep a run short: [`QUICK_TRIALS`] trials, two warm-up rounds and a small
+/// timer characterisation. What a test measures and checks comes with its own options.
+pub const QUICK: &[&str] = &["--trials", "20", "--warmup", "2", "--samples", "1000"];
+
+/// Trials per point of a [`QUICK`] run, as [`QUICK`] says.
+pub const QUICK_TRIALS: u64 = decimal(QUICK[1]);
+
+/// The value of the decimal number `s`, at compile time.
+const fn decimal(s: &str) -> u64 {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut v = 0;
+    while i < b.len() {
+        assert!(b[i].is_ascii_digit(), "not a decimal number");
+        v = v * 10 + (b[i] - b'0') as u64;
+        i += 1;
+    }
+    v
+}
+
+/// `args` followed by [`QUICK`].
+pub fn quick<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.extend_from_slice(QUICK);
+    all
 }
 
 /// Run `commbench args` to completion.

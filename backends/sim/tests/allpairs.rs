@@ -7,11 +7,14 @@ use commbench_core::Rank;
 use commbench_sim::{run, SimConfig};
 use std::collections::HashMap;
 
+mod common;
+use common::machine::Machine;
+
 fn machine(dimensions: u32) -> SimConfig {
-    let mut c = SimConfig::preset("generic").unwrap();
-    c.dimensions = dimensions;
-    c.stack_kib = 128;
-    c
+    Machine::preset("generic")
+        .dimensions(dimensions)
+        .stack_kib(128)
+        .config()
 }
 
 fn method(sizes: Vec<u64>) -> MethodConfig {

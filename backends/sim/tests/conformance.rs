@@ -3,7 +3,9 @@
 
 use commbench_core::testkit::{run_suite, Harness};
 use commbench_core::{Program, Result};
-use commbench_sim::SimConfig;
+
+mod common;
+use common::machine::Machine;
 
 struct Sim {
     base: &'static str,
@@ -12,11 +14,11 @@ struct Sim {
 
 impl Harness for Sim {
     fn run<P: Program>(&self, n: u32, p: &P) -> Result<Vec<P::Output>> {
-        let mut cfg = SimConfig::preset(self.base)?;
-        cfg.dimensions = n.next_power_of_two().trailing_zeros();
-        cfg.ranks = Some(n);
-        cfg.stack_kib = 256;
-        cfg.recv_buffer_bytes = self.recv_buffer_bytes;
+        let cfg = Machine::preset(self.base)
+            .ranks(n)
+            .stack_kib(256)
+            .recv_buffer_bytes(self.recv_buffer_bytes)
+            .config();
         commbench_sim::run(&cfg, p)
     }
 }

@@ -9,28 +9,12 @@ use commbench_core::method::{MethodConfig, NppChoice, PatternKind};
 use commbench_core::Error;
 use commbench_sim::{run, SimConfig};
 use proptest::prelude::*;
-use proptest::test_runner::{RngAlgorithm, RngSeed};
 
-/// Few cases, no failure files written into the tree, and the same inputs on every run unless
-/// `PROPTEST_RNG_SEED` asks for others (`PROPTEST_CASES` for more cases).
-fn config(cases: u32) -> ProptestConfig {
-    let rng_seed = match std::env::var("PROPTEST_RNG_SEED") {
-        Ok(_) => ProptestConfig::default().rng_seed,
-        Err(_) => RngSeed::Fixed(0x5eed_f022),
-    };
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(cases);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        // Cheaper than the default ChaCha in a debug build; the inputs need no cryptography.
-        rng_algorithm: RngAlgorithm::XorShift,
-        rng_seed,
-        ..ProptestConfig::default()
-    }
-}
+mod common;
+// Each block runs a quarter of its full count unless COMMBENCH_TEST_SCALE=full (or
+// PROPTEST_CASES) asks for more, always on the same inputs unless PROPTEST_RNG_SEED asks for
+// others.
+use common::scale::proptest_config as config;
 
 /// One step of a path into a TOML value.
 #[derive(Debug, Clone)]
@@ -370,7 +354,7 @@ const TOKENS: &[&str] = &[
 ];
 
 proptest! {
-    #![proptest_config(config(512))]
+    #![proptest_config(config(128, 512))]
 
     #[test]
     fn arbitrary_text_is_a_config_or_an_error(s in "\\PC{0,200}") {
@@ -409,7 +393,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(384))]
+    #![proptest_config(config(96, 384))]
 
     /// A preset written out whole, or named with `preset = `, then one to four fields
     /// removed or set to hostile values; whatever is accepted also runs a tiny ping-pong.
@@ -455,7 +439,7 @@ fn in_range_time() -> impl Strategy<Value = commbench_sim::Linear> {
 }
 
 proptest! {
-    #![proptest_config(config(48))]
+    #![proptest_config(config(12, 48))]
 
     /// Every field at a random value inside its bounds (TOML integers stop at `i64::MAX`), on a
     /// machine of 2 to 8 nodes (tiny receive buffers, a livelock limit of a few polls and a
@@ -509,7 +493,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(64))]
+    #![proptest_config(config(16, 64))]
 
     /// Arrays and inline tables nested thousands deep are an error, not a stack overflow.
     #[test]

@@ -5,21 +5,23 @@ use commbench_core::{Endpoint, Error, Program, Result, Src, TagSel};
 use commbench_sim::{distance, run, run_with_stats, SimConfig, NCUBE_TICK_NS};
 
 mod common;
+use common::machine::Machine;
 use common::PingPong;
 
 fn ncube(tick_ns: u64) -> SimConfig {
-    let mut c = SimConfig::preset("ncube7").unwrap();
-    c.tick_ns = tick_ns;
-    c.stack_kib = 128;
-    c
+    Machine::preset("ncube7")
+        .tick_ns(tick_ns)
+        .stack_kib(128)
+        .config()
 }
 
 /// The nCUBE's times on a smaller cube of `dimensions`, with a 1 ns clock tick.
 fn cube(dimensions: u32) -> SimConfig {
-    SimConfig {
-        dimensions,
-        ..ncube(1)
-    }
+    Machine::preset("ncube7")
+        .dimensions(dimensions)
+        .tick_ns(1)
+        .stack_kib(128)
+        .config()
 }
 
 /// The virtual time `f` takes on this node, between two clock reads, and its result.
@@ -305,9 +307,10 @@ impl Program for Mix {
 
 #[test]
 fn deterministic_and_seeded() {
-    let mut c = SimConfig::preset("generic").unwrap();
-    c.stack_kib = 128;
-    c.jitter_ns = 500;
+    let mut c = Machine::preset("generic")
+        .stack_kib(128)
+        .jitter(500, 0)
+        .config();
     let a = run_with_stats(&c, &Mix).unwrap();
     let b = run_with_stats(&c, &Mix).unwrap();
     assert_eq!(a.0, b.0);
@@ -488,9 +491,10 @@ fn eleven_dimensions() {
             Ok(u32::from_le_bytes([c.buf[0], c.buf[1], c.buf[2], c.buf[3]]))
         }
     }
-    let mut c = SimConfig::preset("generic").unwrap();
-    c.dimensions = 11;
-    c.stack_kib = 64;
+    let c = Machine::preset("generic")
+        .dimensions(11)
+        .stack_kib(64)
+        .config();
     let out = run(&c, &Swap).unwrap();
     assert!(out.iter().enumerate().all(|(i, &p)| p == i as u32 ^ 1));
 }

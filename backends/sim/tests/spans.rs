@@ -7,20 +7,28 @@ use commbench_core::transport::work::Work;
 use commbench_core::{Endpoint, Error, Program, Rank, ReqId, Result, Span, Src, Tag, TagSel};
 use commbench_sim::{run_with_stats, SimConfig, SimStats};
 
+mod common;
+use common::machine::{six, Machine};
+
 /// Eight nodes with every cost non-zero and of a different size: F and U grow with the
 /// message, R above E so handlers queue, A per byte of the receive's capacity, a matcher that
-/// costs time, hop jitter drawn from a seed, and receive buffers that `extra` may bound.
-fn machine(extra: &str) -> SimConfig {
-    let text = format!(
-        "name = \"window\"\ndimensions = 3\ntick_ns = 1\nclock_read_ns = 35\npoll_ns = 45\n\
-         stack_kib = 128\nmatch_ns_per_entry = 61.5\njitter_ns = 170\nseed = 11\n{extra}\n\
-         [times]\n\
-         F = {{ base_us = 0.9, per_byte_us = 0.0007 }}\nS = {{ base_us = 0.45 }}\n\
-         R = {{ base_us = 1.3 }}\nA = {{ base_us = 0.2, per_byte_us = 0.00005 }}\n\
-         U = {{ base_us = 0.6, per_byte_us = 0.0011 }}\n\
-         E = {{ base_us = 1.05, per_byte_us = 0.0019 }}\n"
-    );
-    SimConfig::from_toml_str(&text).unwrap()
+/// costs time, hop jitter drawn from a seed; receive buffers and what a message carries are
+/// for the caller to bound.
+fn machine() -> Machine {
+    Machine::new("window", 3)
+        .clock_read_ns(35)
+        .poll_ns(45)
+        .stack_kib(128)
+        .match_ns_per_entry(61.5)
+        .jitter(170, 11)
+        .times(six([
+            (0.9, 0.0007),
+            (0.45, 0.0),
+            (1.3, 0.0),
+            (0.2, 0.00005),
+            (0.6, 0.0011),
+            (1.05, 0.0019),
+        ]))
 }
 
 /// Tag of the window's messages; of the receives posted first that no message matches; of
@@ -194,7 +202,7 @@ fn both(cfg: &SimConfig, p: Window) -> (Outcome, Outcome) {
 
 #[test]
 fn a_window_on_one_buffer_times_as_a_window_on_many() {
-    let cfg = machine("");
+    let cfg = machine().config();
     let mut seen_times = Vec::new();
     for (senders, w, len, strays, late) in [
         (1, 1, 100, 0, false),
@@ -236,7 +244,7 @@ fn a_window_on_one_buffer_times_as_a_window_on_many() {
 fn a_window_on_one_buffer_stalls_bounded_buffers_as_a_window_on_many() {
     // Room for two and a half messages: the channels into rank 0 stall until it collects, and
     // the room comes back after each receive's U, not once at the end of the span.
-    let cfg = machine("recv_buffer_bytes = 2600");
+    let cfg = machine().recv_buffer_bytes(Some(2600)).config();
     for (senders, w, late) in [(1, 6, false), (3, 4, false), (2, 5, true)] {
         let p = Window {
             senders,
@@ -251,7 +259,7 @@ fn a_window_on_one_buffer_stalls_bounded_buffers_as_a_window_on_many() {
         assert_eq!(many, one, "{senders} senders, window {w}, late {late}");
     }
     // The bound does cost time: the same window without it ends sooner.
-    let free = machine("");
+    let free = machine().config();
     let p = Window {
         senders: 3,
         w: 4,
@@ -310,8 +318,7 @@ fn a_carried_prefix_lands_at_the_offset_and_nothing_else_is_written() {
     let len = 300;
     let sent = payload(1, 0, 0, len);
     for carry in [None, Some(64u64), Some(0)] {
-        let extra = carry.map_or(String::new(), |c| format!("carry_bytes = {c}"));
-        let cfg = machine(&extra);
+        let cfg = machine().carry_bytes(carry).config();
         let got = run_with_stats(&cfg, &Carried { len })
             .unwrap()
             .0
@@ -342,7 +349,7 @@ fn spans_that_do_not_fit_are_refused_before_anything_is_sent() {
             Ok(ep.now_ns())
         }
     }
-    let mut cfg = machine("");
+    let mut cfg = machine().config();
     cfg.ranks = Some(2);
     let (times, stats) = run_with_stats(&cfg, &Bad).unwrap();
     // Refused in the endpoint: no message, no CPU time but the clock read.
@@ -394,7 +401,7 @@ impl Program for TooLong {
 fn a_message_too_long_for_a_span_ends_it_and_gives_its_room_back() {
     // Room for 40 bytes: the fourth message fits only once the third, which met the span's
     // last receive, has given its room back.
-    let cfg = machine("recv_buffer_bytes = 40");
+    let cfg = machine().recv_buffer_bytes(Some(40)).config();
     let out = commbench_sim::run(&cfg, &TooLong).unwrap();
     let (err, len) = out[0].clone().unwrap();
     assert!(err.contains("20") && err.contains("10"), "{err}");

@@ -6,11 +6,14 @@ use commbench_core::method::{MethodConfig, NppChoice, PatternKind};
 use commbench_core::Error;
 use commbench_sim::{run, SimConfig};
 
+mod common;
+use common::machine::Machine;
+
 fn cube(dimensions: u32) -> SimConfig {
-    let mut c = SimConfig::preset("ncube7").unwrap();
-    c.dimensions = dimensions;
-    c.stack_kib = 128;
-    c
+    Machine::preset("ncube7")
+        .dimensions(dimensions)
+        .stack_kib(128)
+        .config()
 }
 
 fn method(sizes: Vec<u64>, dest: u32) -> MethodConfig {

@@ -1,6 +1,10 @@
-//! What the simulator's tests share: the ping-pong of seed 000 §3.2 as a program, timed on
-//! the virtual clock.
+//! What the simulator's tests share: the machines they build ([`machine`]), how many cases
+//! their randomized checks run ([`scale`]), and the ping-pong of seed 000 §3.2 as a program,
+//! timed on the virtual clock.
 #![allow(dead_code)]
+
+pub mod machine;
+pub mod scale;
 
 use commbench_core::{Endpoint, Program, Rank, Result, Src, TagSel};
 

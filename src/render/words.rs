@@ -31,6 +31,33 @@ pub enum Detail {
 pub const CI_NOTE: &str = "95% CIs describe this run only; run-to-run variation is not \
 included (compare several runs with `commbench compare`)";
 
+/// The bins of a histogram from `origin`, `width` wide, as Luecke et al. (2009) Appendix A
+/// prints them (`lo <= times < hi with count = c`, then the overflow), each bound written by
+/// `unit`: the one histogram of a point's times and of the timer's.
+pub fn bins(
+    out: &mut String,
+    (origin, width): (f64, f64),
+    counts: &[u64],
+    overflow: u64,
+    unit: &dyn Fn(f64) -> String,
+) {
+    use std::fmt::Write;
+    for (k, c) in counts.iter().enumerate() {
+        let lo = origin + k as f64 * width;
+        let _ = writeln!(
+            out,
+            "    {:>10} <= times < {:>10} with count = {c}",
+            unit(lo),
+            unit(lo + width)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "    {:>10} <= times with count = {overflow}",
+        unit(origin + counts.len() as f64 * width)
+    );
+}
+
 /// `1 byte`, `8 bytes`, `4096 bytes (4 KiB)`.
 pub fn size_words(n: u64) -> String {
     let short = format_size(n);

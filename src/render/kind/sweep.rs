@@ -13,8 +13,8 @@ use crate::render::kind::queue;
 use crate::render::kind::timer::{self, ns};
 use crate::render::number::{text, Style};
 use crate::render::words::{
-    backends_of, buffers_words, by_pattern, fit_coverage, host_line, measured, size_words, Detail,
-    Measured, CI_NOTE,
+    backends_of, bins, buffers_words, by_pattern, fit_coverage, host_line, measured, size_words,
+    Detail, Measured, CI_NOTE,
 };
 use crate::spec::format_size;
 use commbench_core::method::NppChoice;
@@ -129,21 +129,7 @@ fn distribution(out: &mut String, p: &Point, m: &Measured) {
             d.underflow
         );
     }
-    for (k, c) in d.counts.iter().enumerate() {
-        let lo = d.origin + k as f64 * d.bin_width;
-        let _ = writeln!(
-            out,
-            "    {:>10} <= times < {:>10} with count = {c}",
-            us(lo),
-            us(lo + d.bin_width)
-        );
-    }
-    let _ = writeln!(
-        out,
-        "    {:>10} <= times with count = {}",
-        us(d.origin + d.counts.len() as f64 * d.bin_width),
-        d.overflow
-    );
+    bins(out, (d.origin, d.bin_width), &d.counts, d.overflow, &us);
     let _ = writeln!(
         out,
         "  FREQUENCY OF {plural} (us, smallest {} distinct values)",

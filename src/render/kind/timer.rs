@@ -3,7 +3,7 @@
 
 use crate::analysis::document::TimerSection;
 use crate::render::number::{text, Style};
-use crate::render::words::Detail;
+use crate::render::words::{bins, Detail};
 use commbench_core::method::timer::TimerReport;
 use std::fmt::Write;
 
@@ -62,21 +62,7 @@ pub fn distribution(out: &mut String, t: &TimerReport) {
         out,
         "  DISTRIBUTION OF TIMES FROM THE TIMER OVERHEAD MEASUREMENTS (ns)"
     );
-    for (k, c) in h.counts.iter().enumerate() {
-        let lo = k as f64 * h.bin_width;
-        let _ = writeln!(
-            out,
-            "    {:>10} <= times < {:>10} with count = {c}",
-            ns(lo),
-            ns(lo + h.bin_width)
-        );
-    }
-    let _ = writeln!(
-        out,
-        "    {:>10} <= times with count = {}",
-        ns(h.counts.len() as f64 * h.bin_width),
-        h.overflow
-    );
+    bins(out, (0.0, h.bin_width), &h.counts, h.overflow, &ns);
     let _ = writeln!(
         out,
         "  FREQUENCY OF TIMES FROM THE TIMER OVERHEAD MEASUREMENTS (ns)"

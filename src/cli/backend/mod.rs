@@ -735,7 +735,13 @@ pub fn measure<S: KernelSpec + Clone>(
     progress: &ProgressFn<'_>,
 ) -> Result<Outcome, Fatal> {
     if under_mpi(backends) {
-        return measure_under_mpi(backends, job, method, spec, progress);
+        #[cfg(feature = "mpi")]
+        return mpi::run_all(backends, job, method, spec, progress);
+        #[cfg(not(feature = "mpi"))]
+        return Err(Fatal::usage(
+            "measuring several backends in one run, or the mpi backend, needs MPI",
+            "rebuild with `cargo build --release --features mpi` and start it under mpirun",
+        ));
     }
     let b = &backends[0];
     let m = Measurement::new(spec, method.clone(), Some(progress)).with_stop(&signals::STOP);
@@ -751,24 +757,4 @@ pub fn measure<S: KernelSpec + Clone>(
             result: ran.result,
         }],
     })
-}
-
-/// [`measure`] between the processes of an MPI job (needs the mpi feature).
-fn measure_under_mpi<S: KernelSpec + Clone>(
-    backends: &[Chosen],
-    job: &Job,
-    method: &MethodConfig,
-    spec: S,
-    progress: &ProgressFn<'_>,
-) -> Result<Outcome, Fatal> {
-    #[cfg(feature = "mpi")]
-    return mpi::run_all(backends, job, method, spec, progress);
-    #[cfg(not(feature = "mpi"))]
-    {
-        let _ = (backends, job, method, spec, progress);
-        Err(Fatal::usage(
-            "measuring several backends in one run, or the mpi backend, needs MPI",
-            "rebuild with `cargo build --release --features mpi` and start it under mpirun",
-        ))
-    }
 }

@@ -9,8 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-features=${CI_FEATURES:-mpi}
-case ",$features," in *,mpi,*) ;; *) features="mpi,$features" ;; esac
+source .ci/features.sh
+features=$(with_feature "${CI_FEATURES:-mpi}" mpi)
 
 need=()
 command -v mpirun >/dev/null || need+=(openmpi-bin)

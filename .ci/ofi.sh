@@ -10,10 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-features=${CI_FEATURES:-ofi}
-case ",$features," in *,ofi,*) ;; *) features="ofi,$features" ;; esac
-beside_mpi=$features
-case ",$beside_mpi," in *,mpi,*) ;; *) beside_mpi="mpi,$beside_mpi" ;; esac
+source .ci/features.sh
+features=$(with_feature "${CI_FEATURES:-ofi}" ofi)
+beside_mpi=$(with_feature "$features" mpi)
 
 need=()
 for p in libfabric-dev libfabric-bin libclang-dev pkg-config; do

@@ -11,10 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-features=${CI_FEATURES:-ucx}
-case ",$features," in *,ucx,*) ;; *) features="ucx,$features" ;; esac
-beside_mpi=$features
-case ",$beside_mpi," in *,mpi,*) ;; *) beside_mpi="mpi,$beside_mpi" ;; esac
+source .ci/features.sh
+features=$(with_feature "${CI_FEATURES:-ucx}" ucx)
+beside_mpi=$(with_feature "$features" mpi)
 
 need=()
 for p in libucx-dev ucx-utils libclang-dev pkg-config; do

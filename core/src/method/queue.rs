@@ -166,6 +166,12 @@ impl QueueBench {
     }
 }
 
+/// The latency receives a rank posts at most for one trial's round trips (or the warm-up's),
+/// and two more: a lower bound where npp is calculated ([`npp_bound`]).
+fn latency_receives(cfg: &MethodConfig) -> u64 {
+    cfg.warmup.max(npp_bound(&cfg.npp)).saturating_add(2)
+}
+
 /// Seed 004's queue benchmarks: a ping-pong behind each queue.
 impl Benchmark for QueueBench {
     fn command(&self) -> &'static str {
@@ -182,8 +188,7 @@ impl Benchmark for QueueBench {
     /// The send and receive buffers, a latency receive per round trip of a trial (or of the
     /// warm-up), and the queue's entries.
     fn buffer_bytes(&self, cfg: &MethodConfig, size: u64) -> Option<u64> {
-        let rounds = cfg.warmup.max(npp_bound(&cfg.npp)).saturating_add(2);
-        rounds
+        latency_receives(cfg)
             .checked_mul(size.checked_add(PER_MESSAGE_OVERHEAD)?)?
             .checked_add(self.max_length().checked_mul(PER_MESSAGE_OVERHEAD)?)
     }
@@ -191,12 +196,11 @@ impl Benchmark for QueueBench {
     /// The posted queue itself and the latency receives posted for a trial's round trips (a
     /// lower bound where npp is calculated).
     fn posted_receives(&self, cfg: &MethodConfig) -> u64 {
-        let rounds = cfg.warmup.max(npp_bound(&cfg.npp)).saturating_add(2);
         let entries = match self.kind {
             QueueKind::Posted => self.max_length(),
             QueueKind::Unexpected => 0,
         };
-        entries.saturating_add(rounds)
+        entries.saturating_add(latency_receives(cfg))
     }
 
     fn wildcards(&self) -> bool {

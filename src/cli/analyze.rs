@@ -12,6 +12,7 @@ use commbench::analysis::matrix_compare;
 use commbench::render;
 use commbench::render::{Csv, Detail, Markdown, Plot, PlotKind, Renderer, Text};
 use commbench::spec;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Seed of the bootstrap, fixed so that a comparison is reproducible.
@@ -90,13 +91,13 @@ pub fn plot(a: PlotArgs) -> Result<(), Fatal> {
             "`commbench report FILE.json` lists the sizes measured",
         )
     })?;
-    std::fs::write(&a.output, svg).map_err(|e| {
+    crate::cli::files::write_file(&a.output, &|f| f.write_all(svg.as_bytes())).map_err(|e| {
         Fatal::run(
-            format!("cannot write {}: {e}", a.output.display()),
+            e,
             Some("check that the directory exists and is writable".into()),
         )
     })?;
-    eprintln!("wrote {}", a.output.display());
+    say!("wrote {}", a.output.display());
     Ok(())
 }
 
@@ -282,7 +283,7 @@ pub fn compare(a: CompareArgs) -> Result<(), Fatal> {
     let load_all = |files: &[PathBuf]| files.iter().map(|f| load(f)).collect::<Result<Vec<_>, _>>();
     let (da, db) = (load_all(&fa)?, load_all(&fb)?);
     if let Some(w) = buffers_differ((&fa, &da), (&fb, &db)) {
-        eprintln!("commbench: warning: {w}");
+        say!("commbench: warning: {w}");
     }
     if da.iter().chain(&db).any(|d| d.allpairs.is_some()) {
         return compare_matrices(&a, (&fa, &da), (&fb, &db));
@@ -496,7 +497,7 @@ fn show_comparison(
     };
     let (na, nb) = (names(fa), names(fb));
     if json_stdout {
-        eprint!("{}", render::compare::notes(rows));
+        let _ = write!(std::io::stderr().lock(), "{}", render::compare::notes(rows));
     } else {
         let side = |names, runs| render::compare::Side { names, runs };
         crate::cli::files::to_stdout(&render::compare::report_runs(

@@ -5,6 +5,15 @@
 //! [`analyze`] reads documents back (`report`, `plot`, `compare`). [`backend`] is the one place
 //! that names the backends. Exit codes: 0 success, 1 a failed run, 2 bad usage ([`fatal`]).
 
+/// A line on standard error that never panics: a terminal that closed (SIGHUP) or a reader
+/// that went away must not turn a run that measured into one that lost everything.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 mod allpairs;
 pub mod analyze;
 pub mod args;
@@ -58,9 +67,9 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) if f.reason.is_empty() => ExitCode::from(f.code),
         Err(f) => {
-            eprintln!("commbench: error: {}", f.reason);
+            say!("commbench: error: {}", f.reason);
             if let Some(h) = f.hint {
-                eprintln!("hint: {h}");
+                say!("hint: {h}");
             }
             ExitCode::from(f.code)
         }
@@ -205,6 +214,9 @@ fn timer(a: TimerArgs) -> Result<(), Fatal> {
         .map_err(|e| args::invalid_method(e, "for example --samples 16777216"))?;
     let samples = a.clock.samples;
     let chosen = backend::for_timer(a.on.backend.as_deref(), a.on.sim_config)?;
+    if let Some(b) = &chosen {
+        plan::check_timer_backend(b)?;
+    }
     let report = match chosen {
         None => backend::monotonic_timer("CLOCK_MONOTONIC".into(), samples),
         Some(b) => b.timer(samples)?,

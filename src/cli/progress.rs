@@ -137,9 +137,9 @@ impl ProgressBar {
         match &self.show {
             Show::Bar(b) => match b.get() {
                 Some(bar) => bar.println(line),
-                None => eprintln!("{line}"),
+                None => say!("{line}"),
             },
-            _ => eprintln!("{line}"),
+            _ => say!("{line}"),
         }
     }
 
@@ -231,7 +231,7 @@ impl ProgressBar {
                 };
                 if quarter > 0 && *last != Some((p.size_index, quarter)) {
                     *last = Some((p.size_index, quarter));
-                    eprintln!(
+                    say!(
                         "progress: {prefix}: {} {}/{}{}",
                         stage_name(p.stage),
                         p.done,

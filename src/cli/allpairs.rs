@@ -5,7 +5,7 @@
 use super::fatal::Fatal;
 use super::plan::{AllPairsWork, Plan};
 use super::progress::ProgressBar;
-use super::run::{deliver, other_rank, Ending};
+use super::run::{checkpoint, deliver, other_rank, reporting_rank, Ending, Who};
 use super::signals;
 use commbench::analysis::allpairs::Rule;
 use commbench::analysis::assemble::{self, BackendRun, Outcome, Started};
@@ -13,7 +13,7 @@ use commbench::analysis::document::ResultDoc;
 use commbench::analysis::matrix;
 use commbench::core::method::allpairs::{AllPairs, AllPairsCollected, AllPairsProgress};
 use commbench::core::method::engine::{Collected, Progress, Stage};
-use commbench::core::Rank;
+use commbench::core::{Error, Rank};
 
 /// Run the all-pairs plan and report it (rank 0; other ranks report only their failure).
 pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
@@ -48,30 +48,31 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
         prog = prog.with_retest(&pick);
     }
     let b = &plan.backends[0];
+    if reporting_rank(plan) {
+        signals::set_safe_point("the round under way");
+        save_on_signal(plan, work, rule, b.name(), &prog, started);
+    }
     let ran = b.run(&plan.job, &prog);
     bar.finish();
     let ran = ran?;
+    if ran.rank != 0 {
+        let outcome = Outcome {
+            ranks: ran.ranks,
+            launcher: ran.launcher,
+            rank: ran.rank,
+            runs: vec![backend_run(b.name(), &prog.take_collected(), ran.result)],
+        };
+        return other_rank(plan, outcome);
+    }
+    // The final document replaces the checkpoint: none is written from here on.
+    signals::clear_checkpoint();
     let collected = prog.take_collected();
-    let rank0_timer = collected.timers.first().cloned();
-    let backend_info = collected.backend_info.clone();
     let outcome = Outcome {
         ranks: ran.ranks,
         launcher: ran.launcher,
         rank: ran.rank,
-        runs: vec![BackendRun {
-            backend: b.name(),
-            collected: Collected {
-                timer: rank0_timer,
-                backend_info,
-                points: Vec::new(),
-            },
-            result: ran.result,
-        }],
+        runs: vec![backend_run(b.name(), &collected, ran.result)],
     };
-    if outcome.rank != 0 {
-        return other_rank(plan, outcome);
-    }
-    signals::clear_checkpoint();
     let ending = Ending::of(&outcome.runs);
     let doc = assemble::document(&plan.recipe(), outcome, started);
     let doc = assemble::with_matrix(doc, collected, work.config.clone(), rule);
@@ -83,6 +84,64 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
         )),
         _ => Ok(()),
     }
+}
+
+/// The run of `backend` as the document records it: rank 0's timer and the backend's
+/// description (the cells go to the matrix).
+fn backend_run(
+    backend: &'static str,
+    c: &AllPairsCollected,
+    result: commbench::core::Result<()>,
+) -> BackendRun {
+    BackendRun {
+        backend,
+        collected: Collected {
+            timer: c.timers.first().cloned(),
+            backend_info: c.backend_info.clone(),
+            points: Vec::new(),
+        },
+        result,
+    }
+}
+
+/// On rank 0 of a run with output files: when the first signal arrives, write the matrix
+/// of the rounds completed so far at once (status `interrupted`; a round's cells reach rank
+/// 0 together, so only whole rounds are kept), before a launcher's kill or a second signal
+/// can follow. The run then stops before its next round and writes the files again.
+fn save_on_signal(
+    plan: &Plan,
+    work: &AllPairsWork,
+    rule: Rule,
+    backend: &'static str,
+    prog: &AllPairs<'_>,
+    started: Started,
+) {
+    let recipe = plan.recipe();
+    let who = Who::of(plan);
+    let handle = prog.collected_handle();
+    let config = work.config.clone();
+    let sizes = plan.method.sizes.clone();
+    checkpoint(&plan.outputs, "cell(s)", move |signal| {
+        let collected = handle.lock().ok()?.clone();
+        // The sizes before the one of the last round are complete.
+        let done = collected
+            .cells
+            .last()
+            .and_then(|c| sizes.iter().position(|&s| s == c.point.size))
+            .unwrap_or(0);
+        let stopped = Err(Error::Interrupted {
+            signal,
+            done,
+            sizes: sizes.len(),
+        });
+        let run = backend_run(backend, &collected, stopped);
+        let kept = collected.cells.len();
+        let doc = assemble::document(&recipe, who.outcome(vec![run]), started);
+        Some((
+            assemble::with_matrix(doc, collected, config.clone(), rule),
+            kept,
+        ))
+    });
 }
 
 /// The faults the verdicts name (nodes, links, dimensions; not contention), if any.

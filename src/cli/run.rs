@@ -49,35 +49,80 @@ pub(super) fn measure_spec<S: KernelSpec + Clone>(plan: &Plan, spec: S) -> Resul
 /// run then goes on to its safe point and writes the files again, with the size that was
 /// under way.
 fn save_on_signal(plan: &Plan, started: Started) {
-    let out = plan.outputs.clone();
-    if out.dir.is_none() && (out.json.is_none() || out.json_to_stdout()) {
-        return;
-    }
     let recipe = plan.recipe();
-    let env = RankEnv::detect(plan.job.manual, None, plan.job.ranks).ok();
-    let ranks = env.as_ref().map_or(plan.job.ranks, |e| e.size);
-    let launcher = env.map_or_else(|| "local".to_string(), |e| backend::launcher_name(&e));
-    signals::set_checkpoint(Box::new(move |signal| {
-        let Some(runs) = live::so_far(signal) else {
-            return;
-        };
-        let outcome = Outcome {
-            ranks,
-            launcher: launcher.clone(),
+    let who = Who::of(plan);
+    checkpoint(&plan.outputs, "size(s)", move |signal| {
+        let runs = live::so_far(signal)?;
+        let kept = runs.iter().map(|r| r.collected.points.len()).sum();
+        Some((
+            assemble::document(&recipe, who.outcome(runs), started),
+            kept,
+        ))
+    });
+}
+
+/// The ranks and launcher of this run as rank 0 sees them before the run ends, for a
+/// document written at a signal.
+#[derive(Debug, Clone)]
+pub(super) struct Who {
+    ranks: u32,
+    launcher: String,
+}
+
+impl Who {
+    pub(super) fn of(plan: &Plan) -> Self {
+        let env = RankEnv::detect(plan.job.manual, None, plan.job.ranks).ok();
+        Who {
+            ranks: env.as_ref().map_or(plan.job.ranks, |e| e.size),
+            launcher: env.map_or_else(|| "local".to_string(), |e| backend::launcher_name(&e)),
+        }
+    }
+
+    /// The outcome of `runs` on rank 0.
+    pub(super) fn outcome(&self, runs: Vec<BackendRun>) -> Outcome {
+        Outcome {
+            ranks: self.ranks,
+            launcher: self.launcher.clone(),
             rank: 0,
             runs,
-        };
-        let doc = assemble::document(&recipe, outcome, started);
-        if let Some(dir) = &out.dir {
-            if let Err(e) = files::write_dir(dir, &doc) {
-                eprintln!("commbench: saving the sizes measured so far: {e}");
+        }
+    }
+}
+
+/// Save what `snapshot(signal)` makes of the run so far (the document and how many `units`
+/// it holds) when the first signal arrives, to every output path a later write replaces (a
+/// pipe or device takes only the final document). Nothing to do without output files.
+pub(super) fn checkpoint(
+    out: &Outputs,
+    units: &'static str,
+    snapshot: impl Fn(i32) -> Option<(ResultDoc, usize)> + Send + 'static,
+) {
+    let dir = out.dir.clone();
+    let json = out
+        .json
+        .clone()
+        .filter(|p| p.as_os_str() != "-" && files::takes_checkpoints(p));
+    if dir.is_none() && json.is_none() {
+        return;
+    }
+    signals::set_checkpoint(Box::new(move |signal| {
+        let (doc, kept) = snapshot(signal).ok_or("what was measured could not be read")?;
+        let mut written = Vec::new();
+        if let Some(dir) = &dir {
+            let w = files::write_dir(dir, &doc);
+            written.extend(w.files);
+            if let Some(e) = w.problem {
+                return Err(e);
             }
         }
-        if let Some(p) = out.json.as_ref().filter(|_| !out.json_to_stdout()) {
-            if let Err(e) = files::write_doc(p, &doc) {
-                eprintln!("commbench: saving the sizes measured so far: {e}");
-            }
+        if let Some(p) = &json {
+            files::write_doc(p, &doc)?;
+            written.push(p.display().to_string());
         }
+        Ok(format!(
+            "the {kept} {units} measured so far are saved in {}",
+            written.join(", ")
+        ))
     }));
 }
 
@@ -149,10 +194,9 @@ pub(super) fn deliver(out: &Outputs, doc: &ResultDoc, ending: Ending) -> Result<
     let mut written = Vec::new();
     let mut write_problem = None;
     if let Some(dir) = &out.dir {
-        match files::write_dir(dir, doc) {
-            Ok(f) => written.extend(f),
-            Err(e) => write_problem = Some(e),
-        }
+        let w = files::write_dir(dir, doc);
+        written.extend(w.files);
+        write_problem = w.problem;
     }
     match &out.json {
         Some(_) if out.json_to_stdout() => {
@@ -160,7 +204,9 @@ pub(super) fn deliver(out: &Outputs, doc: &ResultDoc, ending: Ending) -> Result<
         }
         Some(p) => match files::write_doc(p, doc) {
             Ok(()) => written.push(p.display().to_string()),
-            Err(e) => write_problem = Some(e),
+            Err(e) => {
+                write_problem.get_or_insert(format!("{e} (a document already there is unchanged)"));
+            }
         },
         None => {}
     }
@@ -173,12 +219,12 @@ pub(super) fn deliver(out: &Outputs, doc: &ResultDoc, ending: Ending) -> Result<
         files::to_stdout(&Text::new(detail).report(doc, doc.fit.as_slice()));
     }
     for f in &written {
-        eprintln!("wrote {f}");
+        say!("wrote {f}");
     }
     if let Some(e) = write_problem {
         return Err(Fatal::run(
             e,
-            Some("check that the output directory is writable".into()),
+            Some("free space on the disk, or choose another --output or --json".into()),
         ));
     }
     failure(doc, ending)

@@ -1,11 +1,16 @@
-//! SIGINT and SIGTERM during a measuring run: the first saves the sizes measured so far at
-//! once (a launcher may kill the ranks soon after) and asks the run to stop at the next safe
-//! point between sizes (rank 0 tells every rank, the sizes measured are reported and written
-//! with status `interrupted`, exit 128 + the signal); a second quits at once.
+//! Signals during a measuring run: SIGINT and SIGTERM, and the others that end a job from
+//! outside ([`STOPPING`]: a closed terminal or dropped ssh session's SIGHUP, SIGQUIT, the
+//! warnings batch systems send before a kill, SIGUSR1/2, SIGXCPU and SIGPWR). The first
+//! saves what was measured so far at once (a launcher may kill the ranks soon after) and
+//! asks the run to stop at its next safe point (between sizes, or rounds of all-pairs: every
+//! rank's request is heard there, so a signal to any rank stops the run as one to rank 0
+//! does; the measured part is reported and written with status `interrupted`, exit 128 + the
+//! signal); a second quits at once, but only once the first one's save is on disk (one
+//! thread takes the signals in turn).
 //!
-//! The two signals are blocked in every thread and taken by one thread that waits for them,
-//! so no code runs in a signal handler. Children started by the local launcher inherit the
-//! mask and do the same.
+//! The signals are blocked in every thread and taken by one thread that waits for them, so
+//! no code runs in a signal handler. Children started by the local launcher inherit the mask
+//! and do the same.
 
 use commbench::core::method::engine::StopFlag;
 use commbench::core::transport::error::signal_name;
@@ -21,8 +26,9 @@ pub static STOP: StopFlag = StopFlag::new();
 /// Child processes to kill when a second signal quits at once.
 static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
-/// What saves the sizes measured so far when the first signal arrives.
-type Checkpoint = Box<dyn Fn(i32) + Send>;
+/// What saves the sizes measured so far when the first signal arrives: what it wrote (a
+/// line to say), or why it could not.
+type Checkpoint = Box<dyn Fn(i32) -> Result<String, String> + Send>;
 
 /// Set on rank 0 while a run with output files goes on: a launcher (mpirun, srun) that
 /// forwards a signal kills its ranks soon after (Open MPI: 1 s), perhaps before the run
@@ -32,16 +38,34 @@ static CHECKPOINT: Mutex<Option<Checkpoint>> = Mutex::new(None);
 /// Whether this process is the one that reports (rank 0 of a local run).
 static ANNOUNCE: AtomicBool = AtomicBool::new(false);
 
-/// Take SIGINT and SIGTERM from now on. Call before any other thread is started: a thread
-/// started earlier would keep the default action and die of the signal. `announce`: say on
-/// standard error what the first signal does (rank 0 only, so that one line is printed).
+/// The signals that stop a run: an interactive stop, a launcher's or batch system's
+/// termination and its warnings, a closed terminal, a CPU-time limit, a power failure.
+pub const STOPPING: [Signal; 8] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGXCPU,
+    Signal::SIGPWR,
+];
+
+/// What the run does at its next safe point, said when the first signal arrives.
+static SAFE_POINT: Mutex<&str> = Mutex::new("the size being measured");
+
+/// Take the [`STOPPING`] signals from now on. Call before any other thread is started: a
+/// thread started earlier would keep the default action and die of the signal. `announce`:
+/// say on standard error what the first signal does (rank 0 only, so that one line is
+/// printed).
 pub fn install(announce: bool) -> Result<(), String> {
     ANNOUNCE.store(announce, Ordering::SeqCst);
     let mut set = SigSet::empty();
-    set.add(Signal::SIGINT);
-    set.add(Signal::SIGTERM);
+    for s in STOPPING {
+        set.add(s);
+    }
     set.thread_block()
-        .map_err(|e| format!("cannot block SIGINT and SIGTERM: {e}"))?;
+        .map_err(|e| format!("cannot block the signals that stop a run: {e}"))?;
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || loop {
@@ -52,6 +76,14 @@ pub fn install(announce: bool) -> Result<(), String> {
         })
         .map_err(|e| format!("cannot start the signal thread: {e}"))?;
     Ok(())
+}
+
+/// Where the run stops after a first signal, as the announcement says it ("the round under
+/// way"); the size being measured unless set.
+pub fn set_safe_point(what: &'static str) {
+    if let Ok(mut s) = SAFE_POINT.lock() {
+        *s = what;
+    }
 }
 
 /// Save what was measured when the first signal arrives, with `save(signal)`.
@@ -85,21 +117,29 @@ fn on_signal(sig: Signal) {
     let n = sig as i32;
     if STOP.requested().is_none() {
         STOP.request(n);
-        if ANNOUNCE.load(Ordering::SeqCst) {
+        let announce = ANNOUNCE.load(Ordering::SeqCst);
+        if announce {
             let nl = if std::io::stderr().is_terminal() {
                 "\n"
             } else {
                 ""
             };
-            eprintln!(
-                "{nl}commbench: {} received: the sizes measured so far are saved, and the run \
-                 stops after the size being measured; send it again to quit at once",
+            let at = SAFE_POINT.lock().map_or("the size being measured", |s| *s);
+            say!(
+                "{nl}commbench: {} received: the run stops after {at}; send it again to quit \
+                 at once",
                 signal_name(n)
             );
         }
+        // Held while saving: the final write waits for it (`clear_checkpoint`), and a
+        // second signal is taken only once this returns.
         if let Ok(c) = CHECKPOINT.lock() {
             if let Some(save) = c.as_ref() {
-                save(n);
+                match save(n) {
+                    Ok(saved) if announce => say!("commbench: {saved}"),
+                    Ok(_) => {}
+                    Err(e) => say!("commbench: saving what was measured so far: {e}"),
+                }
             }
         }
         return;
@@ -113,8 +153,8 @@ fn on_signal(sig: Signal) {
         }
     }
     if ANNOUNCE.load(Ordering::SeqCst) {
-        eprintln!(
-            "commbench: {} again: quitting at once, nothing written",
+        say!(
+            "commbench: {} again: quitting at once, nothing more written",
             signal_name(n)
         );
     }

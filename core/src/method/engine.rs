@@ -24,6 +24,7 @@
 //! Rank 0 collects the raw trial times ([`RawPoint`]) one size at a time, so the sizes already
 //! measured survive a failure later in the run.
 
+pub use super::stop::StopFlag;
 use crate::method::alloc::try_with_capacity;
 use crate::method::buffers::{self, CacheState, Evictor, Mismatch};
 use crate::method::limits;
@@ -32,7 +33,6 @@ use crate::method::{self, MethodConfig, NppChoice};
 use crate::transport::error::{Error, Result, ResultExt};
 use crate::transport::{BackendInfo, Endpoint, Program, Rank, Src, Tag, TagSel};
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 
 // Where a run is: reachable here too, beside the engine that reports it.
@@ -178,12 +178,14 @@ pub fn with_collected(c: &Mutex<Collected>, f: impl FnOnce(&mut Collected)) {
     }
 }
 
-/// Seed 000 §3.1 for a run: the `source` rank characterises its clock, every rank learns
-/// `(min_ov, res_timing)`, and rank 0 keeps the report and its backend's description.
+/// Seed 000 §3.1 for a run: the `source` rank characterises its clock (cut short by a stop
+/// asked of it), every rank learns `(min_ov, res_timing)`, and rank 0 keeps the report and
+/// its backend's description.
 pub fn characterise_timer<E: Endpoint>(
     ep: &mut E,
     cfg: &MethodConfig,
     collected: &Mutex<Collected>,
+    stop: Option<&StopFlag>,
 ) -> Result<(i64, f64)> {
     let me = ep.rank();
     if me == 0 {
@@ -193,7 +195,7 @@ pub fn characterise_timer<E: Endpoint>(
     ep.barrier().phase("start-up barrier")?;
     let mut tb = Vec::new();
     if me == cfg.source {
-        let t = timer::characterize(ep, cfg.timer_samples);
+        let t = timer::characterize_until(ep, cfg.timer_samples, stop);
         tb = serde_json::to_vec(&t)
             .map_err(|e| Error::Protocol(format!("encoding the timer report: {e}")))?;
     }
@@ -720,33 +722,39 @@ pub trait KernelSpec: Sync {
     }
 }
 
-/// A request to end a run early, made from outside the measurement (a signal-handling thread)
-/// and honoured at the safe points between sizes: rank 0 reads it and tells every rank, all
-/// ranks leave together, and the sizes already measured are kept.
-#[derive(Debug, Default)]
-pub struct StopFlag(AtomicI32);
-
-impl StopFlag {
-    /// No stop requested.
-    pub const fn new() -> Self {
-        StopFlag(AtomicI32::new(0))
-    }
-
-    /// Ask the run to stop because of `signal` (the first request is the one remembered).
-    pub fn request(&self, signal: i32) {
-        let signal = if signal == 0 { -1 } else { signal };
-        let _ = self
-            .0
-            .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
-    }
-
-    /// The signal of the stop requested, if one was.
-    pub fn requested(&self) -> Option<i32> {
-        match self.0.load(Ordering::SeqCst) {
-            0 => None,
-            s => Some(s),
+/// A safe point on every rank: each says whether a stop was asked of it (a signal to that
+/// rank's process), rank 0 gathers the requests and tells every rank the one that counts
+/// (its own first, else the lowest rank's), so a stop asked of any rank ends the run on all
+/// of them together. `None`: go on.
+pub fn agree_stop<E: Endpoint>(ep: &mut E, stop: Option<&StopFlag>) -> Result<Option<i32>> {
+    let mine = stop.and_then(StopFlag::requested).unwrap_or(0);
+    let all = ep.gather(0, &mine.to_le_bytes())?;
+    let mut word = match all {
+        Some(all) => {
+            let mut asked = 0i32;
+            for (r, b) in all.iter().enumerate() {
+                let b: [u8; 4] = b.as_slice().try_into().map_err(|_| {
+                    Error::Protocol(format!(
+                        "rank {r}'s stop word: {} bytes instead of 4",
+                        b.len()
+                    ))
+                })?;
+                if asked == 0 {
+                    asked = i32::from_le_bytes(b);
+                }
+            }
+            asked.to_le_bytes().to_vec()
         }
-    }
+        None => vec![0; 4],
+    };
+    ep.broadcast(0, &mut word)?;
+    let bytes: [u8; 4] = word.as_slice().try_into().map_err(|_| {
+        Error::Protocol(format!("the stop word: {} bytes instead of 4", word.len()))
+    })?;
+    Ok(match i32::from_le_bytes(bytes) {
+        0 => None,
+        s => Some(s),
+    })
 }
 
 /// The one measurement program: any [`Kernel`] under the method of seed 000, every size of
@@ -789,26 +797,10 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
         self
     }
 
-    /// The safe point before each size: rank 0 says whether a stop was asked for (0: go on,
-    /// else the signal) and every rank hears the same answer.
+    /// The safe point before each size: every rank says whether a stop was asked of it, and
+    /// all hear the same answer ([`agree_stop`]).
     fn stop_here<E: Endpoint>(&self, ep: &mut E) -> Result<Option<i32>> {
-        let asked = match (ep.rank(), self.stop) {
-            (0, Some(s)) => s.requested().unwrap_or(0),
-            _ => 0,
-        };
-        let mut word = asked.to_le_bytes().to_vec();
-        ep.broadcast(0, &mut word)
-            .phase("stop check between sizes")?;
-        let bytes: [u8; 4] = word.as_slice().try_into().map_err(|_| {
-            Error::Protocol(format!(
-                "stop check between sizes: {} bytes instead of 4",
-                word.len()
-            ))
-        })?;
-        Ok(match i32::from_le_bytes(bytes) {
-            0 => None,
-            s => Some(s),
-        })
+        agree_stop(ep, self.stop).phase("stop check between sizes")
     }
 
     /// Take what rank 0 collected (also after a failed run).
@@ -856,7 +848,7 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
                 run_floor: std::time::Duration::ZERO,
             });
         }
-        characterise_timer(ep, cfg, &self.collected)
+        characterise_timer(ep, cfg, &self.collected, self.stop)
     }
 
     /// Every size of `cfg` measured with `kernel` (warm-up, npp, trials, verification), a stop

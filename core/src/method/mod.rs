@@ -14,6 +14,7 @@ pub mod limits;
 pub mod progress;
 pub mod queue;
 pub mod sixtimes;
+pub mod stop;
 pub mod timer;
 pub mod transpose;
 pub mod units;

@@ -12,6 +12,7 @@
 //! of Appendix A without storing 2^24 samples. Recording a sample happens between `t2` and the
 //! next `t1`, outside the interval being measured.
 
+use crate::method::stop::StopFlag;
 use crate::stats::{self, Histogram};
 use crate::transport::Endpoint;
 use serde::{Deserialize, Serialize};
@@ -110,9 +111,37 @@ impl Counts {
 
 /// Characterise the endpoint's clock with `samples` back-to-back read pairs (seed 000 §3.1).
 pub fn characterize<E: Endpoint>(ep: &mut E, samples: u64) -> TimerReport {
+    characterize_until(ep, samples, None)
+}
+
+/// Read pairs between two looks at a stop request: a few milliseconds of clock reads.
+const STOP_EVERY: u64 = 1 << 16;
+
+/// [`characterize`], cut short when `stop` is asked for (a signal during a characterisation
+/// of billions of pairs must not wait for it to end): the report of the pairs read so far.
+pub fn characterize_until<E: Endpoint>(
+    ep: &mut E,
+    samples: u64,
+    stop: Option<&StopFlag>,
+) -> TimerReport {
     let claimed = ep.claimed_resolution_ns();
     let name = ep.clock_name();
-    characterize_with(|| ep.now_ns(), name, samples, claimed)
+    let samples = samples.max(1);
+    let mut counts = Counts::new();
+    let mut taken = 0;
+    while taken < samples {
+        let n = (samples - taken).min(STOP_EVERY);
+        for _ in 0..n {
+            let t1 = ep.now_ns();
+            let t2 = ep.now_ns();
+            counts.add(t2.wrapping_sub(t1).min(i64::MAX as u64));
+        }
+        taken += n;
+        if stop.is_some_and(|s| s.requested().is_some()) {
+            break;
+        }
+    }
+    report_from_counts(name, taken, &counts.sorted(), claimed)
 }
 
 /// Characterise any clock given as a closure returning nanoseconds (seed 000 §3.1).

@@ -174,10 +174,20 @@ pub fn escape_controls(s: &str) -> String {
 
 /// The usual name of a signal that stops runs ("SIGINT", "SIGTERM"), else "signal N".
 pub fn signal_name(signal: i32) -> String {
+    // Linux's numbers (signal(7), x86 and ARM).
     match signal {
         1 => "SIGHUP".into(),
         2 => "SIGINT".into(),
+        3 => "SIGQUIT".into(),
+        6 => "SIGABRT".into(),
+        9 => "SIGKILL".into(),
+        10 => "SIGUSR1".into(),
+        12 => "SIGUSR2".into(),
+        13 => "SIGPIPE".into(),
+        14 => "SIGALRM".into(),
         15 => "SIGTERM".into(),
+        24 => "SIGXCPU".into(),
+        30 => "SIGPWR".into(),
         n => format!("signal {n}"),
     }
 }

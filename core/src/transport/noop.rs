@@ -136,6 +136,13 @@ impl Endpoint for NoopEndpoint {
         "noop"
     }
 
+    /// Every rank sends what this one does: one rank playing alone hears itself (the control
+    /// plane's own gather would fill the other ranks' words from empty buffers).
+    fn gather(&mut self, root: Rank, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+        check_rank("root", root, self.size)?;
+        Ok((self.rank == root).then(|| vec![data.to_vec(); self.size as usize]))
+    }
+
     fn timeout(&self) -> Duration {
         // Nothing ever waits on this endpoint: every operation is finished when posted.
         Duration::from_secs(1)

@@ -24,7 +24,7 @@ pub mod schedule;
 
 use crate::method::benchmark::Benchmark;
 use crate::method::engine::{
-    measure_size, Collected, Kernel, KernelSpec, SizeRun, StopFlag, TrialState,
+    agree_stop, measure_size, Collected, Kernel, KernelSpec, SizeRun, StopFlag, TrialState,
 };
 use crate::method::kernels::Pattern;
 use crate::method::timer::{self, TimerReport};
@@ -292,7 +292,7 @@ impl<'a> AllPairs<'a> {
     /// The start on every rank: its clock characterised, host and timer gathered on rank 0.
     fn start<E: Endpoint>(&self, ep: &mut E) -> Result<(i64, f64)> {
         ep.barrier().phase("start-up barrier")?;
-        let t = timer::characterize(ep, self.method.timer_samples);
+        let t = timer::characterize_until(ep, self.method.timer_samples, self.stop);
         let own = (t.min_overhead_ns.round() as i64, t.resolution_ns);
         let hello = serde_json::to_vec(&Hello {
             host: host_name(ep),
@@ -360,25 +360,12 @@ struct RoundPlan<'p> {
 }
 
 impl AllPairs<'_> {
-    /// Rank 0 says whether to go on (0) or stop (the signal); every rank hears the same.
-    /// Rank 0 broadcasts only once every rank has sent its last round's cells, so the word
-    /// also starts the round.
+    /// Every rank says whether a stop was asked of it and all hear whether to go on or stop
+    /// (the signal), as rank 0 decides ([`agree_stop`]). Rank 0 answers only once every rank
+    /// has sent its last round's cells, so the answer also starts the round.
     fn go<E: Endpoint>(&self, ep: &mut E) -> Result<Option<i32>> {
-        let asked = match (ep.rank(), self.stop) {
-            (0, Some(s)) => s.requested().unwrap_or(0),
-            _ => 0,
-        };
-        let mut word = asked.to_le_bytes().to_vec();
-        self.between_rounds(ep, |ep| ep.broadcast(0, &mut word))
-            .phase("start of a round")?;
-        let b: [u8; 4] = word
-            .as_slice()
-            .try_into()
-            .map_err(|_| Error::Protocol(format!("round word of {} bytes", word.len())))?;
-        Ok(match i32::from_le_bytes(b) {
-            0 => None,
-            s => Some(s),
-        })
+        self.between_rounds(ep, |ep| agree_stop(ep, self.stop))
+            .phase("start of a round")
     }
 
     /// One round on this rank: the cells of its pair measured, sent to rank 0.
@@ -537,23 +524,23 @@ impl Program for AllPairs<'_> {
             kernels: Kernels::default(),
         };
         let ctx = &mut ctx;
-        let passes: Vec<Vec<Vec<Pair>>> = (0..self.config.passes)
-            .map(|p| {
-                rounds(
-                    self.config.schedule,
-                    n,
-                    self.config.seed,
-                    p,
-                    self.config.concurrency,
-                )
-            })
-            .collect();
+        // Each pass's rounds are made when it starts (a run of many passes holds one).
+        let pass_rounds = |p: u32| {
+            rounds(
+                self.config.schedule,
+                n,
+                self.config.seed,
+                p,
+                self.config.concurrency,
+            )
+        };
         let sizes = self.method.sizes.clone();
-        let per_size: u64 = passes.iter().map(|p| p.len() as u64).sum();
+        // Every pass has as many rounds as the first (the progress's unit).
+        let per_size = (pass_rounds(0).len() as u64).saturating_mul(u64::from(self.config.passes));
         for (si, &size) in sizes.iter().enumerate() {
             let mut here = 0u64;
-            for (pass, rs) in passes.iter().enumerate() {
-                for (index, pairs) in rs.iter().enumerate() {
+            for pass in 0..self.config.passes {
+                for (index, pairs) in pass_rounds(pass).iter().enumerate() {
                     self.stop_point(ep, si, sizes.len())?;
                     here += 1;
                     self.report(
@@ -563,15 +550,15 @@ impl Program for AllPairs<'_> {
                             sizes: sizes.len(),
                             size,
                             round: here,
-                            rounds: per_size,
+                            rounds: per_size.max(here),
                             retest: false,
-                            run_done: (si as f64 + here as f64 / per_size.max(1) as f64)
+                            run_done: (si as f64 + here as f64 / per_size.max(here).max(1) as f64)
                                 / sizes.len() as f64,
                         },
                     );
                     let plan = RoundPlan {
                         size,
-                        pass: pass as u32,
+                        pass,
                         index: index as u32,
                         retest: false,
                         pairs,

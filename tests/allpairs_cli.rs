@@ -43,6 +43,39 @@ fn bad_input_is_refused_before_anything_runs() {
     assert_usage_error(&["allpairs", "--min-factor", "0.5"], "--min-factor 0.5");
     assert_usage_error(&["allpairs", "--min-factor", "1"], "--min-factor 1");
     assert_usage_error(&["allpairs", "--rounds", "0"], "--rounds 0");
+    // Counts beyond their bounds name the value, the bound and its unit, and nothing runs
+    // (a pass count was once allocated up front: 103 GB, an abort).
+    for (args, needle) in [
+        (
+            vec!["--rounds", "4294967295"],
+            "--rounds 4294967295: 1 to 1000000 passes",
+        ),
+        (
+            vec!["--rounds", "1000000", "--trials", "1000000"],
+            "passes take at least",
+        ),
+        (
+            vec!["--retest-trials", "100000001"],
+            "--retest-trials 100000001: at most 100000000 trials",
+        ),
+        (
+            vec!["--retest-trials", "18446744073709551615"],
+            "at most 100000000 trials per retested cell",
+        ),
+        (
+            vec!["--concurrency", "4294967295"],
+            "at most 1048576 pairs in one round",
+        ),
+        (vec!["--round-timeout", "1e-9"], "1e-9 s: 0.001 s (1 ms)"),
+    ] {
+        for backend in ["sim", "shm"] {
+            let mut all = vec!["allpairs", "--backend", backend];
+            all.extend(&args);
+            let t = std::time::Instant::now();
+            assert_usage_error(&all, needle);
+            assert!(t.elapsed() < std::time::Duration::from_secs(20), "{all:?}");
+        }
+    }
     assert_usage_error(&["allpairs", "--round-timeout", "0"], "--round-timeout 0");
     assert_usage_error(&["allpairs", "--npp", "1,2"], "--npp with a list");
     assert_usage_error(&["allpairs", "--sizes", "8,x"], "--sizes");

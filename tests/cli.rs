@@ -56,6 +56,12 @@ fn bad_usage_is_exit_2_with_reason_and_hint() {
     assert_usage_error(&["pingpong", "--trials", "0"], "trials");
     assert_usage_error(&["pingpong", "--cut-coef", "0.5"], "cut-coef");
     assert_usage_error(&["pingpong", "--timeout", "0"], "timeout");
+    for t in ["5e-324", "1e-9", "9e-4", "1e7", "inf", "0"] {
+        assert_usage_error(
+            &["pingpong", "--timeout", t],
+            &format!("--timeout {t} s: 0.001 s (1 ms) to 1e7 s"),
+        );
+    }
     assert_usage_error(&["pingpong", "--backend", "tcp", "--wait", "futex"], "shm");
     assert_usage_error(&["timer", "--samples", "0"], "samples");
     // clap's errors in the same form: what is missing or wrong, and a hint.

@@ -181,3 +181,102 @@ fn a_run_of_weeks_is_refused_with_its_length() {
         &args,
     );
 }
+
+/// A memory error names the count that multiplies every size's buffers when even the
+/// smallest size does not fit, not `--sizes`.
+#[test]
+fn memory_errors_name_the_count_at_fault() {
+    for (args, needle) in [
+        (
+            vec![
+                "queue",
+                "posted",
+                "--backend",
+                "sim",
+                "--sizes",
+                "8",
+                "--warmup",
+                "1000000000",
+            ],
+            "--warmup 1000000000",
+        ),
+        (
+            vec![
+                "queue",
+                "unexpected",
+                "--backend",
+                "sim",
+                "--sizes",
+                "8",
+                "--npp",
+                "1000000000",
+            ],
+            "--npp 1000000000",
+        ),
+        (
+            vec![
+                "echo",
+                "--backend",
+                "sim",
+                "--sizes",
+                "8",
+                "--messages",
+                "1000000000",
+            ],
+            "--messages 1000000000",
+        ),
+    ] {
+        let o = under_ulimit_v(4_000_000, &args);
+        assert_usage_output(&o, needle, &args);
+        assert!(!stderr(&o).contains("--sizes"), "{args:?}: {}", stderr(&o));
+    }
+}
+
+/// The simulator refuses, before anything runs, what this host cannot hold: a machine whose
+/// coroutine stacks need more memory mappings than a process may have, a stack per rank
+/// beyond the address-space limit for `timer` as for a measurement, and a check of bytes the
+/// machine does not carry.
+#[test]
+#[cfg(feature = "sim")]
+fn the_simulator_refuses_what_the_host_cannot_hold() {
+    use common::machine::Machine;
+    let d = common::tmpdir("sim-host");
+    let big = Machine::new("big", 15).write(&d.join("big.toml"));
+    let limit: u64 = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(u64::MAX);
+    if limit < 2 * (1 << 15) {
+        for cmd in [&["pingpong"][..], &["timer"], &["allpairs"]] {
+            let mut args = cmd.to_vec();
+            args.extend(["--backend", "sim", "--sim-config", big.to_str().unwrap()]);
+            let (o, in_time) = bounded(commbench(&args), Duration::from_secs(30));
+            assert!(in_time, "{args:?}");
+            assert_usage_output(&o, "vm.max_map_count", &args);
+        }
+    } else {
+        eprintln!("skipped the mapping case: vm.max_map_count is {limit} here");
+    }
+    let wide = Machine::new("wide", 10).write(&d.join("wide.toml"));
+    let args = [
+        "timer",
+        "--backend",
+        "sim",
+        "--sim-config",
+        wide.to_str().unwrap(),
+    ];
+    let o = under_ulimit_v(500_000, &args);
+    assert_usage_output(&o, "ulimit -v", args);
+    let blind = Machine::new("blind", 2)
+        .carry_bytes(Some(0))
+        .write(&d.join("blind.toml"));
+    let args = [
+        "pingpong",
+        "--backend",
+        "sim",
+        "--validate",
+        "--sim-config",
+        blind.to_str().unwrap(),
+    ];
+    assert_usage_output(&common::run(&args), "--validate: size 8 B", args);
+}

@@ -1273,6 +1273,7 @@ const SCOPES_ON_CALLER: u32 = 1024;
 /// Run `p` on every rank of the simulated machine; outputs in rank order, plus statistics.
 pub fn run_with_stats<P: Program>(cfg: &SimConfig, p: &P) -> Result<(Vec<P::Output>, SimStats)> {
     cfg.validate()?;
+    crate::check_mappings(cfg)?;
     if cfg.ranks() <= SCOPES_ON_CALLER {
         return run_here(cfg, p);
     }

@@ -46,6 +46,38 @@ pub use kernel::{run, run_with_stats, SimStats};
 pub const MODELS_CACHES: bool = false;
 
 use commbench_core::method::limits::Transport;
+use commbench_core::transport::error::{Error, Result};
+
+/// Memory mappings each rank's coroutine stack takes: the stack and its guard page.
+pub const MAPPINGS_PER_RANK: u64 = 2;
+
+/// Mappings kept free for the rest of the process (its libraries, heap, threads, buffers).
+const MAPPINGS_SPARE: u64 = 1024;
+
+/// Whether this process may map a coroutine stack for every rank of `cfg`: Linux caps the
+/// mappings of a process (`vm.max_map_count`, 65530 by default), and a machine of 2^15 ranks
+/// needs 2^16 of them. A usage error naming the limit, instead of a failure at run time.
+pub fn check_mappings(cfg: &SimConfig) -> Result<()> {
+    let Some(limit) = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    else {
+        return Ok(());
+    };
+    let in_use = std::fs::read_to_string("/proc/self/maps").map_or(0, |s| s.lines().count() as u64);
+    let need = u64::from(cfg.ranks()).saturating_mul(MAPPINGS_PER_RANK);
+    if need.saturating_add(in_use).saturating_add(MAPPINGS_SPARE) <= limit {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "sim config `{}`: {} ranks need {need} memory mappings for their coroutine stacks, and \
+         this host allows a process {limit} (vm.max_map_count, {in_use} in use): give fewer \
+         dimensions or ranks, or raise the limit (sysctl -w vm.max_map_count={})",
+        cfg.name,
+        cfg.ranks(),
+        (need + in_use + MAPPINGS_SPARE).next_power_of_two()
+    )))
+}
 
 /// What a run on `cfg` holds, for the checks before it starts: every node runs in this
 /// process (so it holds every rank's buffers and the copies of the messages in flight), on a
@@ -55,6 +87,7 @@ pub fn transport(cfg: &SimConfig) -> Transport {
     Transport {
         one_process: true,
         process_bytes: stacks.saturating_add(16 << 20),
+        payload_bytes: cfg.carry_bytes.unwrap_or(u64::MAX),
         ..Transport::unbounded("sim")
     }
 }

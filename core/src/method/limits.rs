@@ -101,6 +101,10 @@ pub struct Transport {
     pub max_posted_receives: u64,
     /// Why, in a few words (`the shm provider's receive queue`).
     pub max_posted_why: &'static str,
+    /// The bytes of a message it delivers (`u64::MAX`: all of them; a simulated machine may
+    /// carry only a message's first bytes), which bounds the sizes whose bytes a run can
+    /// check.
+    pub payload_bytes: u64,
 }
 
 impl Transport {
@@ -114,6 +118,7 @@ impl Transport {
             process_bytes: 0,
             max_posted_receives: u64::MAX,
             max_posted_why: "",
+            payload_bytes: u64::MAX,
         }
     }
 }

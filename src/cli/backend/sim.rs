@@ -24,7 +24,7 @@ impl Backend for Sim {
     fn configure(a: &BackendArgs, _job: &Job) -> Result<Self, Fatal> {
         let n = a.sim_config.as_deref().unwrap_or(DEFAULT_MACHINE);
         let given = a.sim_config.clone();
-        SimConfig::load(n).map(|c| Sim(Box::new(c), given)).map_err(|e| {
+        let c = SimConfig::load(n).map_err(|e| {
             Fatal::usage(
                 format!("--sim-config {n}: {e}"),
                 format!(
@@ -32,7 +32,14 @@ impl Backend for Sim {
                     SimConfig::preset_names().join(", ")
                 ),
             )
-        })
+        })?;
+        commbench_sim::check_mappings(&c).map_err(|e| {
+            Fatal::usage(
+                format!("--sim-config {n}: {e}"),
+                "a machine of at most 2^14 ranks fits the default limit",
+            )
+        })?;
+        Ok(Sim(Box::new(c), given))
     }
 
     fn fixed_ranks(&self) -> Option<(u32, String)> {

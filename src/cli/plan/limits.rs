@@ -54,13 +54,94 @@ pub(super) fn check_limits(
         check_posted(bench.posted_receives(method), &t)
             .map_err(|e| Fatal::usage(e, b.posted_queue_hint()))?;
         check_sizes(&bench.message_sizes(method), &t).map_err(fail)?;
-        check_memory(method, &method.sizes, &buffers, &t, place, &host).map_err(fail)?;
+        check_payload(method, &bench.message_sizes(method), &t)?;
+        check_memory(method, &method.sizes, &buffers, &t, place, &host).map_err(|e| {
+            // A count that multiplies every size's buffers is at fault, not the sizes,
+            // when even the smallest size does not fit.
+            let smallest = method.sizes.iter().copied().min().unwrap_or(0);
+            match count_at_fault(work, method) {
+                Some((flag, n, what))
+                    if e.setting == Setting::Sizes
+                        && check_memory(method, &[smallest], &buffers, &t, place, &host)
+                            .is_err() =>
+                {
+                    Fatal::usage(
+                        format!("{flag} {n}: {n} {what}, and {}", e.reason),
+                        format!("a smaller {flag}"),
+                    )
+                }
+                _ => fail(e),
+            }
+        })?;
         check_cache_pool(&method.buffers, b, all_here, &host)?;
     }
     let sizes = bench.points(method, ranks);
-    RunCost::new(method, &sizes, &trips, 0.0)
-        .check(method)
-        .map_err(fail)
+    let cost = RunCost::new(method, &sizes, &trips, 0.0);
+    cost.check(method).map_err(fail)?;
+    if let Work::AllPairs(w) = work {
+        check_passes(w.config.passes, cost.floor())?;
+    }
+    Ok(())
+}
+
+/// `--validate` checks every byte of a message: a transport that delivers only a message's
+/// first bytes (a simulated machine's `carry_bytes`) cannot have the larger sizes checked,
+/// which is the configuration's fault, not the transport's.
+fn check_payload(method: &MethodConfig, sizes: &[u64], t: &Transport) -> Result<(), Fatal> {
+    let Some(&big) = sizes.iter().filter(|&&s| s > t.payload_bytes).max() else {
+        return Ok(());
+    };
+    if !method.buffers.validate {
+        return Ok(());
+    }
+    Err(Fatal::usage(
+        format!(
+            "--validate: size {big} B is over the {} B of a message the {} backend delivers \
+             (the machine's carry_bytes), so its bytes cannot be checked",
+            t.payload_bytes, t.name
+        ),
+        "drop --validate, measure smaller sizes, or raise carry_bytes in the machine file",
+    ))
+}
+
+/// The count that multiplies every size's message buffers, if the benchmark has one: its
+/// flag, its value and what it counts. A queue benchmark posts a latency receive for each
+/// warm-up iteration or ping-pong of a timing loop; seed 001's experiments keep every
+/// message of a repetition.
+fn count_at_fault(work: &Work, method: &MethodConfig) -> Option<(&'static str, u64, &'static str)> {
+    match work {
+        Work::Queue(_) => {
+            let npp = commbench::core::method::benchmark::npp_bound(&method.npp);
+            Some(if method.warmup >= npp {
+                ("--warmup", method.warmup, "warm-up receives posted at once")
+            } else {
+                ("--npp", npp, "receives posted at once for a timing loop")
+            })
+        }
+        Work::SixTimes(x) => Some(("--messages", x.messages, "messages kept per repetition")),
+        _ => None,
+    }
+}
+
+/// `allpairs --rounds`: every pass measures every cell again, so a run of `passes` takes
+/// `passes` times the least one pass (`one`) takes.
+fn check_passes(passes: u32, one: std::time::Duration) -> Result<(), Fatal> {
+    use commbench::core::method::limits::LONGEST_RUN;
+    use commbench::core::method::units::human_duration;
+    let all = one.saturating_mul(passes);
+    if all <= LONGEST_RUN {
+        return Ok(());
+    }
+    Err(Fatal::usage(
+        format!(
+            "--rounds {passes}: {passes} passes take at least {} (one pass at least {}), more \
+             than the {} a run may take",
+            human_duration(all),
+            human_duration(one),
+            human_duration(LONGEST_RUN)
+        ),
+        "fewer passes, sizes or trials",
+    ))
 }
 
 /// A cold cache's pool against this host's memory: each measuring rank on it allocates one

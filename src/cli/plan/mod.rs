@@ -14,6 +14,7 @@ use commbench::analysis::fit::{self, Breakpoint};
 use commbench::core::method::allpairs::{AllPairsConfig, Schedule};
 use commbench::core::method::benchmark::Benchmark;
 use commbench::core::method::buffers::{BufferOptions, BufferReuse, CacheState};
+use commbench::core::method::limits::MAX_TRIALS;
 use commbench::core::method::queue::{self, QueueBench, QueueKind};
 use commbench::core::method::sixtimes::{self, SixTimes, Suite};
 use commbench::core::method::transpose::Transpose;
@@ -130,12 +131,25 @@ impl Plan {
                 .first()
                 .is_some_and(|b| b.hypercube().is_some()),
             // As given, but never a reason to lose a run: a word that is not UTF-8 is
-            // recorded with U+FFFD in place of its bad bytes.
-            command: std::env::args_os()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
+            // recorded with its bad bytes escaped.
+            command: std::env::args_os().map(|a| escaped(&a)).collect(),
         }
     }
+}
+
+/// `word` as text: its UTF-8 as is, every byte that is not UTF-8 as `\xNN` (a path need
+/// not be UTF-8; the document records the command line as text).
+pub fn escaped(word: &std::ffi::OsStr) -> String {
+    use std::fmt::Write as _;
+    use std::os::unix::ffi::OsStrExt;
+    let mut s = String::new();
+    for chunk in word.as_bytes().utf8_chunks() {
+        s.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            let _ = write!(s, "\\x{b:02x}");
+        }
+    }
+    s
 }
 
 /// The default sizes of a pattern: 8 bytes, or the whole sweep for streaming.
@@ -234,13 +248,44 @@ fn check_fit(a: &FitArgs, sizes: &[u64], given: &Given) -> Result<(), Fatal> {
     }
 }
 
+/// `commbench timer --backend B`: what B maps in its process against the address-space
+/// limit, as a measuring run's plan checks it (the simulator maps a stack per rank).
+pub fn check_timer_backend(b: &Chosen) -> Result<(), Fatal> {
+    let t = b.transport(1);
+    limits::check_transport_space(&t, &limits::HostMemory::of_this_process()).map_err(|e| {
+        Fatal::usage(
+            format!("timer --backend {}: {e}", b.name()),
+            "raise the limit with `ulimit -v`, or a smaller machine",
+        )
+    })
+}
+
+/// A number of seconds as given, short: `1e-9`, not `0.000000001`.
+fn seconds(t: f64) -> String {
+    if t != 0.0 && t.is_finite() && !(1e-3..1e7).contains(&t.abs()) {
+        format!("{t:e}")
+    } else {
+        format!("{t}")
+    }
+}
+
+/// The shortest `--timeout` and `--round-timeout`, in seconds: a wait shorter than a
+/// millisecond is over before a process is scheduled, and would fail every run.
+const MIN_TIMEOUT_S: f64 = 1e-3;
+
+/// Most passes of `allpairs --rounds`.
+const MAX_PASSES: u32 = 1_000_000;
+
+/// Most pairs in one round of `allpairs --concurrency` (a round of n ranks has n / 2).
+const MAX_CONCURRENCY: u32 = 1 << 20;
+
 /// `--timeout` as a duration.
 fn timeout(b: &BackendArgs) -> Result<Duration, Fatal> {
-    if !(b.timeout.is_finite() && b.timeout > 0.0 && b.timeout < 1e7) {
+    if !(b.timeout.is_finite() && b.timeout >= MIN_TIMEOUT_S && b.timeout < 1e7) {
         return Err(Fatal::usage(
             format!(
-                "--timeout {}: must be a positive number of seconds",
-                b.timeout
+                "--timeout {} s: {MIN_TIMEOUT_S} s (1 ms) to 1e7 s",
+                seconds(b.timeout)
             ),
             "for example --timeout 30",
         ));
@@ -380,7 +425,7 @@ fn build(
     // The plan is good: only now is a note about it worth reading.
     if method.buffers.cache == CacheState::Cold {
         for b in backends.iter().filter(|b| !b.models_caches()) {
-            eprintln!(
+            say!(
                 "commbench: note: --cache cold changes nothing on {}: it models no caches, so \
                  no pool is written (the result records none)",
                 b.name()
@@ -390,7 +435,7 @@ fn build(
     if all_here && !sized_by_backend {
         let cpus = commbench::core::launch::affinity::allowed().map_or(0, |c| c.len());
         for note in backends.iter().filter_map(|b| b.crowding(ranks, cpus)) {
-            eprintln!("commbench: note: {note}");
+            say!("commbench: note: {note}");
         }
     }
     let mut config = record(&a, &method, &work, spec_text, timeout);
@@ -592,13 +637,23 @@ pub fn seed001(
             ));
         }
     }
-    for (flag, v, max) in [
-        ("--repetitions", a.repetitions, 1_000_000),
-        ("--messages", a.messages, 1_000_000_000),
+    for (flag, v, max, unit) in [
+        (
+            "--repetitions",
+            a.repetitions,
+            1_000_000,
+            "repetitions of each experiment",
+        ),
+        (
+            "--messages",
+            a.messages,
+            1_000_000_000,
+            "messages per repetition",
+        ),
     ] {
         if v == 0 || v > max {
             return Err(Fatal::usage(
-                format!("{flag} {v}: 1 to {max}"),
+                format!("{flag} {v}: 1 to {max} {unit}"),
                 "the paper used 5 repetitions of 100 messages",
             ));
         }
@@ -803,7 +858,9 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
         passes: a.rounds,
         concurrency: a.concurrency,
         seed: a.seed,
-        retest_trials: a.retest_trials.unwrap_or(4 * method.trials),
+        retest_trials: a
+            .retest_trials
+            .unwrap_or(method.trials.saturating_mul(4).min(MAX_TRIALS)),
         round_timeout_s: a.round_timeout.unwrap_or(0.0),
     };
     let work = Work::AllPairs(AllPairsWork {
@@ -849,17 +906,38 @@ fn check_allpairs(a: &AllpairsArgs, given: &Given) -> Result<(), Fatal> {
     }
     if let Some(t) = a
         .round_timeout
-        .filter(|t| !(t.is_finite() && *t > 0.0 && *t < 1e9))
+        .filter(|t| !(t.is_finite() && *t >= MIN_TIMEOUT_S && *t < 1e9))
     {
         return Err(Fatal::usage(
-            format!("--round-timeout {t}: must be a positive number of seconds"),
+            format!(
+                "--round-timeout {} s: {MIN_TIMEOUT_S} s (1 ms) to 1e9 s",
+                seconds(t)
+            ),
             "for example --round-timeout 3600",
         ));
     }
-    if a.rounds == 0 {
+    if a.rounds == 0 || a.rounds > MAX_PASSES {
         return Err(Fatal::usage(
-            "--rounds 0: at least one pass over the schedule",
-            "drop --rounds, or give 1 or more",
+            format!(
+                "--rounds {}: 1 to {MAX_PASSES} passes over the schedule",
+                a.rounds
+            ),
+            "drop --rounds (one pass), or give a few: each pass measures every cell again",
+        ));
+    }
+    if a.concurrency > MAX_CONCURRENCY {
+        return Err(Fatal::usage(
+            format!(
+                "--concurrency {}: at most {MAX_CONCURRENCY} pairs in one round",
+                a.concurrency
+            ),
+            "drop --concurrency (as many pairs as the schedule has), or give fewer",
+        ));
+    }
+    if let Some(t) = a.retest_trials.filter(|&t| t > MAX_TRIALS) {
+        return Err(Fatal::usage(
+            format!("--retest-trials {t}: at most {MAX_TRIALS} trials per retested cell"),
+            "drop --retest-trials (4 x --trials), or 0 for no retests",
         ));
     }
     if a.common.npp.as_deref().is_some_and(|n| n.contains(',')) {

@@ -280,3 +280,90 @@ fn the_simulator_refuses_what_the_host_cannot_hold() {
     ];
     assert_usage_output(&common::run(&args), "--validate: size 8 B", args);
 }
+
+/// Values inside the simulator's documented bounds that once wrapped its clock into negative
+/// or zero times: refused before the run, or ended by a configuration error naming the
+/// machine; never a reported time below zero.
+#[test]
+#[cfg(feature = "sim")]
+fn the_simulated_clock_never_wraps_into_a_reported_time() {
+    use common::machine::{line, Machine};
+    let d = common::tmpdir("sim-clock");
+    let slow = Machine::new("slow", 1)
+        .set_times(|t| {
+            t.f = line(1e12, 0.0);
+            t.u = line(1e12, 0.0);
+            t.e = line(1e12, 0.0);
+        })
+        .write(&d.join("slow.toml"));
+    let coarse = Machine::new("coarse", 1)
+        .tick_ns(1_000_000_000_000_000)
+        .write(&d.join("coarse.toml"));
+    let busy = Machine::new("busy", 4)
+        .compute_ns_per_iter(1e15)
+        .write(&d.join("busy.toml"));
+    for (cmd, machine, needle) in [
+        (&["pingpong"][..], &slow, "virtual time"),
+        (&["pingpong", "--npp", "1"][..], &coarse, "under one tick"),
+        (&["pingpong"][..], &coarse, "tick_ns = 1000000000000000"),
+    ] {
+        let mut args = cmd.to_vec();
+        args.extend([
+            "--backend",
+            "sim",
+            "--sim-config",
+            machine.to_str().unwrap(),
+        ]);
+        let (o, in_time) = bounded(commbench(&args), Duration::from_secs(120));
+        assert!(in_time, "{args:?}");
+        assert_usage_output(&o, needle, &args);
+    }
+    let args = [
+        "interference",
+        "--streams",
+        "1",
+        "--backend",
+        "sim",
+        "--sim-config",
+        busy.to_str().unwrap(),
+    ];
+    let (o, in_time) = bounded(commbench(&args), Duration::from_secs(120));
+    assert!(in_time, "{args:?}");
+    assert_usage_output(&o, "the virtual clock would pass", args);
+    // A machine this slow to simulate (every stream message simulated while node 0
+    // computes for 1e15 ns an iteration) stops soon after a signal, what it measured kept
+    // and every time it reports non-negative.
+    let json = d.join("busy.json");
+    let mut c = commbench(&[
+        "interference",
+        "--streams",
+        "1",
+        "--repetitions",
+        "1",
+        "--messages",
+        "2",
+        "--backend",
+        "sim",
+        "--sim-config",
+        busy.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let mut child = c
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    std::thread::sleep(Duration::from_secs(3));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("kill");
+    let status = common::wait_for(&mut child, Duration::from_secs(30)).expect("stops");
+    assert_eq!(status.code(), Some(143));
+    let doc = common::read_json(&json);
+    assert_eq!(doc["status"], "interrupted");
+    for p in doc["points"].as_array().expect("points") {
+        for t in p["trial_ns"].as_array().into_iter().flatten() {
+            assert!(t.as_f64().is_some_and(|t| t >= 0.0), "{t}");
+        }
+    }
+}

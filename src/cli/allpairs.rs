@@ -67,11 +67,22 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
     // The final document replaces the checkpoint: none is written from here on.
     signals::clear_checkpoint();
     let collected = prog.take_collected();
+    // A stop that cut a round short (the simulator's, after its grace) counts what was kept.
+    let result = ran.result.map_err(|e| match e.interrupted() {
+        Some(signal) if !matches!(e, Error::Interrupted { sizes, .. } if sizes > 0) => {
+            Error::Interrupted {
+                signal,
+                done: sizes_done(&collected, &plan.method.sizes),
+                sizes: plan.method.sizes.len(),
+            }
+        }
+        _ => e,
+    });
     let outcome = Outcome {
         ranks: ran.ranks,
         launcher: ran.launcher,
         rank: ran.rank,
-        runs: vec![backend_run(b.name(), &collected, ran.result)],
+        runs: vec![backend_run(b.name(), &collected, result)],
     };
     let ending = Ending::of(&outcome.runs);
     let doc = assemble::document(&plan.recipe(), outcome, started);
@@ -123,15 +134,9 @@ fn save_on_signal(
     let sizes = plan.method.sizes.clone();
     checkpoint(&plan.outputs, "cell(s)", move |signal| {
         let collected = handle.lock().ok()?.clone();
-        // The sizes before the one of the last round are complete.
-        let done = collected
-            .cells
-            .last()
-            .and_then(|c| sizes.iter().position(|&s| s == c.point.size))
-            .unwrap_or(0);
         let stopped = Err(Error::Interrupted {
             signal,
-            done,
+            done: sizes_done(&collected, &sizes),
             sizes: sizes.len(),
         });
         let run = backend_run(backend, &collected, stopped);
@@ -142,6 +147,14 @@ fn save_on_signal(
             kept,
         ))
     });
+}
+
+/// The sizes of `sizes` measured in full in `c`: those before the size of its last round.
+fn sizes_done(c: &AllPairsCollected, sizes: &[u64]) -> usize {
+    c.cells
+        .last()
+        .and_then(|cell| sizes.iter().position(|&s| s == cell.point.size))
+        .unwrap_or(0)
 }
 
 /// The faults the verdicts name (nodes, links, dimensions; not contention), if any.

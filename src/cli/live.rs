@@ -45,7 +45,7 @@ pub fn so_far(signal: i32) -> Option<Vec<BackendRun>> {
                     Err(Error::Interrupted {
                         signal,
                         done,
-                        sizes: l.sizes,
+                        sizes: l.sizes.max(done + 1),
                     })
                 } else {
                     Ok(())

@@ -533,6 +533,11 @@ pub struct SimConfig {
     pub faults: Vec<Fault>,
 }
 
+/// The latest virtual time a run may reach, ns (2^62, about 146 years): a reading above it
+/// could wrap when core takes differences of readings as signed numbers, so a run that would
+/// pass it ends with an error naming the machine instead.
+pub const CLOCK_LIMIT_NS: u64 = 1 << 62;
+
 /// Most nanoseconds one clock read, poll, hop jitter or compute iteration may cost: 1e12 µs,
 /// the bound on a time's coefficients.
 const MAX_COST_NS: u64 = 1_000_000_000_000_000;

@@ -24,6 +24,7 @@
 use crate::config::{FaultTable, SimConfig};
 use crate::endpoint::{Coll, EpInfo, Req, Resp, SimEndpoint};
 use commbench_core::method::limits;
+use commbench_core::method::stop::StopFlag;
 use commbench_core::transport::BackendInfo;
 use commbench_core::{Completion, Error, Program, Rank, ReqId, Result, Src, Tag, TagSel};
 use corosensei::stack::DefaultStack;
@@ -318,6 +319,9 @@ struct CollState {
 /// The kernel's state apart from the coroutines.
 struct Kernel<'c> {
     cfg: &'c SimConfig,
+    /// A stop asked for from outside, and when the kernel first saw it.
+    stop: Option<&'c StopFlag>,
+    stop_seen: Option<std::time::Instant>,
     faults: FaultTable,
     d: u32,
     ranks: u32,
@@ -383,6 +387,8 @@ impl<'c> Kernel<'c> {
         coll.arrived.resize_with(ranks as usize, || None);
         Kernel {
             cfg,
+            stop: None,
+            stop_seen: None,
             faults: FaultTable::new(cfg),
             d,
             ranks,
@@ -1150,6 +1156,38 @@ impl<'c> Kernel<'c> {
         }
     }
 
+    /// A stop asked for is honoured by the program at its next safe point; a size that goes
+    /// on for [`STOP_GRACE`] after it (a machine so slow to simulate that one size takes
+    /// minutes) is cut short, what the program collected before kept.
+    fn stop_check(&mut self) -> Result<()> {
+        let Some(signal) = self.stop.and_then(StopFlag::requested) else {
+            return Ok(());
+        };
+        let seen = *self.stop_seen.get_or_insert_with(std::time::Instant::now);
+        if seen.elapsed() < STOP_GRACE {
+            return Ok(());
+        }
+        Err(Error::Interrupted {
+            signal,
+            done: 0,
+            sizes: 0,
+        })
+    }
+
+    /// The run reached a time its clock must not hold: a configuration error naming the
+    /// costs, never a reading that wrapped or saturated into a negative or zero time.
+    fn clock_overflow(&self, t: u64) -> Error {
+        Error::Config(format!(
+            "sim config `{}`: the virtual clock would pass {} ns (about 146 years; at {t} ns \
+             after {} ns): this run of this machine takes longer than its clock holds; give \
+             smaller times, faults, compute or match costs, a finer tick_ns, or fewer trials, \
+             sizes or iterations (docs/simulator.md §6)",
+            self.cfg.name,
+            crate::config::CLOCK_LIMIT_NS,
+            self.now
+        ))
+    }
+
     fn stuck_error(&self, what: &str) -> Error {
         let list: Vec<String> = (0..self.ranks as usize)
             .filter(|&i| !self.nodes[i].done)
@@ -1230,6 +1268,12 @@ fn event_loop<O>(
     }
     while let Some(ev) = k.heap.pop() {
         k.events += 1;
+        if k.events % STOP_EVERY_EVENTS == 0 {
+            k.stop_check()?;
+        }
+        if ev.t > crate::config::CLOCK_LIMIT_NS {
+            return Err(k.clock_overflow(ev.t));
+        }
         k.now = ev.t;
         if ev.live {
             k.live -= 1;
@@ -1267,15 +1311,36 @@ fn event_loop<O>(
     Ok(())
 }
 
+/// Events between two looks at a stop request.
+const STOP_EVERY_EVENTS: u64 = 1 << 12;
+
+/// How long a size may go on after a stop was asked for before the kernel cuts it short.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Ranks above which the nested coroutine scopes run on a helper thread with a big stack.
 const SCOPES_ON_CALLER: u32 = 1024;
 
 /// Run `p` on every rank of the simulated machine; outputs in rank order, plus statistics.
 pub fn run_with_stats<P: Program>(cfg: &SimConfig, p: &P) -> Result<(Vec<P::Output>, SimStats)> {
+    run_stoppable(cfg, p, None)
+}
+
+/// [`run`], with a stop asked for from outside honoured: the program stops at its next safe
+/// point, and a size still under way two seconds after the request is cut short
+/// ([`Error::Interrupted`], its counts of sizes left to the caller, 0).
+pub fn run_until<P: Program>(cfg: &SimConfig, p: &P, stop: &StopFlag) -> Result<Vec<P::Output>> {
+    run_stoppable(cfg, p, Some(stop)).map(|(o, _)| o)
+}
+
+fn run_stoppable<P: Program>(
+    cfg: &SimConfig,
+    p: &P,
+    stop: Option<&StopFlag>,
+) -> Result<(Vec<P::Output>, SimStats)> {
     cfg.validate()?;
     crate::check_mappings(cfg)?;
     if cfg.ranks() <= SCOPES_ON_CALLER {
-        return run_here(cfg, p);
+        return run_here(cfg, p, stop);
     }
     // One nested scope per coroutine: give the kernel a stack deep enough for all of them.
     let stack = 16 * 1024 * 1024 + cfg.ranks() as usize * 1024;
@@ -1283,7 +1348,7 @@ pub fn run_with_stats<P: Program>(cfg: &SimConfig, p: &P) -> Result<(Vec<P::Outp
         let h = std::thread::Builder::new()
             .name("commbench-sim".into())
             .stack_size(stack)
-            .spawn_scoped(s, || run_here(cfg, p))
+            .spawn_scoped(s, || run_here(cfg, p, stop))
             .map_err(|e| Error::io("starting the simulator thread", e))?;
         match h.join() {
             Ok(r) => r,
@@ -1292,7 +1357,11 @@ pub fn run_with_stats<P: Program>(cfg: &SimConfig, p: &P) -> Result<(Vec<P::Outp
     })
 }
 
-fn run_here<P: Program>(cfg: &SimConfig, p: &P) -> Result<(Vec<P::Output>, SimStats)> {
+fn run_here<P: Program>(
+    cfg: &SimConfig,
+    p: &P,
+    stop: Option<&StopFlag>,
+) -> Result<(Vec<P::Output>, SimStats)> {
     let ranks = cfg.ranks();
     let mut info = BackendInfo::new();
     info.insert("machine".into(), cfg.name.clone().into());
@@ -1334,6 +1403,7 @@ fn run_here<P: Program>(cfg: &SimConfig, p: &P) -> Result<(Vec<P::Output>, SimSt
         ));
     }
     let mut k = Kernel::new(cfg);
+    k.stop = stop;
     let mut out: Vec<Option<P::Output>> = (0..ranks).map(|_| None).collect();
     nest(cos.into_iter(), Vec::new(), &mut |refs| {
         event_loop(refs, &mut k, &mut out)

@@ -29,16 +29,18 @@
 //!
 //! The model, its parameters, closed forms and the TOML format are in docs/simulator.md.
 
+mod budget;
 mod config;
 mod endpoint;
 mod kernel;
 
+pub use budget::check_run;
 pub use config::{
     distance, route, scaled_ns, Fault, Linear, Piece, SimConfig, Times, FAULT_KINDS,
     MAX_FAULT_FACTOR, MAX_MATCH_NS_PER_ENTRY, NCUBE_TICK_NS,
 };
 pub use endpoint::SimEndpoint;
-pub use kernel::{run, run_with_stats, SimStats};
+pub use kernel::{run, run_until, run_with_stats, SimStats};
 
 /// Whether the simulated endpoints have caches a cold-cache run could empty: the virtual clock
 /// models no memory, so a message takes the same time from any buffer (core's

@@ -236,9 +236,36 @@ fn probe_sizes(cfg: &SimConfig) -> Vec<u64> {
 }
 
 /// A measured ping-pong of one 8-byte size between the first and last rank: 3 trials after
-/// a warm-up, npp fixed at 2, a 10-pair timer characterisation.
+/// a warm-up, npp fixed at 2, a 10-pair timer characterisation. What the CLI checks first
+/// ([`commbench_sim::check_run`]) refuses it as a configuration error; every time it
+/// reports is finite and non-negative.
 fn tiny_pingpong(cfg: &SimConfig) -> commbench_core::Result<()> {
+    measured_pingpong(cfg, 3)
+}
+
+/// [`tiny_pingpong`] with `trials` trials.
+fn measured_pingpong(cfg: &SimConfig, trials: u64) -> commbench_core::Result<()> {
     let method = MethodConfig {
+        trials,
+        ..tiny_method(cfg)
+    };
+    commbench_sim::check_run(cfg, &method, &method.sizes, &|_| 2).map_err(Error::Config)?;
+    let m = Measurement::new(PatternKind::PingPong, method, None);
+    let ran = run(cfg, &m).map(|_| ());
+    for p in m.take_collected().points {
+        for &t in &p.trial_ns {
+            assert!(t >= 0, "a negative trial time {t} ns on {cfg:?}");
+        }
+        if let Some(m) = p.median_ppt_ns {
+            assert!(m.is_finite() && m >= 0.0, "median {m} ns on {cfg:?}");
+        }
+    }
+    ran
+}
+
+/// The method of [`tiny_pingpong`].
+fn tiny_method(cfg: &SimConfig) -> MethodConfig {
+    MethodConfig {
         sizes: vec![8],
         trials: 3,
         warmup: 1,
@@ -247,9 +274,7 @@ fn tiny_pingpong(cfg: &SimConfig) -> commbench_core::Result<()> {
         source: 0,
         dest: cfg.ranks() - 1,
         ..MethodConfig::default()
-    };
-    let m = Measurement::new(PatternKind::PingPong, method, None);
-    run(cfg, &m).map(|_| ())
+    }
 }
 
 /// A config error: on one line without control characters (the CLI prints it after
@@ -300,9 +325,23 @@ fn check_accepted(cfg: &SimConfig, run_it: bool) -> Result<(), TestCaseError> {
         small.stack_kib = small.stack_kib.min(1024);
         if let Err(e) = tiny_pingpong(&small) {
             prop_assert!(!e.to_string().is_empty());
+            if at_bounds(cfg) {
+                // Beyond what the clock holds is a configuration error, never garbage.
+                prop_assert!(
+                    matches!(e.root(), Error::Config(_) | Error::Deadlock(_)),
+                    "{e}"
+                );
+            }
         }
     }
     Ok(())
+}
+
+/// Whether `cfg` has a value near a documented bound (the costs that can overflow a clock).
+fn at_bounds(cfg: &SimConfig) -> bool {
+    cfg.tick_ns > 1_000_000_000
+        || cfg.jitter_ns > 1_000_000_000
+        || cfg.clock_read_ns > 1_000_000_000
 }
 
 /// Pieces of TOML and of this format's keys and values, for text that is nearly a config.
@@ -489,6 +528,105 @@ proptest! {
         };
         prop_assert!(cfg.validate().is_ok());
         check_accepted(&cfg, true)?;
+    }
+}
+
+/// A time whose coefficients reach their bound (1e12 µs) and pass it.
+fn bound_time() -> impl Strategy<Value = Vec<commbench_sim::Piece>> {
+    let base = prop_oneof![
+        3 => 0.0f64..1e3,
+        3 => Just(1e12),
+        2 => 1e9f64..=1e12,
+        1 => 1e12f64..1e13,
+    ];
+    let per_byte = prop_oneof![
+        4 => Just(0.0f64),
+        2 => 0.0f64..1e3,
+        1 => 1e9f64..=1e12,
+    ];
+    prop::collection::vec((0u64..100_000, base, per_byte), 1..3).prop_map(|v| {
+        let mut from = 0;
+        v.into_iter()
+            .enumerate()
+            .map(|(i, (gap, base_us, per_byte_us))| {
+                if i > 0 {
+                    from += gap + 1;
+                }
+                commbench_sim::Piece {
+                    from,
+                    base_us,
+                    per_byte_us,
+                }
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(config(12, 200))]
+
+    /// Every cost at, near and beyond its documented bound (times of 1e12 µs, ticks, clock
+    /// reads, jitter and compute of 1e15 ns, faults of x1e6): the machine is refused, the run
+    /// is refused before it starts or ends with a configuration error, or every time it
+    /// reports is finite and non-negative; never a time that wrapped.
+    #[test]
+    fn machines_at_their_bounds_never_report_a_negative_time(
+        dimensions in 1u32..=3,
+        tick_ns in prop_oneof![1u64..1000, Just(1_000_000_000_000_000), Just(i64::MAX as u64)],
+        clock_read_ns in prop_oneof![1u64..100, Just(1_000_000_000_000_000), 1u64..=u64::MAX],
+        jitter_ns in prop_oneof![0u64..100, Just(1_000_000_000_000_000)],
+        compute_ns_per_iter in prop_oneof![0.0f64..10.0, Just(1e15)],
+        match_ns_per_entry in prop_oneof![Just(0.0f64), Just(1e6)],
+        factor in prop_oneof![Just(1.0f64), 1.0f64..=1e6, Just(1e6)],
+        times in prop::collection::vec(bound_time(), 6),
+    ) {
+        let mut t = times.into_iter();
+        let mut next = || commbench_sim::Linear::new(t.next().unwrap());
+        let linear = [next(), next(), next(), next(), next(), next()];
+        let mut cfg = SimConfig::preset("generic").unwrap();
+        cfg.name = "bounds".into();
+        cfg.dimensions = dimensions;
+        cfg.tick_ns = tick_ns;
+        cfg.clock_read_ns = clock_read_ns;
+        cfg.jitter_ns = jitter_ns;
+        cfg.compute_ns_per_iter = compute_ns_per_iter;
+        cfg.match_ns_per_entry = match_ns_per_entry;
+        cfg.faults = vec![commbench_sim::Fault::SlowNode { node: 0, factor }];
+        let mut ok = true;
+        for (slot, l) in [
+            &mut cfg.times.f,
+            &mut cfg.times.s,
+            &mut cfg.times.r,
+            &mut cfg.times.a,
+            &mut cfg.times.u,
+            &mut cfg.times.e,
+        ]
+        .into_iter()
+        .zip(linear)
+        {
+            match l {
+                Ok(l) => *slot = l,
+                Err(e) => {
+                    check_error("a time past its bound", &e)?;
+                    ok = false;
+                }
+            }
+        }
+        if !ok {
+            return Ok(());
+        }
+        match cfg.validate() {
+            Err(e) => check_error("a machine past its bounds", &e)?,
+            Ok(()) => {
+                // Enough trials for costs at their bounds to pass what the clock holds.
+                if let Err(e) = measured_pingpong(&cfg, 4000) {
+                    prop_assert!(
+                        matches!(e.root(), Error::Config(_) | Error::Deadlock(_)),
+                        "{e}"
+                    );
+                }
+            }
+        }
     }
 }
 

@@ -392,7 +392,7 @@ pub fn trials<E: Endpoint, K: Kernel<E>>(
             let t1 = ep.now_ns();
             timed_loop(ep, kernel, npp, k)?;
             let t2 = ep.now_ns();
-            times.push(t2 as i64 - t1 as i64 - min_ov);
+            times.push(elapsed(t1, t2, k)?.saturating_sub(min_ov));
         } else if me == dst {
             let b = std::mem::take(&mut st.hs);
             st.hs = ep
@@ -720,6 +720,20 @@ pub trait KernelSpec: Sync {
         let mut kernel = self.kernel::<E>(ep.rank(), &m.cfg)?;
         m.run_kernel(ep, &mut kernel)
     }
+}
+
+/// The time between two readings of a clock, ns: an error, never a wrapped or negative time,
+/// when the second is before the first or past what a signed time holds (a clock that went
+/// backwards, a simulated clock beyond its range).
+fn elapsed(t1: u64, t2: u64, trial: u64) -> Result<i64> {
+    t2.checked_sub(t1)
+        .and_then(|d| i64::try_from(d).ok())
+        .ok_or_else(|| {
+            Error::Protocol(format!(
+                "trial {trial}: the clock read {t2} ns after {t1} ns: it went backwards or \
+                 past 2^63 ns"
+            ))
+        })
 }
 
 /// A safe point on every rank: each says whether a stop was asked of it (a signal to that

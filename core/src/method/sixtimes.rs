@@ -1219,7 +1219,9 @@ fn calibrate<E: Endpoint>(
         let time = |ep: &mut E, n: u64| {
             let t1 = ep.now_ns();
             ep.compute(Work { q, iters: n });
-            ep.now_ns().saturating_sub(t1) as i64 - min_ov
+            i64::try_from(ep.now_ns().saturating_sub(t1))
+                .unwrap_or(i64::MAX)
+                .saturating_sub(min_ov)
         };
         while iters < 1 << 40 && time(ep, iters) < long {
             iters *= 4;

@@ -266,6 +266,19 @@ pub trait Backend: Sized {
         Transport::unbounded(Self::NAME)
     }
 
+    /// What a run of `method` over `points` (a size per point, `trips(size)` messages an
+    /// iteration) asks of this backend beyond the checks every backend gets: a simulated
+    /// machine's clock must hold it (nothing to check elsewhere).
+    fn check_run(
+        &self,
+        method: &MethodConfig,
+        points: &[u64],
+        trips: &dyn Fn(u64) -> u64,
+    ) -> Result<(), Fatal> {
+        let _ = (method, points, trips);
+        Ok(())
+    }
+
     /// Whether this backend's endpoints have caches a cold-cache run can empty (see core's
     /// `Endpoint::models_caches`, which its endpoints answer alike); a backend that models no
     /// memory has none, and a cold-cache run writes no pool there.
@@ -402,6 +415,16 @@ impl Chosen {
     /// See [`Backend::posted_queue_hint`].
     pub fn posted_queue_hint(&self) -> &'static str {
         dispatch!(self, b => b.posted_queue_hint())
+    }
+
+    /// See [`Backend::check_run`].
+    pub fn check_run(
+        &self,
+        method: &MethodConfig,
+        points: &[u64],
+        trips: &dyn Fn(u64) -> u64,
+    ) -> Result<(), Fatal> {
+        dispatch!(self, b => b.check_run(method, points, trips))
     }
 
     /// See [`Backend::models_caches`].
@@ -747,14 +770,28 @@ pub fn measure<S: KernelSpec + Clone>(
     let m = Measurement::new(spec, method.clone(), Some(progress)).with_stop(&signals::STOP);
     live::track(b.name(), &m);
     let ran = b.run(job, &m)?;
+    let collected = m.take_collected();
+    // A stop that cut a size short (the simulator's, after its grace) counts what was kept.
+    let result = ran.result.map_err(|e| match e.interrupted() {
+        Some(signal) if !matches!(e, Error::Interrupted { sizes, .. } if sizes > 0) => {
+            // The size cut short is one more than those done, whatever the plan counted.
+            let done = collected.points.len();
+            Error::Interrupted {
+                signal,
+                done,
+                sizes: m.spec.steps(&m.cfg).max(done + 1),
+            }
+        }
+        _ => e,
+    });
     Ok(Outcome {
         ranks: ran.ranks,
         launcher: ran.launcher,
         rank: ran.rank,
         runs: vec![BackendRun {
             backend: b.name(),
-            collected: m.take_collected(),
-            result: ran.result,
+            collected,
+            result,
         }],
     })
 }

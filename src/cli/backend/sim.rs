@@ -4,10 +4,12 @@
 use super::args::BackendArgs;
 use super::{options_entry, Backend, Cube, Job, Ran};
 use crate::cli::fatal::Fatal;
+use crate::cli::signals;
 use commbench::analysis::document::RunConfig;
 use commbench::core::method::engine::TimerOnly;
 use commbench::core::method::limits::Transport;
 use commbench::core::method::timer::TimerReport;
+use commbench::core::method::MethodConfig;
 use commbench::core::Program;
 use commbench_sim::SimConfig;
 
@@ -62,6 +64,21 @@ impl Backend for Sim {
         commbench_sim::transport(&self.0)
     }
 
+    fn check_run(
+        &self,
+        method: &MethodConfig,
+        points: &[u64],
+        trips: &dyn Fn(u64) -> u64,
+    ) -> Result<(), Fatal> {
+        commbench_sim::check_run(&self.0, method, points, trips).map_err(|e| {
+            let given = self.1.as_deref().unwrap_or(DEFAULT_MACHINE);
+            Fatal::usage(
+                format!("--sim-config {given}: {e}"),
+                "docs/simulator.md §6 gives the bounds of a machine's values",
+            )
+        })
+    }
+
     fn models_caches(&self) -> bool {
         commbench_sim::MODELS_CACHES
     }
@@ -79,7 +96,7 @@ impl Backend for Sim {
     }
 
     fn run<P: Program<Output = ()>>(&self, _job: &Job, prog: &P) -> Result<Ran, Fatal> {
-        let result = commbench_sim::run(&self.0, prog).map(drop);
+        let result = commbench_sim::run_until(&self.0, prog, &signals::STOP).map(drop);
         Ok(Ran {
             ranks: self.0.nodes(),
             launcher: "simulator".into(),

@@ -76,6 +76,9 @@ pub(super) fn check_limits(
         check_cache_pool(&method.buffers, b, all_here, &host)?;
     }
     let sizes = bench.points(method, ranks);
+    for b in backends {
+        b.check_run(method, &sizes, &trips)?;
+    }
     let cost = RunCost::new(method, &sizes, &trips, 0.0);
     cost.check(method).map_err(fail)?;
     if let Work::AllPairs(w) = work {

@@ -807,7 +807,7 @@ fn exercise(doc: &ResultDoc, other: &ResultDoc) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(config(64, 256))]
+    #![proptest_config(config(64, 4000))]
 
     /// A real document with one to four parts removed, replaced by values of any type (huge,
     /// negative, fractional, null where NaN is meant), repeated into long arrays or reversed:
@@ -835,7 +835,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(32, 128))]
+    #![proptest_config(config(32, 2000))]
 
     /// A real document with many numbers, texts and arrays changed at once, each keeping its
     /// kind, so that most of them still read: every statistic of a point may disagree with

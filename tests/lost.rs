@@ -356,3 +356,30 @@ fn json_to_a_named_pipe_reaches_its_reader_whole() {
     let doc: serde_json::Value = serde_json::from_str(&got).expect("one whole document");
     assert_eq!(doc["status"], "complete", "{got}");
 }
+
+/// A characterisation of billions of clock reads ends at the first signal, not minutes later.
+#[test]
+fn a_long_clock_characterisation_stops_at_the_first_signal() {
+    let out = tmpdir("long-timer").join("out");
+    // 2^32 pairs of clock reads: minutes, were they all read.
+    let mut c = commbench(&["pingpong", "--samples", "4294967296"]);
+    c.arg("--output")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut c = c.spawn().expect("starts");
+    let lines = BufReader::new(c.stderr.take().expect("stderr piped")).lines();
+    std::thread::sleep(Duration::from_secs(2));
+    let t = std::time::Instant::now();
+    kill(Pid::from_raw(c.id() as i32), Signal::SIGINT).expect("kill");
+    let (code, err) = finish(c, lines);
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "{:?}: {err}",
+        t.elapsed()
+    );
+    let doc = read_json(&out.join("result.json"));
+    assert_eq!(doc["status"], "interrupted", "{err}");
+}

@@ -20,6 +20,8 @@ pub mod args;
 pub mod backend;
 pub mod fatal;
 pub mod files;
+#[cfg(test)]
+mod fuzz;
 mod live;
 pub mod plan;
 mod progress;
@@ -110,59 +112,12 @@ fn usage_from_clap(e: &clap::Error) -> Fatal {
 }
 
 fn dispatch(cmd: Command, given: &Given) -> Result<(), Fatal> {
-    match cmd {
-        Command::Queue(q) => match q.which {
-            QueueWhich::Posted(p) => {
-                plan::queue(QueueKind::Posted, Some(&p.traversed), p.queue, given)
-            }
-            QueueWhich::Unexpected(u) => plan::queue(QueueKind::Unexpected, None, u, given),
-        }
-        .and_then(measure),
-        Command::Pingpong(a) => plan::pattern(PatternKind::PingPong, a, given).and_then(measure),
-        Command::Exchange(a) => plan::pattern(PatternKind::Exchange, a, given).and_then(measure),
-        Command::Bandwidth(b) => {
-            if b.window == 0 {
-                return Err(Fatal::usage(
-                    "--window 0: a window needs at least one send",
-                    "for example --window 64",
-                ));
-            }
-            let kind = if b.bidirectional {
-                PatternKind::BiBandwidth { window: b.window }
-            } else {
-                PatternKind::Bandwidth { window: b.window }
-            };
-            plan::pattern(kind, b.common, given).and_then(measure)
-        }
-        Command::Echo(e) => {
-            plan::seed001(Suite::Echo, e.sizes, Some(&e.hops), e.common, given).and_then(measure)
-        }
-        Command::Overhead(e) => {
-            plan::seed001(Suite::Overhead, e.sizes, Some(&e.hops), e.common, given)
-                .and_then(measure)
-        }
-        Command::Interference(i) => plan::seed001(
-            Suite::Interference { streams: i.streams },
-            None,
-            None,
-            i.common,
-            given,
-        )
-        .and_then(measure),
-        Command::Transpose(t) => {
-            if t.sizes.is_some() || t.sweep {
-                let flag = if t.sweep { "--sweep" } else { "--sizes" };
-                return Err(Fatal::usage(
-                    format!(
-                        "{flag} is not used by transpose: it measures one N x N matrix of doubles"
-                    ),
-                    "give the matrix order with --n (the message is N x N x 8 bytes)",
-                ));
-            }
-            plan::transpose(t.n, t.common, t.refused.into(), given).and_then(measure)
-        }
+    let other = match plan_of(cmd, given) {
+        Ok(plan) => return plan.and_then(measure),
+        Err(other) => *other,
+    };
+    match other {
         Command::Timer(a) => timer(a),
-        Command::Allpairs(a) => plan::allpairs(a, given).and_then(measure),
         Command::Report(a) => analyze::report(a),
         Command::Plot(a) => analyze::plot(a),
         Command::Compare(a) => analyze::compare(a),
@@ -170,7 +125,63 @@ fn dispatch(cmd: Command, given: &Given) -> Result<(), Fatal> {
             list_backends();
             Ok(())
         }
+        // Every other command measures, and was planned above.
+        _ => Ok(()),
     }
+}
+
+/// The plan of a measuring command, fully validated and nothing started; `Err(cmd)` gives a
+/// command that measures nothing back.
+fn plan_of(cmd: Command, given: &Given) -> Result<Result<plan::Plan, Fatal>, Box<Command>> {
+    Ok(match cmd {
+        Command::Queue(q) => match q.which {
+            QueueWhich::Posted(p) => {
+                plan::queue(QueueKind::Posted, Some(&p.traversed), p.queue, given)
+            }
+            QueueWhich::Unexpected(u) => plan::queue(QueueKind::Unexpected, None, u, given),
+        },
+        Command::Pingpong(a) => plan::pattern(PatternKind::PingPong, a, given),
+        Command::Exchange(a) => plan::pattern(PatternKind::Exchange, a, given),
+        Command::Bandwidth(b) => {
+            if b.window == 0 {
+                return Ok(Err(Fatal::usage(
+                    "--window 0: a window needs at least one send",
+                    "for example --window 64",
+                )));
+            }
+            let kind = if b.bidirectional {
+                PatternKind::BiBandwidth { window: b.window }
+            } else {
+                PatternKind::Bandwidth { window: b.window }
+            };
+            plan::pattern(kind, b.common, given)
+        }
+        Command::Echo(e) => plan::seed001(Suite::Echo, e.sizes, Some(&e.hops), e.common, given),
+        Command::Overhead(e) => {
+            plan::seed001(Suite::Overhead, e.sizes, Some(&e.hops), e.common, given)
+        }
+        Command::Interference(i) => plan::seed001(
+            Suite::Interference { streams: i.streams },
+            None,
+            None,
+            i.common,
+            given,
+        ),
+        Command::Transpose(t) => {
+            if t.sizes.is_some() || t.sweep {
+                let flag = if t.sweep { "--sweep" } else { "--sizes" };
+                return Ok(Err(Fatal::usage(
+                    format!(
+                        "{flag} is not used by transpose: it measures one N x N matrix of doubles"
+                    ),
+                    "give the matrix order with --n (the message is N x N x 8 bytes)",
+                )));
+            }
+            plan::transpose(t.n, t.common, t.refused.into(), given)
+        }
+        Command::Allpairs(a) => plan::allpairs(a, given),
+        other => return Err(Box::new(other)),
+    })
 }
 
 /// Run a measuring plan and report it (on rank 0; other ranks report only their own failure).

@@ -393,7 +393,7 @@ const TOKENS: &[&str] = &[
 ];
 
 proptest! {
-    #![proptest_config(config(128, 512))]
+    #![proptest_config(config(128, 8000))]
 
     #[test]
     fn arbitrary_text_is_a_config_or_an_error(s in "\\PC{0,200}") {
@@ -432,7 +432,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(96, 384))]
+    #![proptest_config(config(96, 8000))]
 
     /// A preset written out whole, or named with `preset = `, then one to four fields
     /// removed or set to hostile values; whatever is accepted also runs a tiny ping-pong.
@@ -563,7 +563,7 @@ fn bound_time() -> impl Strategy<Value = Vec<commbench_sim::Piece>> {
 }
 
 proptest! {
-    #![proptest_config(config(12, 200))]
+    #![proptest_config(config(12, 2000))]
 
     /// Every cost at, near and beyond its documented bound (times of 1e12 µs, ticks, clock
     /// reads, jitter and compute of 1e15 ns, faults of x1e6): the machine is refused, the run

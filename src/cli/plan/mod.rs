@@ -296,7 +296,7 @@ fn timeout(b: &BackendArgs) -> Result<Duration, Fatal> {
 /// Ranks of the run: `--ranks`, or enough for `--source` and `--dest`.
 fn ranks(a: &PingpongArgs) -> Result<u32, Fatal> {
     let b = &a.backend;
-    let needed = a.source.max(a.dest) + 1;
+    let needed = a.source.max(a.dest).saturating_add(1);
     let ranks = b.ranks.unwrap_or(needed.max(2));
     if ranks < 2 {
         return Err(Fatal::usage(

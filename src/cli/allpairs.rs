@@ -53,6 +53,8 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
         save_on_signal(plan, work, rule, b.name(), &prog, started);
     }
     let ran = b.run(&plan.job, &prog);
+    // No checkpoint from here on: one written after the take would hold nothing.
+    signals::clear_checkpoint();
     bar.finish();
     let ran = ran?;
     if ran.rank != 0 {

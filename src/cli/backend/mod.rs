@@ -770,6 +770,8 @@ pub fn measure<S: KernelSpec + Clone>(
     let m = Measurement::new(spec, method.clone(), Some(progress)).with_stop(&signals::STOP);
     live::track(b.name(), &m);
     let ran = b.run(job, &m)?;
+    // No checkpoint from here on: one written after the take would hold nothing.
+    signals::clear_checkpoint();
     let collected = m.take_collected();
     // A stop that cut a size short (the simulator's, after its grace) counts what was kept.
     let result = ran.result.map_err(|e| match e.interrupted() {

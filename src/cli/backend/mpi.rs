@@ -11,11 +11,14 @@ use crate::cli::{live, signals};
 use commbench::analysis::assemble::{BackendRun, Outcome};
 use commbench::analysis::document::RunConfig;
 use commbench::core::launch::RankEnv;
-use commbench::core::method::engine::{KernelSpec, Measurement, ProgressFn};
+use commbench::core::method::engine::{
+    take_collected, Collected, KernelSpec, Measurement, ProgressFn,
+};
 use commbench::core::method::transpose::Transpose;
 use commbench::core::method::MethodConfig;
 use commbench::core::{Error, Program};
 use commbench_mpi::{Mpi, MpiClock, MpiConfig, ThreadLevel};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The mpi backend with its options: the endpoint's, the thread support asked of MPI, and
@@ -145,27 +148,34 @@ pub fn run_all<S: KernelSpec + Clone>(
         env,
         timeout: job.timeout,
     };
-    let mut runs = Vec::new();
+    // What each backend collected stays where a signal's checkpoint reads it until every
+    // backend has run: taken only once no checkpoint can be written any more.
+    let mut ran: Vec<Pending> = Vec::new();
     for b in chosen {
         let m = Measurement::new(spec.clone(), method.clone(), Some(progress))
             .with_stop(&signals::STOP);
         live::track(b.name(), &m);
         let result = dispatch!(b, x => x.beside_mpi(&mj, &m));
         let mut failed = result.is_err();
-        runs.push(BackendRun {
-            backend: b.name(),
-            collected: m.take_collected(),
-            result,
-        });
+        ran.push((b.name(), m.collected_handle(), result));
         if let (Chosen::Mpi(x), Some(t), false) = (b, job.transpose, failed) {
-            let run = x.vector_transpose(&mj, t, method, progress);
-            failed = run.result.is_err();
-            runs.push(run);
+            let (handle, result) = x.vector_transpose(&mj, t, method, progress);
+            failed = result.is_err();
+            ran.push((MpiBackend::NAME, handle, result));
         }
         if failed {
             break;
         }
     }
+    signals::clear_checkpoint();
+    let runs = ran
+        .into_iter()
+        .map(|(backend, handle, result)| BackendRun {
+            backend,
+            collected: take_collected(&handle),
+            result,
+        })
+        .collect();
     let launcher = mj
         .env
         .as_ref()
@@ -180,6 +190,14 @@ pub fn run_all<S: KernelSpec + Clone>(
     })
 }
 
+/// A backend's run under MPI: its name, what it collected (still readable by a signal's
+/// checkpoint), how it ended.
+type Pending = (
+    &'static str,
+    Arc<Mutex<Collected>>,
+    commbench::core::Result<()>,
+);
+
 impl MpiBackend {
     /// The transpose straight from the matrix with a derived vector datatype.
     fn vector_transpose(
@@ -188,14 +206,10 @@ impl MpiBackend {
         t: Transpose,
         method: &MethodConfig,
         progress: &ProgressFn<'_>,
-    ) -> BackendRun {
+    ) -> (Arc<Mutex<Collected>>, commbench::core::Result<()>) {
         let m = Measurement::new(t, method.clone(), Some(progress)).with_stop(&signals::STOP);
         live::track(Self::NAME, &m);
         let result = commbench_mpi::measure_vector(job.mpi, &self.0, &m);
-        BackendRun {
-            backend: Self::NAME,
-            collected: m.take_collected(),
-            result,
-        }
+        (m.collected_handle(), result)
     }
 }

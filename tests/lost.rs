@@ -383,3 +383,60 @@ fn a_long_clock_characterisation_stops_at_the_first_signal() {
     let doc = read_json(&out.join("result.json"));
     assert_eq!(doc["status"], "interrupted", "{err}");
 }
+
+/// A rank stopped (SIGSTOP) during all-pairs: its peers time out waiting for it and the
+/// others then lose them; the error names the silent rank, not one that left after it.
+#[test]
+fn a_stopped_rank_is_the_one_the_error_names() {
+    let out = tmpdir("allpairs-stopped").join("out");
+    let mut c = commbench(&[
+        "allpairs",
+        "--ranks",
+        "4",
+        "--wait",
+        "futex",
+        "--sizes",
+        "8",
+        "--trials",
+        "2000",
+        "--rounds",
+        "50",
+        "--timeout",
+        "2",
+        "--progress",
+        "always",
+    ]);
+    c.arg("--output")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut c = c.spawn().expect("starts");
+    let lines = wait_for_line(&mut c, "rounds ");
+    // The child of the highest rank (its number from the launcher's variable).
+    let (pid, rank) = children_of(c.id())
+        .into_iter()
+        .filter_map(|p| {
+            let env = std::fs::read(format!("/proc/{p}/environ")).ok()?;
+            let rank = env
+                .split(|&b| b == 0)
+                .find_map(|v| v.strip_prefix(b"COMMBENCH_RANK="))
+                .and_then(|r| std::str::from_utf8(r).ok()?.parse::<u32>().ok())?;
+            Some((p, rank))
+        })
+        .max_by_key(|&(_, r)| r)
+        .expect("a child rank");
+    kill(Pid::from_raw(pid as i32), Signal::SIGSTOP).expect("stop");
+    let (code, err) = finish(c, lines);
+    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    assert_eq!(code, Some(1), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("commbench: error:"))
+        .expect("an error");
+    assert!(
+        line.contains(&format!("waiting for a receive from rank {rank}"))
+            || line.contains(&format!("rank {rank} to")),
+        "rank {rank} was stopped: {line}"
+    );
+}

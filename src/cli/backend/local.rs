@@ -161,10 +161,17 @@ struct Reaped {
 
 /// The run's result from rank 0's own and its children's: the cause first. Rank 0's error
 /// when it has one of its own (a stop, a configuration, a failed check); when it only lost a
-/// child that said why, the child's reason (a configuration error when it exited 2); when rank
-/// 0 succeeded, the first child that failed.
+/// child that said why, the child's reason (a configuration error when it exited 2), a reason
+/// of its own before one that only says another rank left (when a stopped or hung rank
+/// falls silent, its peers time out waiting for it and the others then lose them: the
+/// timeout names it); when rank 0 succeeded, the first child that failed.
 fn verdict(result: Result<(), Error>, grace: Duration, reaped: &[Reaped]) -> Result<(), Error> {
-    let cause = reaped.iter().find_map(|k| {
+    let cascade = |k: &Reaped| {
+        k.reason
+            .as_deref()
+            .is_some_and(|w| w.contains(" is gone ("))
+    };
+    let reason_of = |k: &Reaped| {
         let (status, why) = (k.status?, k.reason.as_deref()?);
         let r = k.rank;
         let why = why.strip_prefix(&format!("rank {r}: ")).unwrap_or(why);
@@ -179,7 +186,10 @@ fn verdict(result: Result<(), Error>, grace: Duration, reaped: &[Reaped]) -> Res
                 }
             },
         )
-    });
+    };
+    // A child's own reason; one that only says another rank left, apart.
+    let own = reaped.iter().filter(|k| !cascade(k)).find_map(reason_of);
+    let lost = reaped.iter().filter(|k| cascade(k)).find_map(reason_of);
     let first_failure = reaped.iter().find_map(|k| match k.status {
         Some(s) if s.success() => None,
         Some(s) => Some(Error::PeerLost {
@@ -192,12 +202,15 @@ fn verdict(result: Result<(), Error>, grace: Duration, reaped: &[Reaped]) -> Res
             timeout: grace,
         }),
     });
-    match (result, cause, first_failure) {
-        (Err(e), Some(c), _) if lost_peer(&e) => Err(c),
-        (Err(e), _, _) => Err(e),
-        (Ok(()), Some(c), _) => Err(c),
-        (Ok(()), None, Some(e)) => Err(e),
-        (Ok(()), None, None) => Ok(()),
+    match (result, own, lost, first_failure) {
+        (Err(e), Some(c), _, _) if lost_peer(&e) => Err(c),
+        // Rank 0 timed out on a silent rank (stopped, hung): its error names it, and the
+        // children only lost rank 0 or each other after.
+        (Err(e), None, Some(c), _) if matches!(e.root(), Error::PeerLost { .. }) => Err(c),
+        (Err(e), _, _, _) => Err(e),
+        (Ok(()), Some(c), _, _) | (Ok(()), None, Some(c), _) => Err(c),
+        (Ok(()), None, None, Some(e)) => Err(e),
+        (Ok(()), None, None, None) => Ok(()),
     }
 }
 

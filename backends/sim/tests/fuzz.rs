@@ -566,7 +566,7 @@ proptest! {
     #![proptest_config(config(12, 2000))]
 
     /// Every cost at, near and beyond its documented bound (times of 1e12 µs, ticks, clock
-    /// reads, jitter and compute of 1e15 ns, faults of x1e6): the machine is refused, the run
+    /// reads, jitter of 1e15 ns, compute of 1e6 ns and past it, faults of x1e6): the machine is refused, the run
     /// is refused before it starts or ends with a configuration error, or every time it
     /// reports is finite and non-negative; never a time that wrapped.
     #[test]
@@ -575,7 +575,7 @@ proptest! {
         tick_ns in prop_oneof![1u64..1000, Just(1_000_000_000_000_000), Just(i64::MAX as u64)],
         clock_read_ns in prop_oneof![1u64..100, Just(1_000_000_000_000_000), 1u64..=u64::MAX],
         jitter_ns in prop_oneof![0u64..100, Just(1_000_000_000_000_000)],
-        compute_ns_per_iter in prop_oneof![0.0f64..10.0, Just(1e15)],
+        compute_ns_per_iter in prop_oneof![0.0f64..10.0, Just(1e6), Just(1e15)],
         match_ns_per_entry in prop_oneof![Just(0.0f64), Just(1e6)],
         factor in prop_oneof![Just(1.0f64), 1.0f64..=1e6, Just(1e6)],
         times in prop::collection::vec(bound_time(), 6),
@@ -652,7 +652,7 @@ fn edges_of_every_bound() {
         "preset = \"generic\"\nstack_kib = 64\ndimensions = 1\n",
         "preset = \"generic\"\ndimensions = 1\n[times]\nE = { base_us = 1e12, per_byte_us = 1e12 }\n",
         "preset = \"generic\"\ndimensions = 1\ncompute_ns_per_iter = 0.0\n",
-        "preset = \"generic\"\ndimensions = 1\ncompute_ns_per_iter = 1e15\n",
+        "preset = \"generic\"\ndimensions = 1\ncompute_ns_per_iter = 1e6\n",
         "preset = \"generic\"\ndimensions = 1\nclock_read_ns = 1000000000000000\n",
         "preset = \"generic\"\ndimensions = 1\npoll_ns = 1000000000000000\n",
         "preset = \"generic\"\ndimensions = 1\njitter_ns = 1000000000000000\n",
@@ -702,7 +702,7 @@ fn costs_past_the_bound_are_config_errors() {
         "poll_ns = 9223372036854775807",
         "clock_read_ns = 1000000000000001",
         "compute_ns_per_iter = 1e300",
-        "compute_ns_per_iter = 1.0000000000000002e15",
+        "compute_ns_per_iter = 1000000.001",
     ] {
         let s = format!("preset = \"generic\"\ndimensions = 1\n{extra}\n");
         let e = SimConfig::from_toml_str(&s).expect_err(extra);

@@ -8,7 +8,6 @@ mod common;
 use common::*;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -39,32 +38,14 @@ fn long_sweep(out: &std::path::Path, trials: &str) -> std::process::Command {
     c
 }
 
-/// The child's standard error, line by line.
-type ErrLines = std::io::Lines<BufReader<std::process::ChildStderr>>;
-
-/// Read the child's progress lines until it reports size `n` (1-based) of the sweep; the rest
-/// of its standard error, to be read to the end (so that it never writes to a closed pipe).
+/// Read the child's progress lines until it reports size `n` (1-based) of the sweep.
 fn wait_for_size(c: &mut Child, n: usize) -> ErrLines {
-    let err = c.stderr.take().expect("stderr piped");
-    let mut lines = BufReader::new(err).lines();
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.expect("stderr line");
-        let reached = line.contains(&format!("size {n}/"));
-        seen.push(line);
-        if reached {
-            return lines;
-        }
-    }
-    panic!("the run ended before size {n}: {seen:#?}");
+    wait_for_line(c, &format!("size {n}/"))
 }
 
-/// Read standard error to its end, then the exit code (bounded: a hang fails the test).
-fn finish(mut c: Child, lines: ErrLines) -> (Option<i32>, String) {
-    let reader =
-        std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
-    let status = wait_for(&mut c, Duration::from_secs(60)).expect("the run ends after a stop");
-    (status.code(), reader.join().expect("reader"))
+/// The rest of standard error and the exit code, within a minute.
+fn finish(c: Child, lines: ErrLines) -> (Option<i32>, String) {
+    common::finish(c, lines, Duration::from_secs(60))
 }
 
 fn check_interrupted(out: &std::path::Path, signal: &str) -> usize {

@@ -49,32 +49,9 @@ fn long_sweep(out: &Path, extra: &[&str]) -> std::process::Command {
     c
 }
 
-/// Standard error of a child, line by line.
-type ErrLines = std::io::Lines<BufReader<std::process::ChildStderr>>;
-
-/// Read the child's standard error until a line contains `needle`; the rest, to be read to
-/// the end.
-fn wait_for_line(c: &mut Child, needle: &str) -> ErrLines {
-    let err = c.stderr.take().expect("stderr piped");
-    let mut lines = BufReader::new(err).lines();
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.expect("stderr line");
-        let reached = line.contains(needle);
-        seen.push(line);
-        if reached {
-            return lines;
-        }
-    }
-    panic!("the run ended before {needle:?}: {seen:#?}");
-}
-
-/// Read standard error to its end, then the exit code (bounded: a hang fails the test).
-fn finish(mut c: Child, lines: ErrLines) -> (Option<i32>, String) {
-    let reader =
-        std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
-    let status = wait_for(&mut c, Duration::from_secs(90)).expect("the run ends after a stop");
-    (status.code(), reader.join().expect("reader"))
+/// The rest of standard error and the exit code, within 90 s.
+fn finish(c: Child, lines: ErrLines) -> (Option<i32>, String) {
+    common::finish(c, lines, Duration::from_secs(90))
 }
 
 /// The document in `out` was interrupted by `signal`, with whole sizes in order.
@@ -214,7 +191,7 @@ fn a_failed_final_write_keeps_the_checkpoint() {
     let lines = wait_for_line(&mut c, "size 3/");
     kill(Pid::from_raw(c.id() as i32), Signal::SIGINT).expect("kill");
     // The first signal's save, then the disk full before the run writes its final files.
-    let lines = wait_rest_for(lines, "measured so far are saved in");
+    let lines = read_until(lines, "measured so far are saved in");
     let saved = read_json(&out.join("result.json"));
     assert_eq!(saved["status"], "interrupted");
     fill(&mnt.path.join("filler"));
@@ -236,20 +213,6 @@ fn a_failed_final_write_keeps_the_checkpoint() {
         leftovers.is_empty(),
         "no temporary file left: {leftovers:?}"
     );
-}
-
-/// Read on until a line contains `needle`.
-fn wait_rest_for(mut lines: ErrLines, needle: &str) -> ErrLines {
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.expect("stderr line");
-        let reached = line.contains(needle);
-        seen.push(line);
-        if reached {
-            return lines;
-        }
-    }
-    panic!("no {needle:?}: {seen:#?}");
 }
 
 /// Fill the file system of `p` with a file of zeros.

@@ -115,6 +115,40 @@ pub fn assert_usage_error(args: &[&str], needle: &str) {
     assert_usage_output(&run(args), needle, args);
 }
 
+/// A child's standard error, line by line.
+pub type ErrLines = std::io::Lines<std::io::BufReader<std::process::ChildStderr>>;
+
+/// Read `lines` until one contains `needle`; the rest, to be read to the end (so that the
+/// child never writes to a closed pipe).
+pub fn read_until(mut lines: ErrLines, needle: &str) -> ErrLines {
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.expect("stderr line");
+        let reached = line.contains(needle);
+        seen.push(line);
+        if reached {
+            return lines;
+        }
+    }
+    panic!("the run ended before {needle:?}: {seen:#?}");
+}
+
+/// The standard error of `c` (piped), read until a line contains `needle`.
+pub fn wait_for_line(c: &mut Child, needle: &str) -> ErrLines {
+    use std::io::BufRead;
+    let err = c.stderr.take().expect("stderr piped");
+    read_until(std::io::BufReader::new(err).lines(), needle)
+}
+
+/// Read the rest of `lines` to its end, then the exit code of `c`, within `limit` (a hang
+/// fails the test).
+pub fn finish(mut c: Child, lines: ErrLines, limit: Duration) -> (Option<i32>, String) {
+    let reader =
+        std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
+    let status = wait_for(&mut c, limit).expect("the run ends after a stop");
+    (status.code(), reader.join().expect("reader"))
+}
+
 /// Wait for `c` at most `limit`; its exit status, or None (and `c` killed) when over the limit.
 pub fn wait_for(c: &mut Child, limit: Duration) -> Option<ExitStatus> {
     let t = Instant::now();

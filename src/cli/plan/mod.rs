@@ -617,18 +617,9 @@ fn hops(text: &str) -> Result<(u32, u32), Fatal> {
     Ok((lo, hi))
 }
 
-/// The plan of `echo`, `overhead` (with `--hops`) or `interference` (`streams`).
-pub fn seed001(
-    suite: Suite,
-    sizes: Option<String>,
-    hops_text: Option<&str>,
-    a: SeedArgs,
-    given: &Given,
-) -> Result<Plan, Fatal> {
-    let hops = match hops_text {
-        Some(t) => hops(t)?,
-        None => (1, 1),
-    };
+/// Seed 001's counts within their bounds: the interference streams, the repetitions of each
+/// experiment and the messages of each repetition.
+fn check_seed001_counts(suite: Suite, a: &SeedArgs) -> Result<(), Fatal> {
     if let Suite::Interference { streams } = suite {
         if streams == 0 || streams > sixtimes::MAX_STREAMS {
             return Err(Fatal::usage(
@@ -658,6 +649,22 @@ pub fn seed001(
             ));
         }
     }
+    Ok(())
+}
+
+/// The plan of `echo`, `overhead` (with `--hops`) or `interference` (`streams`).
+pub fn seed001(
+    suite: Suite,
+    sizes: Option<String>,
+    hops_text: Option<&str>,
+    a: SeedArgs,
+    given: &Given,
+) -> Result<Plan, Fatal> {
+    let hops = match hops_text {
+        Some(t) => hops(t)?,
+        None => (1, 1),
+    };
+    check_seed001_counts(suite, &a)?;
     let spec_text = sizes.unwrap_or_else(|| match suite {
         Suite::Interference { .. } => sixtimes::INTERFERENCE_BYTES.to_string(),
         _ => SEED001_SIZES.to_string(),

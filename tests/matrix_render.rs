@@ -106,7 +106,7 @@ fn report_plot_and_compare_in_process() {
 fn check_reports(healthy: &ResultDoc, faulty: &ResultDoc) {
     let s = Text::new(Detail::Table).report(faulty, faulty.fit.as_slice());
     let verdicts = s.find("Verdicts").expect(&s);
-    let node = s.find("1. node 3 (node3): x").expect(&s);
+    let node = s.find("1. node 3 (node3): its own cells x").expect(&s);
     let first_size = s.find("8 bytes:").expect(&s);
     assert!(verdicts < node && node < first_size, "{s}");
     assert!(
@@ -120,7 +120,7 @@ fn check_reports(healthy: &ResultDoc, faulty: &ResultDoc) {
     assert!(!s.contains("no suspect"), "{s}");
     let s = Text::new(Detail::Table).report(healthy, healthy.fit.as_slice());
     assert!(
-        s.contains("no suspect: every node and link within x1.25 of its class"),
+        s.contains("no suspect: no node, link or dimension has its own cells x1.25 slower"),
         "{s}"
     );
     assert!(s.contains("1 hop") && s.contains("3 hops"), "{s}");
@@ -262,8 +262,26 @@ fn report_plot_and_compare_from_the_command_line() {
         let s = std::fs::read_to_string(&svg).unwrap();
         assert!(s.contains("<svg ") && s.matches(r#"<rect class="cell"#).count() == 64);
         let size = if extra.is_empty() { "8 B" } else { "1 KiB" };
-        assert!(s.contains(&format!("per cell, {size}")), "{size}");
+        assert!(s.contains(&format!("of its class, {size}")), "{size}");
+        // The slow node is marked on both axes, the cells carry their slowdown.
+        assert_eq!(
+            s.matches(r#"class="verdict-mark" data-rank="3""#).count(),
+            2
+        );
+        assert!(s.contains("data-excess=") && !s.contains("data-us="));
     }
+    // --colour time: the median one-way time, as before.
+    assert_ok(&run(&[
+        "plot", "--kind", "matrix", &faulty, "-o", svg_s, "--colour", "time",
+    ]));
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(s.contains("median one-way time per cell, 8 B") && s.contains("data-us="));
+    let o = run(&["plot", &faulty, "-o", svg_s, "--colour", "time"]);
+    assert_usage_output(
+        &o,
+        "--colour applies to --kind matrix only",
+        "--kind matrix",
+    );
     let o = run(&[
         "plot", "--kind", "matrix", &faulty, "-o", svg_s, "--size", "64",
     ]);

@@ -4,7 +4,7 @@
 //! verdicts, merged over the sizes.
 
 use crate::analysis::allpairs::{self, CellObs, Fit, Rule, Topology, Verdict};
-use commbench_core::method::allpairs::{AllPairsCollected, AllPairsConfig, RoundRaw};
+use commbench_core::method::allpairs::{AllPairsCollected, AllPairsConfig, RoundRaw, Schedule};
 use commbench_core::method::engine::one_way_us_sorted;
 use commbench_core::stats::{self, Summary};
 use commbench_core::transport::error::{Error, Result};
@@ -128,6 +128,11 @@ fn observations(cells: impl Iterator<Item = (u32, u32, Vec<f64>)>) -> Vec<CellOb
         .collect()
 }
 
+/// Whether the rounds of `config` measure one pair at a time (no load to contend with).
+pub fn one_at_a_time(config: &AllPairsConfig) -> bool {
+    config.schedule == Schedule::Serial || config.concurrency == 1
+}
+
 /// The cells of `size` in what rank 0 collected, main passes or retests.
 fn collected_obs(c: &AllPairsCollected, size: u64, retest: bool) -> Vec<CellObs> {
     observations(
@@ -167,7 +172,7 @@ impl MatrixSection {
             let Ok(fit) = allpairs::fit(c.ranks, &topology, &main, &rule) else {
                 continue;
             };
-            let verdicts = allpairs::verdicts(&fit, &again, &rule);
+            let verdicts = allpairs::verdicts(&fit, &main, &again, &rule, one_at_a_time(&config));
             per_size.push((size, verdicts.clone()));
             fits.push(SizeFit {
                 size,

@@ -2,7 +2,7 @@
 //! re-measuring (design §5). Exit codes: 0 success, 1 a failed step or a regression found by
 //! `--fail-if-slower`, 2 bad usage (a missing or malformed document, an unknown choice).
 
-use crate::cli::args::{CompareArgs, Format, Kind, PlotArgs, ReportArgs};
+use crate::cli::args::{Colour, CompareArgs, Format, Kind, PlotArgs, ReportArgs};
 use crate::cli::fatal::Fatal;
 use clap::ValueEnum;
 use commbench::analysis::compare::{self, SizeComparison};
@@ -10,7 +10,7 @@ use commbench::analysis::document::ResultDoc;
 use commbench::analysis::fit;
 use commbench::analysis::matrix_compare;
 use commbench::render;
-use commbench::render::{Csv, Detail, Markdown, Plot, PlotKind, Renderer, Text};
+use commbench::render::{Csv, Detail, Markdown, MatrixColour, Plot, PlotKind, Renderer, Text};
 use commbench::spec;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -82,15 +82,28 @@ pub fn plot(a: PlotArgs) -> Result<(), Fatal> {
             "add --kind histogram (--kind matrix for an all-pairs document) or drop --size",
         ));
     }
+    if a.colour.is_some() && kind != PlotKind::Matrix {
+        return Err(Fatal::usage(
+            "--colour applies to --kind matrix only",
+            "add --kind matrix (for an all-pairs document) or drop --colour",
+        ));
+    }
+    let colour = match a.colour {
+        Some(Colour::Time) => MatrixColour::Time,
+        Some(Colour::Excess) | None => MatrixColour::Excess,
+    };
     let doc = load(&a.file)?;
     check_kind_fits(&a.file, &doc, a.kind)?;
     let fits = fit::fits_of(&doc);
-    let svg = Plot::new(kind, size).render(&doc, &fits).map_err(|e| {
-        Fatal::usage(
-            format!("{}: {}", a.file.display(), e.reason()),
-            "`commbench report FILE.json` lists the sizes measured",
-        )
-    })?;
+    let svg = Plot::new(kind, size)
+        .colour(colour)
+        .render(&doc, &fits)
+        .map_err(|e| {
+            Fatal::usage(
+                format!("{}: {}", a.file.display(), e.reason()),
+                "`commbench report FILE.json` lists the sizes measured",
+            )
+        })?;
     crate::cli::files::write_file(&a.output, &|f| f.write_all(svg.as_bytes())).map_err(|e| {
         Fatal::run(
             e,

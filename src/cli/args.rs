@@ -759,13 +759,29 @@ pub struct PlotArgs {
     /// latency (log-log, 95% CI error bars, fit), bandwidth (MB/s against size), histogram
     /// (one size's trial times with the cut_coef line), signature (throughput against time),
     /// queue (a `commbench queue` run: latency against queue length) or matrix (a `commbench
-    /// allpairs` run: heatmap of every cell, node effects, histogram of the robust z).
+    /// allpairs` run: heatmap of every cell's slowdown, node effects, histogram of the robust
+    /// z).
     #[arg(long, value_enum, default_value_t = Kind::Latency, value_name = "KIND")]
     pub kind: Kind,
 
     /// histogram and matrix: the message size to draw (default: the first measured).
     #[arg(long, value_name = "BYTES")]
     pub size: Option<String>,
+
+    /// matrix: what a cell's colour shows. excess (default): its median over a healthy cell
+    /// of its class (hop count, same host or not), so that a slow node, link or dimension
+    /// shows rather than the topology; time: its median one-way time.
+    #[arg(long, alias = "color", value_enum, value_name = "WHAT")]
+    pub colour: Option<Colour>,
+}
+
+/// `commbench plot --colour`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Colour {
+    /// A cell's slowdown over a healthy cell of its class.
+    Excess,
+    /// A cell's median one-way time.
+    Time,
 }
 
 /// `commbench report --format`.
@@ -793,8 +809,9 @@ pub enum Kind {
     /// A queue benchmark's median one-way time against queue length, one line per fraction
     /// traversed (`commbench queue`).
     Queue,
-    /// An all-pairs matrix at one size: the median one-way time of every cell, the node
-    /// effects and the histogram of the robust z (`commbench allpairs`).
+    /// An all-pairs matrix at one size: every cell's slowdown over a healthy cell of its
+    /// class (or, with --colour time, its median one-way time), the node effects and the
+    /// histogram of the robust z (`commbench allpairs`).
     Matrix,
 }
 

@@ -18,7 +18,7 @@ pub mod kind;
 pub mod number;
 pub mod words;
 
-pub use format::{Csv, Markdown, Plot, PlotKind, Renderer, Text};
+pub use format::{Csv, Markdown, MatrixColour, Plot, PlotKind, Renderer, Text};
 pub use words::Detail;
 
 /// The earlier paths of the modules the command line and the tests name: `render::text`,

@@ -1,8 +1,8 @@
 //! Serial confirmation of suspects (the idea of LinkTest's serial retest of the worst
 //! connections and ClusterKit's retest rounds) and the merge of verdicts over sizes.
 
-use super::explain::{estimate, Cand};
 use super::geometry::{self, Geometry};
+use super::model::{estimate, Cand};
 use super::{check_rule, log_median, CellObs, Fit, Obs, Rule, Suspect, Verdict};
 use commbench_core::stats::{median, sort_samples};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -29,6 +29,13 @@ fn suspect_pairs(
             .filter(|&p| p != k)
             .map(|p| (1 + u8::from(tainted(k, p)), geo.class_of(k, p), pair(k, p)))
             .collect(),
+        Cand::Host(h) => {
+            let on = geo.ranks_on(h);
+            on.iter()
+                .flat_map(|&k| (0..n).filter(|p| !on.contains(p)).map(move |p| (k, p)))
+                .map(|(k, p)| (1 + u8::from(tainted(k, p)), geo.class_of(k, p), pair(k, p)))
+                .collect()
+        }
         Cand::Dim(k) => (0..n)
             .filter(|u| u >> k & 1 == 0 && (u | 1 << k) < n)
             .map(|u| (1 + u8::from(tainted(u, u | 1 << k)), 0, (u, u | 1 << k)))
@@ -78,7 +85,7 @@ fn add_references(
             let Some(w) = want.get_mut(&geo.class_of(a, b)) else {
                 continue;
             };
-            if *w == 0 || seen.contains(&(a, b)) || cands.iter().any(|c| c.explains(geo, a, b)) {
+            if *w == 0 || seen.contains(&(a, b)) || cands.iter().any(|c| c.slows(geo, a, b)) {
                 continue;
             }
             *w -= 1;
@@ -109,11 +116,11 @@ pub fn retest_pairs(fit: &Fit, per_suspect: usize) -> Vec<(u32, u32)> {
         .iter()
         .filter_map(|s| Cand::from_suspect(s, &geo))
         .collect();
-    let implicated: BTreeSet<u32> = cands.iter().flat_map(|c| c.parts().1).collect();
+    let implicated: BTreeSet<u32> = cands.iter().flat_map(|c| c.members(&geo)).collect();
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for (s, &cand) in cands.iter().enumerate() {
-        let own = cand.parts().1;
+        let own = cand.members(&geo);
         let tainted = |a: u32, b: u32| {
             [a, b]
                 .iter()
@@ -121,7 +128,7 @@ pub fn retest_pairs(fit: &Fit, per_suspect: usize) -> Vec<(u32, u32)> {
                 || cands
                     .iter()
                     .enumerate()
-                    .any(|(t, o)| t != s && o.explains(&geo, a, b))
+                    .any(|(t, o)| t != s && o.slows(&geo, a, b))
         };
         for p in suspect_pairs(&geo, fit.n, cand, &tainted)
             .into_iter()
@@ -160,7 +167,7 @@ fn retest_baseline(
     let mut refs: Vec<Vec<f64>> = vec![Vec::new(); base.len()];
     for o in obs
         .iter()
-        .filter(|o| !cands.iter().flatten().any(|c| c.explains(geo, o.i, o.j)))
+        .filter(|o| !cands.iter().flatten().any(|c| c.slows(geo, o.i, o.j)))
     {
         refs[o.class].push(o.y);
     }
@@ -173,56 +180,82 @@ fn retest_baseline(
     base
 }
 
-/// The verdict on one suspect from its retested cells' log excess `x`.
-fn judge(s: &Suspect, x: &[f64], thr: f64) -> Verdict {
+/// What the retest of one suspect measured: per retested cell it slows, the log excess alone
+/// over healthy pairs alone, and the log of its time alone over its time in the rounds (when
+/// the rounds measured it).
+struct Retested {
+    excess: Vec<f64>,
+    alone_over_rounds: Vec<f64>,
+}
+
+/// The verdict on one suspect from its retest. `still` is the log excess over which the
+/// retested cells alone count as slower than healthy pairs alone (the noise threshold).
+/// Contention needs evidence of load: the cells alone measurably faster than in the rounds
+/// (the CI of the ratio alone / rounds under 1) by at least the rule's factor, a schedule
+/// with more than one pair at a time, and the cells fine alone. Otherwise the kind stands; it
+/// is confirmed when the cells alone are still slower than healthy pairs alone (the lower end
+/// of the CI of their median excess over `still`).
+fn judge(s: &Suspect, r: &Retested, still: f64, min_factor: f64, serial: bool) -> Verdict {
     let mut v = Verdict {
         kind: s.kind.clone(),
         nodes: s.nodes.clone(),
         dimension: s.dimension,
         factor: s.factor,
+        effect_us: s.effect_us,
+        alone: None,
+        alone_over_rounds: None,
         evidence: format!("{}; not retested", s.evidence),
         confirmed: false,
+        element: Some(s.kind.clone()),
         sizes: Vec::new(),
     };
-    if x.is_empty() {
+    if r.excess.is_empty() {
         return v;
     }
-    let alone = estimate(x);
-    let range = format!("x{:.2} (x{:.2}..x{:.2})", alone.value, alone.lo, alone.hi);
-    if alone.value.ln() > thr {
-        v.factor = alone;
+    let alone = estimate(&r.excess);
+    v.alone = Some(alone);
+    let ratio = (!r.alone_over_rounds.is_empty()).then(|| estimate(&r.alone_over_rounds));
+    v.alone_over_rounds = ratio;
+    let range = |e: &super::Estimate| format!("x{:.2} (x{:.2}..x{:.2})", e.value, e.lo, e.hi);
+    let vs_rounds = ratio.map_or(String::new(), |q| {
+        format!("; alone / in the rounds {}", range(&q))
+    });
+    let loaded = !serial && ratio.is_some_and(|q| q.hi < 1.0 && q.value <= 1.0 / min_factor);
+    let slow_alone = alone.lo.ln() > still;
+    let cells = r.excess.len();
+    if loaded && !slow_alone {
+        v.kind = "contention".to_string();
+        v.confirmed = true;
         v.evidence = format!(
-            "still slow alone: {} retested cells slower by {range} than healthy pairs (x{:.2} in the all-pairs run)",
-            x.len(),
-            s.factor.value
+            "{}; but its {cells} retested cells are faster alone{vs_rounds}, and alone {} over healthy pairs: slow only while other pairs ran",
+            s.evidence,
+            range(&alone)
+        );
+    } else if slow_alone {
+        v.confirmed = true;
+        v.evidence = format!(
+            "{}; still slow alone: {cells} retested cells {} slower than healthy pairs alone{vs_rounds}",
+            s.evidence,
+            range(&alone)
         );
     } else {
-        v.kind = "contention".to_string();
+        let why = if serial {
+            "the rounds measured one pair at a time, so no load explains it"
+        } else {
+            "they were not measurably faster than in the rounds"
+        };
         v.evidence = format!(
-            "slower by x{:.2} in the all-pairs run but {range} over {} cells retested alone: slow only under load",
-            s.factor.value,
-            x.len()
+            "{}; retested alone {} over {cells} cells{vs_rounds}: not slower than healthy pairs alone beyond the noise, but {why}",
+            s.evidence,
+            range(&alone)
         );
     }
-    v.confirmed = true;
     v
 }
 
-/// Verdicts on the suspects of `fit` from the serial `retest` cells (invalid cells are
-/// ignored). A suspect whose retested cells (those it would slow) are still slow (median
-/// excess over the threshold) is confirmed with its kind; one whose retested cells are fine
-/// becomes "contention" (slow only under load), confirmed; one with no retested cell keeps
-/// its kind, unconfirmed, with "not retested" in its evidence. Empty for a healthy machine.
-pub fn verdicts(fit: &Fit, retest: &[CellObs], rule: &Rule) -> Vec<Verdict> {
-    let Ok(geo) = Geometry::new(fit.n, &fit.topology) else {
-        return Vec::new();
-    };
-    let thr = if check_rule(rule).is_ok() {
-        (rule.z * fit.noise).max(rule.min_factor.ln())
-    } else {
-        fit.thr
-    };
-    let obs: Vec<Obs> = retest
+/// Validated cells of `cells` with their log median time.
+fn usable(fit: &Fit, geo: &Geometry, cells: &[CellObs]) -> Vec<Obs> {
+    cells
         .iter()
         .filter(|c| c.source < fit.n && c.dest < fit.n && c.source != c.dest)
         .filter_map(|c| {
@@ -234,6 +267,39 @@ pub fn verdicts(fit: &Fit, retest: &[CellObs], rule: &Rule) -> Vec<Verdict> {
                 class: geo.class_of(c.source, c.dest),
             })
         })
+        .collect()
+}
+
+/// Verdicts on the suspects of `fit` from the serial `retest` cells, compared with the same
+/// cells in the all-pairs rounds (`main`; invalid cells are ignored). `serial`: the rounds
+/// ran one pair at a time. A suspect with no retested cell keeps its kind, unconfirmed, with
+/// "not retested" in its evidence; otherwise see `judge`. Empty for a healthy machine.
+pub fn verdicts(
+    fit: &Fit,
+    main: &[CellObs],
+    retest: &[CellObs],
+    rule: &Rule,
+    serial: bool,
+) -> Vec<Verdict> {
+    let Ok(geo) = Geometry::new(fit.n, &fit.topology) else {
+        return Vec::new();
+    };
+    // Slower alone beyond the noise: the element model's (the polish's, floored, in
+    // documents that lack it), never beyond the rule's factor.
+    let noise = if fit.noise_rel > 0.0 {
+        fit.noise_rel.ln_1p()
+    } else {
+        fit.noise
+    };
+    let (still, min_factor) = if check_rule(rule).is_ok() {
+        ((rule.z * noise).min(rule.min_factor.ln()), rule.min_factor)
+    } else {
+        (fit.thr, fit.thr.exp())
+    };
+    let obs = usable(fit, &geo, retest);
+    let rounds: std::collections::HashMap<(u32, u32), f64> = usable(fit, &geo, main)
+        .into_iter()
+        .map(|o| ((o.i, o.j), o.y))
         .collect();
     let cands: Vec<Option<Cand>> = fit
         .suspects
@@ -245,27 +311,37 @@ pub fn verdicts(fit: &Fit, retest: &[CellObs], rule: &Rule) -> Vec<Verdict> {
         .iter()
         .zip(&cands)
         .map(|(s, cand)| {
-            let x: Vec<f64> = cand
-                .iter()
-                .flat_map(|c| obs.iter().filter(move |o| c.slows(o.i, o.j)))
-                .filter_map(|o| base[o.class].map(|b| o.y - b))
-                .collect();
-            judge(s, &x, thr)
+            let mine: Vec<&Obs> = match cand {
+                Some(c) => obs.iter().filter(|o| c.slows(&geo, o.i, o.j)).collect(),
+                None => Vec::new(),
+            };
+            let r = Retested {
+                excess: mine
+                    .iter()
+                    .filter_map(|o| base[o.class].map(|b| o.y - b))
+                    .collect(),
+                alone_over_rounds: mine
+                    .iter()
+                    .filter_map(|o| rounds.get(&(o.i, o.j)).map(|y| o.y - y))
+                    .collect(),
+            };
+            judge(s, &r, still, min_factor, serial)
         })
         .collect()
 }
 
-/// What a verdict is about, whatever its kind: nodes and dimension.
-type Identity = (Vec<u32>, Option<u32>);
+/// What a verdict is about, whatever its kind: element kind, nodes and dimension.
+type Identity = (String, Vec<u32>, Option<u32>);
 
 /// Order of kinds in a merged list.
 fn kind_order(kind: &str) -> u8 {
     match kind {
         "node" => 0,
-        "dimension" => 1,
-        "link" => 2,
-        "contention" => 3,
-        _ => 4,
+        "host" => 1,
+        "dimension" => 2,
+        "link" => 3,
+        "contention" => 4,
+        _ => 5,
     }
 }
 
@@ -288,7 +364,7 @@ pub fn merge_sizes(per_size: Vec<(u64, Vec<Verdict>)>) -> Vec<Verdict> {
     for (size, vs) in per_size {
         for v in vs {
             groups
-                .entry((v.nodes.clone(), v.dimension))
+                .entry((v.element_kind().to_string(), v.nodes.clone(), v.dimension))
                 .or_default()
                 .push((size, v));
         }

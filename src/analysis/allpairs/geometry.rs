@@ -106,6 +106,40 @@ impl Geometry {
         }
     }
 
+    /// The host index of rank `k` (`None` on the hypercube or out of range).
+    pub(super) fn host_of(&self, k: u32) -> Option<u32> {
+        match self {
+            Geometry::Hosts { host_of, .. } => host_of.get(k as usize).map(|h| *h as u32),
+            Geometry::Cube { .. } => None,
+        }
+    }
+
+    /// The ranks on host `h`, in order.
+    pub(super) fn ranks_on(&self, h: u32) -> Vec<u32> {
+        match self {
+            Geometry::Hosts { host_of, .. } => (0..host_of.len() as u32)
+                .filter(|&r| host_of[r as usize] == h as usize)
+                .collect(),
+            Geometry::Cube { .. } => Vec::new(),
+        }
+    }
+
+    /// The name of host `h`.
+    pub(super) fn host_name(&self, h: u32) -> String {
+        match self {
+            Geometry::Hosts { names, .. } => names.get(h as usize).cloned().unwrap_or_default(),
+            Geometry::Cube { .. } => String::new(),
+        }
+    }
+
+    /// Whether hosts are elements of their own: at least two hosts and one with several ranks.
+    pub(super) fn shared_hosts(&self) -> bool {
+        match self {
+            Geometry::Hosts { host_of, names } => names.len() >= 2 && host_of.len() > names.len(),
+            Geometry::Cube { .. } => false,
+        }
+    }
+
     /// "rank 3 (host a12)" or "node 3".
     pub(super) fn rank_name(&self, k: u32) -> String {
         match self {
@@ -134,6 +168,7 @@ pub(super) fn route(i: u32, j: u32, mut visit: impl FnMut(u32, u32)) {
 
 /// Undirected channels `(lower end, dimension)` the round trip i -> j -> i uses, sorted and
 /// deduplicated.
+#[cfg(test)]
 pub(super) fn channels(i: u32, j: u32) -> Vec<(u32, u32)> {
     let mut out = Vec::new();
     for (a, b) in [(i, j), (j, i)] {
@@ -146,6 +181,7 @@ pub(super) fn channels(i: u32, j: u32) -> Vec<(u32, u32)> {
 
 /// Nodes the round trip i -> j -> i is forwarded through (neither end), sorted and
 /// deduplicated.
+#[cfg(test)]
 pub(super) fn forwarders(i: u32, j: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for (a, b) in [(i, j), (j, i)] {
@@ -158,6 +194,18 @@ pub(super) fn forwarders(i: u32, j: u32) -> Vec<u32> {
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// How many of the round trip i -> j -> i's two routes cross the channel `(low, k)` (0, 1
+/// or 2).
+pub(super) fn channel_uses(i: u32, j: u32, low: u32, k: u32) -> u32 {
+    let mut uses = 0;
+    for (a, b) in [(i, j), (j, i)] {
+        route(a, b, |from, kk| {
+            uses += u32::from(kk == k && from & !(1 << k) == low);
+        });
+    }
+    uses
 }
 
 /// Whether the pair (i, j) crosses dimension `k` (in either direction: both do or neither).

@@ -10,27 +10,28 @@
 //!    pair-class effects (same host / across hosts, or hop count on a hypercube), and a robust
 //!    z per cell, `e / max(1.4826 MAD(e), ln(min_factor) / z)`. mpiGraph's per-row and
 //!    per-column averages are a cruder form of `s_i` and `r_j`.
-//! 2. **Attribution by tested explanations, most general first.** The polish alone
-//!    misattributes on a hypercube (a slow dimension-0 channel slows half of each end
-//!    node's pairs and moves its row median), so each candidate explanation is tested on the
-//!    cells it would slow, on their *excess* over what a healthy cell of their class costs
-//!    (a low quantile of the class's unexplained cells; on the hypercube also a repeated
-//!    median line in the hop count, since store-and-forward time grows linearly with hops).
-//!    Dimensions (a within-class contrast of crossing against non-crossing pairs), then nodes
-//!    (most of their pairs slow), then links (most of a channel's pairs slow; on hosts, one
-//!    pair both ways slow). Cells an accepted candidate explains leave later tests; the
-//!    baseline and the explanations are iterated until they agree.
+//! 2. **Element-level inference** (`model`): an additive model in time of the whole matrix,
+//!    `t_c = b_class + sum a_ce beta_e`, over the elements of the machine (nodes, hosts with
+//!    several ranks, pairs; on the hypercube channels and dimensions), chosen by forward
+//!    selection with a Huber M-estimate of each element's effect from all of its cells, a
+//!    Bonferroni level on its z and a binomial chance test against stray slow cells. Link and
+//!    dimension effects are fitted jointly with node effects, so that a slow link is not
+//!    split into two half-slow nodes. A suspect is an element whose own cells, in the class
+//!    where they show most, are at least `min_factor` slower than healthy; the model also
+//!    gives the run's detection limit per kind of element.
 //! 3. **Serial confirmation** ([`retest_pairs`], [`verdicts`]): LinkTest retests the worst
 //!    connections one at a time and ClusterKit retests bad pairs in halving rounds, to tell
-//!    a faulty link from contention. Here each suspect gets a few pairs re-measured alone: a
-//!    suspect still slow alone is confirmed as a node, link or dimension fault; one that is
-//!    fine alone is "contention". [`merge_sizes`] gathers the verdicts of every size.
+//!    a faulty link from contention. Here each suspect gets a few pairs re-measured alone. A
+//!    suspect is contention only when its pairs alone are measurably faster than in the
+//!    rounds (the CI of the ratio alone / rounds excludes 1 and the rounds are slower by the
+//!    rule's factor), and never under a serial schedule; otherwise its kind stands, confirmed
+//!    when it is still slow alone. [`merge_sizes`] gathers the verdicts of every size.
 //!
 //! Nothing here does I/O: the caller measures, this module only judges.
 
 mod confirm;
-mod explain;
 mod geometry;
+mod model;
 mod polish;
 #[cfg(test)]
 mod tests;
@@ -77,6 +78,22 @@ pub struct Rule {
     pub z: f64,
     /// Smallest slowdown ever called slow (1.25: 25 % slower), whatever the noise.
     pub min_factor: f64,
+}
+
+impl Verdict {
+    /// The kind of element it is about: `element`, else (documents of earlier versions)
+    /// `kind`, with a contention's read from its nodes.
+    pub fn element_kind(&self) -> &str {
+        match (self.element.as_deref(), self.kind.as_str()) {
+            (Some(e), _) => e,
+            (None, "contention") => match (self.nodes.len(), self.dimension) {
+                (0, _) => "dimension",
+                (1, _) => "node",
+                _ => "link",
+            },
+            (None, k) => k,
+        }
+    }
 }
 
 impl Default for Rule {
@@ -136,20 +153,27 @@ pub struct CellFit {
     pub excess: f64,
 }
 
-/// An accepted explanation of slow cells.
+/// An element of the model whose own cells are slower than the rule's factor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Suspect {
-    /// "dimension", "node" or "link".
+    /// "dimension", "host", "node" or "link".
     pub kind: String,
-    /// The node (node), the two ends, lower first (link), none (dimension).
+    /// The node (node), the host's ranks (host), the two ends, lower first (link), none
+    /// (dimension).
     pub nodes: Vec<u32>,
     /// The dimension (dimension, hypercube link).
     #[serde(default)]
     pub dimension: Option<u32>,
-    /// Median slowdown of the cells its test used, with a 95 % CI of that median.
+    /// Slowdown of its own cells: in the class where they are slowest, the median of each
+    /// cell's time over its healthy value, with the 95 % CI of that median (written by
+    /// earlier versions: the median slowdown of the cells their test used).
     pub factor: Estimate,
-    /// Cells its test used.
+    /// Cells it touches (earlier versions: cells its test used).
     pub cells: usize,
+    /// The model's effect: time it adds to a cell each time the cell's round trip uses it,
+    /// one way, us, with a 95 % CI (absent in documents of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect_us: Option<Estimate>,
     /// One human sentence.
     pub evidence: String,
 }
@@ -181,27 +205,71 @@ pub struct Fit {
     pub noise: f64,
     /// Log excess over which a cell is slow: `max(z * noise, ln min_factor)`.
     pub thr: f64,
-    /// Accepted explanations, dimensions first, then nodes, then links.
+    /// Suspects: dimensions first, then hosts, nodes, links.
     pub suspects: Vec<Suspect>,
+    /// The smallest slowdown this run would have found, per kind of element (absent in
+    /// documents of earlier versions).
+    #[serde(default)]
+    pub limits: Vec<Limit>,
+    /// Elements in the model (significant) whose own cells are slower by less than the
+    /// rule's `min_factor`: not suspects, as suspects are described.
+    #[serde(default)]
+    pub below_min_factor: Vec<Suspect>,
+    /// The element model's noise relative to a healthy cell's time (the largest over the
+    /// classes); 0 in documents of earlier versions.
+    #[serde(default)]
+    pub noise_rel: f64,
+}
+
+/// The detection limit of a run for one kind of element.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limit {
+    /// "dimension", "host", "node" or "link".
+    pub kind: String,
+    /// Slowdown of its own cells (in the class where it shows most) that an element of this
+    /// kind would need to be found with 90 % power, for the element hardest to see.
+    pub factor: f64,
+    /// The smallest slowdown a verdict names: the larger of `factor` and the rule's
+    /// `min_factor`.
+    pub reported_from: f64,
+    /// The model's effect at that limit, us one way per use.
+    pub effect_us: f64,
+    /// Elements of the kind tested.
+    pub elements: usize,
 }
 
 /// One suspect after serial confirmation (or without it), over one or more sizes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
-    /// "node", "link", "dimension" or "contention" (slow under load, fine alone).
+    /// "node", "host", "link", "dimension" or "contention" (measurably faster alone than
+    /// under the load of the rounds).
     pub kind: String,
     /// As in [`Suspect::nodes`].
     pub nodes: Vec<u32>,
     /// As in [`Suspect::dimension`].
     #[serde(default)]
     pub dimension: Option<u32>,
-    /// Slowdown: from the retest when confirmed, else from the all-pairs run.
+    /// Slowdown of its own cells in the all-pairs run (earlier versions: from the retest
+    /// when confirmed).
     pub factor: Estimate,
+    /// The model's effect, us one way per use, with its 95 % CI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect_us: Option<Estimate>,
+    /// Slowdown of its retested cells measured alone, over healthy pairs measured alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alone: Option<Estimate>,
+    /// Its retested cells' time alone over their time in the all-pairs rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alone_over_rounds: Option<Estimate>,
     /// One human sentence.
     pub evidence: String,
     /// Whether a serial retest backs the kind.
     #[serde(default)]
     pub confirmed: bool,
+    /// The kind of element the model named (the same as `kind` but for contention, which
+    /// says what was slow under load); absent in documents of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub element: Option<String>,
     /// Message sizes (bytes) the verdict holds at, filled by [`merge_sizes`].
     #[serde(default)]
     pub sizes: Vec<u64>,
@@ -209,10 +277,6 @@ pub struct Verdict {
 
 /// 1.4826 MAD is the standard deviation of normal data.
 const MAD_TO_SD: f64 = 1.4826;
-
-/// The least slowdown most of a suspect's pairs must show, however quiet the machine (the
-/// simulator without jitter has no noise at all).
-const CONSISTENT_FLOOR: f64 = 1.05;
 
 /// Fewest mirrored pairs (both `i -> j` and `j -> i`) for the noise scale from mirrors.
 const MIN_MIRRORS: usize = 6;
@@ -334,29 +398,21 @@ pub fn fit(n: u32, topo: &Topology, cells: &[CellObs], rule: &Rule) -> Result<Fi
     let scale = robust_sd(&p.resid).unwrap_or(0.0).max(floor);
     let noise = mirror_sd(&obs).map_or(scale, |s| s.max(floor).min(scale));
     let thr = (rule.z * noise).max(rule.min_factor.ln());
-    let raw = mirror_sd(&obs)
-        .or_else(|| robust_sd(&p.resid))
-        .unwrap_or(0.0);
-    let thr_low = (rule.z * raw).max(CONSISTENT_FLOOR.ln()).min(thr);
     let z: Vec<f64> = p.resid.iter().map(|e| e / scale).collect();
-    let ex = explain::explain(&explain::Input {
+    let sel = model::select(&model::Input {
         geo: &geo,
-        n,
         obs: &obs,
-        z: &z,
         rule_z: rule.z,
-        thr,
-        thr_low,
-        scale,
+        min_factor: rule.min_factor,
     });
     let classes = (0..geo.class_count())
-        .filter(|&c| cls.contains(&c) || ex.baseline[c].is_some())
+        .filter(|c| cls.contains(c))
         .map(|c| ClassEffect {
             class: geo.class_id(c),
             label: geo.class_label(c),
             effect: p.class[c],
             cells: cls.iter().filter(|&&k| k == c).count(),
-            baseline_us: ex.baseline[c].map(f64::exp),
+            baseline_us: sel.baseline[c],
         })
         .collect();
     let cells = obs
@@ -367,7 +423,7 @@ pub fn fit(n: u32, topo: &Topology, cells: &[CellObs], rule: &Rule) -> Result<Fi
             dest: o.j,
             residual: p.resid[c],
             z: z[c],
-            excess: ex.excess[c],
+            excess: sel.excess[c],
         })
         .collect();
     Ok(Fit {
@@ -382,6 +438,9 @@ pub fn fit(n: u32, topo: &Topology, cells: &[CellObs], rule: &Rule) -> Result<Fi
         scale,
         noise,
         thr,
-        suspects: ex.suspects,
+        suspects: sel.suspects,
+        limits: sel.limits,
+        below_min_factor: sel.below,
+        noise_rel: sel.noise_rel,
     })
 }

@@ -9,16 +9,16 @@ fn unit(r: &mut Xoshiro256) -> f64 {
     (r.next_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// An injected fault with its factor.
+/// An injected fault with its factor, additive in time as the simulator's faults are
+/// (docs/simulator.md §6a), each sized so that its 1-hop cells are `f` times slower.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Fault {
-    /// Cells with the node as an end x f; cells forwarded through it pay (f - 1) b per pass
-    /// (half of it one way).
+    /// Cells with the node as an end pay (f - 1) x the healthy 1-hop time.
     Node(u32, f64),
-    /// Cells routed over the channel (lower end, dimension) pay (f - 1) x the healthy 1-hop
-    /// time.
+    /// Cells pay (f - 1) x the healthy 1-hop time over 2 for each of their two routes that
+    /// crosses the channel (lower end, dimension).
     Channel(u32, u32, f64),
-    /// Cells crossing the dimension pay (f - 1) x the healthy 1-hop time.
+    /// Cells crossing the dimension (both routes do) pay (f - 1) x the healthy 1-hop time.
     Dim(u32, f64),
 }
 
@@ -36,27 +36,12 @@ impl Cube {
         let mut t = self.a + self.b * f64::from((i ^ j).count_ones());
         for f in &self.faults {
             match *f {
-                Fault::Channel(l, k, f) if geometry::channels(i, j).contains(&(l, k)) => {
-                    t += (f - 1.0) * t1
+                Fault::Channel(l, k, f) => {
+                    t += (f - 1.0) * t1 * f64::from(geometry::channel_uses(i, j, l, k)) / 2.0
                 }
                 Fault::Dim(k, f) if geometry::crosses(i, j, k) => t += (f - 1.0) * t1,
-                Fault::Node(k, f) => {
-                    let mut passes = 0;
-                    for (s, e) in [(i, j), (j, i)] {
-                        geometry::route(s, e, |from, _| {
-                            passes += u32::from(from != s && from == k)
-                        });
-                    }
-                    t += (f - 1.0) * self.b * f64::from(passes) / 2.0;
-                }
+                Fault::Node(k, f) if i == k || j == k => t += (f - 1.0) * t1,
                 _ => {}
-            }
-        }
-        for f in &self.faults {
-            if let Fault::Node(k, f) = *f {
-                if i == k || j == k {
-                    t *= f;
-                }
             }
         }
         t
@@ -401,6 +386,68 @@ fn healthy_hosts_with_noise_or_fast_same_host_pairs_flag_nothing() {
     assert!(fit.classes[1].effect - fit.classes[0].effect > 2.0);
 }
 
+#[test]
+fn hosts_with_several_ranks_name_the_slow_host_not_its_ranks() {
+    // 4 hosts of 2 ranks; a delay on one host's network (cells across hosts with a rank on it
+    // pay it), drawn anywhere; pairs on one host 10x faster.
+    for (seed, delay) in [(31u64, 1.5), (32, 2.5), (33, 4.0)] {
+        let t = hosts(&["a", "a", "b", "b", "c", "c", "d", "d"]);
+        let slow = (seed % 4) as u32;
+        let cells = host_cells(8, seed, 0.02, |i, j| {
+            let base = if i / 2 == j / 2 { 0.5 } else { 5.0 };
+            let across = i / 2 != j / 2 && (i / 2 == slow || j / 2 == slow);
+            base + if across { delay } else { 0.0 }
+        });
+        let fit = fit(8, &t, &cells, &Rule::default()).unwrap();
+        assert_eq!(
+            found(&fit),
+            vec![("host".to_string(), vec![2 * slow, 2 * slow + 1], None)],
+            "delay {delay}: {:?}",
+            fit.suspects
+        );
+        let s = &fit.suspects[0];
+        let want = (5.0 + delay) / 5.0;
+        assert!(
+            s.factor.lo <= want * 1.03 && s.factor.hi >= want * 0.97,
+            "{s:?}"
+        );
+        let e = s.effect_us.expect("the model's effect");
+        assert!((e.value - delay).abs() < 0.1 * delay, "{e:?}");
+        assert!(s.evidence.contains("host"), "{}", s.evidence);
+        let kinds: Vec<&str> = fit.limits.iter().map(|l| l.kind.as_str()).collect();
+        assert_eq!(kinds, ["host", "node", "link"]);
+    }
+}
+
+#[test]
+fn detection_limits_follow_the_noise() {
+    // The same healthy machine at two noise levels: the limits grow with the noise, stay above
+    // 1, and a machine with no noise at all has limits at the floor.
+    let limits = |noise: f64| {
+        let cells = host_cells(8, 5, noise, |_, _| 5.0);
+        let f = fit(8, &Topology::Hosts(names(8)), &cells, &Rule::default()).unwrap();
+        assert!(f.suspects.is_empty());
+        f.limits
+    };
+    let (quiet, loud) = (limits(0.01), limits(0.1));
+    for (q, l) in quiet.iter().zip(&loud) {
+        assert_eq!(q.kind, l.kind);
+        assert!(1.0 < q.factor && q.factor < l.factor, "{q:?} {l:?}");
+        assert!((q.reported_from - 1.25f64.max(q.factor)).abs() < 1e-12);
+    }
+    // A fault just above a run's limit for its kind is found.
+    let node = quiet.iter().find(|l| l.kind == "node").unwrap().factor;
+    let f = 1.25f64.max(node) * 1.05;
+    let cells = host_cells(
+        8,
+        6,
+        0.01,
+        |i, j| if i == 3 || j == 3 { 5.0 * f } else { 5.0 },
+    );
+    let fit = fit(8, &Topology::Hosts(names(8)), &cells, &Rule::default()).unwrap();
+    assert_eq!(found(&fit), vec![("node".to_string(), vec![3], None)]);
+}
+
 fn slow_node_fit() -> (Fit, Cube) {
     let cube = Cube {
         d: 4,
@@ -442,10 +489,17 @@ fn retest_fine_alone_is_contention_and_slow_alone_is_confirmed() {
         faults: vec![],
         ..cube
     };
+    let slow = Cube {
+        faults: vec![Fault::Node(5, 3.0)],
+        ..healthy
+    };
+    let rounds = measure(&pairs, |i, j| slow.time(i, j));
     let fine = verdicts(
         &fit,
+        &rounds,
         &measure(&pairs, |i, j| healthy.time(i, j)),
         &Rule::default(),
+        false,
     );
     assert_eq!(fine.len(), 1);
     assert_eq!(
@@ -456,20 +510,56 @@ fn retest_fine_alone_is_contention_and_slow_alone_is_confirmed() {
         ),
         ("contention", &[5u32][..], true)
     );
+    let q = fine[0].alone_over_rounds.expect("the ratio");
+    assert!(q.hi < 1.0 && q.value < 0.5, "{q:?}");
 
-    let slow = Cube {
-        faults: vec![Fault::Node(5, 3.0)],
-        ..healthy
-    };
+    // The same cells fine alone, but the rounds ran one pair at a time: no load to blame,
+    // the kind stands, unconfirmed.
+    let serial = verdicts(
+        &fit,
+        &rounds,
+        &measure(&pairs, |i, j| healthy.time(i, j)),
+        &Rule::default(),
+        true,
+    );
+    assert_eq!(
+        (serial[0].kind.as_str(), serial[0].confirmed),
+        ("node", false)
+    );
+    assert!(serial[0].evidence.contains("one pair at a time"));
+
     let still = verdicts(
         &fit,
+        &rounds,
         &measure(&pairs, |i, j| slow.time(i, j)),
         &Rule::default(),
+        false,
     );
     assert_eq!((still[0].kind.as_str(), still[0].confirmed), ("node", true));
     assert!((still[0].factor.value - 3.0).abs() < 0.3, "{:?}", still[0]);
+    let alone = still[0].alone.expect("measured alone");
+    assert!((alone.value - 3.0).abs() < 0.3, "{alone:?}");
 
-    let none = verdicts(&fit, &[], &Rule::default());
+    // Slower alone than in the rounds: never contention, whatever the threshold says.
+    let slower = Cube {
+        faults: vec![Fault::Node(5, 1.2)],
+        ..Cube {
+            faults: vec![],
+            ..slow
+        }
+    };
+    let odd = verdicts(
+        &fit,
+        &measure(&pairs, |i, j| {
+            healthy.time(i, j) * if i == 5 || j == 5 { 0.9 } else { 1.0 }
+        }),
+        &measure(&pairs, |i, j| slower.time(i, j)),
+        &Rule::default(),
+        false,
+    );
+    assert_eq!(odd[0].kind, "node", "{:?}", odd[0]);
+
+    let none = verdicts(&fit, &rounds, &[], &Rule::default(), false);
     assert_eq!((none[0].kind.as_str(), none[0].confirmed), ("node", false));
     assert!(none[0].evidence.contains("not retested"));
 }
@@ -511,7 +601,7 @@ fn a_healthy_machine_gets_no_verdict() {
     let cells = host_cells(6, 4, 0.03, |_, _| 3.0);
     let fit = fit(6, &Topology::Hosts(names(6)), &cells, &Rule::default()).unwrap();
     assert!(retest_pairs(&fit, 4).is_empty());
-    assert!(verdicts(&fit, &cells, &Rule::default()).is_empty());
+    assert!(verdicts(&fit, &cells, &cells, &Rule::default(), false).is_empty());
 }
 
 #[test]
@@ -596,7 +686,7 @@ fn two_ranks_and_single_cells_work() {
     assert!(f.suspects.is_empty());
     let f = fit(2, &topo(1), &two[..1], &r).unwrap();
     assert!(f.suspects.is_empty() && f.cells.len() == 1);
-    assert!(verdicts(&f, &two, &r).is_empty());
+    assert!(verdicts(&f, &two, &two, &r, false).is_empty());
 }
 
 #[test]
@@ -637,8 +727,12 @@ fn verdict(
             lo: f * 0.9,
             hi: f * 1.1,
         },
+        effect_us: None,
+        alone: None,
+        alone_over_rounds: None,
         evidence: format!("{kind} {f}"),
         confirmed,
+        element: None,
         sizes: vec![],
     }
 }

@@ -14,7 +14,7 @@ pub mod text;
 
 pub use csv::Csv;
 pub use markdown::Markdown;
-pub use svg::{Plot, PlotKind};
+pub use svg::{MatrixColour, Plot, PlotKind};
 pub use text::Text;
 
 use crate::analysis::document::ResultDoc;

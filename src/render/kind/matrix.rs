@@ -138,10 +138,37 @@ fn route_uses(from: u32, to: u32, a: u32, b: u32) -> bool {
     })
 }
 
+/// Whether the message `from -> to` is forwarded through node `k` (e-cube routing; neither
+/// end).
+fn route_forwards(from: u32, to: u32, k: u32) -> bool {
+    let diff = from ^ to;
+    (0..32).filter(|d| diff >> d & 1 == 1).any(|d| {
+        let low = (1u32 << d) - 1;
+        let at = (to & low) | (from & !low);
+        at == k && at != from
+    })
+}
+
+/// Whether verdict `v` explains the cell `i -> j`: it blames it ([`blames`]), or, on the
+/// hypercube, it names a node that forwards the cell's round trip (a slow node slows what it
+/// forwards too, less than its own pairs).
+pub fn explains(m: &MatrixSection, v: &Verdict, i: u32, j: u32) -> bool {
+    blames(m, v, i, j)
+        || match (&m.topology, v.nodes.as_slice(), v.element_kind()) {
+            (Topology::Hypercube { .. }, [k], "node") => {
+                route_forwards(i, j, *k) || route_forwards(j, i, *k)
+            }
+            _ => false,
+        }
+}
+
 /// Whether the cell `i -> j` (a round trip: `i -> j` and `j -> i`) is one verdict `v` blames:
 /// a node's cells, a link's (on a hypercube: every cell routed over the channel; on hosts:
 /// the pair both ways), a dimension's (every pair differing in that bit).
 pub fn blames(m: &MatrixSection, v: &Verdict, i: u32, j: u32) -> bool {
+    if v.element_kind() == "host" {
+        return v.nodes.contains(&i) || v.nodes.contains(&j);
+    }
     match (v.nodes.as_slice(), v.dimension) {
         ([k], _) => i == *k || j == *k,
         ([a, b], _) => match m.topology {
@@ -181,9 +208,14 @@ pub fn flagged(m: &MatrixSection, size: u64) -> HashSet<(u32, u32)> {
 }
 
 /// What a verdict names: `node 3 (node3)`, `link 2 - 6 (node2 - node6), dimension 2`,
-/// `dimension 1`.
-fn subject(m: &MatrixSection, nodes: &[u32], dimension: Option<u32>) -> String {
+/// `dimension 1`, `host a (ranks 0, 1)`.
+fn subject(m: &MatrixSection, kind: &str, nodes: &[u32], dimension: Option<u32>) -> String {
     let dim = dimension.map(|d| format!(", dimension {d}"));
+    if kind == "host" {
+        let ranks: Vec<String> = nodes.iter().map(u32::to_string).collect();
+        let name = nodes.first().map_or("?", |&r| host(m, r));
+        return format!("host {name} (ranks {})", ranks.join(", "));
+    }
     match nodes {
         [k] => format!("node {}{}", rank_host(m, *k), dim.unwrap_or_default()),
         [a, b] => format!(
@@ -205,12 +237,13 @@ fn subject(m: &MatrixSection, nodes: &[u32], dimension: Option<u32>) -> String {
 
 /// One verdict: what, where, by how much, whether confirmed, at which sizes, and why.
 fn verdict_lines(out: &mut String, m: &MatrixSection, k: usize, v: &Verdict) {
-    let status = match (v.kind.as_str(), v.confirmed) {
-        ("contention", _) => "slow only while other pairs ran, fine measured alone",
-        (_, true) => "confirmed measured alone",
-        (_, false) => "not confirmed (no retest alone)",
+    let status = match (v.kind.as_str(), v.confirmed, v.alone.is_some()) {
+        ("contention", ..) => "slow only while other pairs ran, faster measured alone",
+        (_, true, _) => "confirmed measured alone",
+        (_, false, true) => "not confirmed alone (see why)",
+        (_, false, false) => "not confirmed (no retest alone)",
     };
-    let what = subject(m, &v.nodes, v.dimension);
+    let what = subject(m, v.element_kind(), &v.nodes, v.dimension);
     let what = if v.kind == "contention" {
         format!("contention at {what}")
     } else {
@@ -221,10 +254,21 @@ fn verdict_lines(out: &mut String, m: &MatrixSection, k: usize, v: &Verdict) {
     } else {
         format!("; at {}", sizes_list(&v.sizes))
     };
-    let _ = writeln!(
+    let effect = v.effect_us.map_or(String::new(), |e| {
+        format!(
+            " (model: {:+.3} us a use, {:.3}..{:.3})",
+            e.value, e.lo, e.hi
+        )
+    });
+    hang(
         out,
-        "  {k}. {what}: {} slower, {status}{at}",
-        estimate(&v.factor)
+        &format!(
+            "{what}: its own cells {} slower{effect}, {status}{at}",
+            estimate(&v.factor)
+        ),
+        &format!("  {k}. "),
+        "     ",
+        98,
     );
     if !v.evidence.is_empty() {
         wrap(out, &v.evidence, "     ", 96);
@@ -233,11 +277,19 @@ fn verdict_lines(out: &mut String, m: &MatrixSection, k: usize, v: &Verdict) {
 
 /// `s` word-wrapped to `width` characters, each line after `indent`.
 fn wrap(out: &mut String, s: &str, indent: &str, width: usize) {
+    hang(out, s, indent, indent, width);
+}
+
+/// `s` word-wrapped to `width` characters, the first line after `first`, the others after
+/// `indent`.
+fn hang(out: &mut String, s: &str, first: &str, indent: &str, width: usize) {
     let mut line = String::new();
+    let mut lead = first;
     for w in s.split_whitespace() {
-        if !line.is_empty() && indent.len() + line.len() + 1 + w.len() > width {
-            let _ = writeln!(out, "{indent}{line}");
+        if !line.is_empty() && lead.len() + line.len() + 1 + w.len() > width {
+            let _ = writeln!(out, "{lead}{line}");
             line.clear();
+            lead = indent;
         }
         if !line.is_empty() {
             line.push(' ');
@@ -245,23 +297,12 @@ fn wrap(out: &mut String, s: &str, indent: &str, width: usize) {
         line.push_str(w);
     }
     if !line.is_empty() {
-        let _ = writeln!(out, "{indent}{line}");
+        let _ = writeln!(out, "{lead}{line}");
     }
 }
 
-/// The threshold of the fits as a factor: `x1.25`, or `x1.25 to x1.31` when sizes differ.
-fn threshold_words(m: &MatrixSection) -> String {
-    let t: Vec<f64> = m.fits.iter().map(|f| f.fit.thr.exp()).collect();
-    let lo = t.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = t.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if t.is_empty() {
-        factor(m.rule.min_factor)
-    } else if hi - lo < 5e-3 {
-        factor(hi)
-    } else {
-        format!("{} to {} (by size)", factor(lo), factor(hi))
-    }
-}
+/// Most elements under the rule's factor listed per size.
+const BELOW_SHOWN: usize = 5;
 
 /// The verdicts, or the word that there is none.
 fn verdicts(out: &mut String, m: &MatrixSection) {
@@ -277,17 +318,60 @@ fn verdicts(out: &mut String, m: &MatrixSection) {
     } else if m.verdicts.is_empty() {
         let _ = writeln!(
             out,
-            "  no suspect: every node and link within {} of its class",
-            threshold_words(m)
+            "  no suspect: no {} has its own cells {} slower than healthy ones",
+            element_words(m),
+            factor(m.rule.min_factor)
         );
     } else if !m.has_fault() {
         let _ = writeln!(
             out,
-            "  no node, link or dimension fault: alone, every pair is within {} of its class",
-            threshold_words(m)
+            "  no {} fault: what was slow in the rounds was faster alone",
+            element_words(m)
         );
     }
+    limits(out, m);
     lone_cells(out, m);
+}
+
+/// The kinds of element the model tests: "node, link or dimension" on the hypercube.
+fn element_words(m: &MatrixSection) -> &'static str {
+    let hosts = m
+        .fits
+        .iter()
+        .any(|f| f.fit.limits.iter().any(|l| l.kind == "host"));
+    match (&m.topology, hosts) {
+        (Topology::Hypercube { .. }, _) => "node, link or dimension",
+        (Topology::Hosts(_), true) => "host, node or link",
+        (Topology::Hosts(_), false) => "node or link",
+    }
+}
+
+/// The detection limit of each size: the smallest slowdown of an element's own cells this run
+/// would have found, per kind.
+fn limits(out: &mut String, m: &MatrixSection) {
+    let mut lines = Vec::new();
+    for f in m.fits.iter().filter(|f| !f.fit.limits.is_empty()) {
+        let kinds: Vec<String> = f
+            .fit
+            .limits
+            .iter()
+            .map(|l| format!("a {} x{}", l.kind, text(l.factor, Style::Fixed(3))))
+            .collect();
+        lines.push(format!("{}: {}", size_words(f.size), kinds.join(", ")));
+    }
+    if lines.is_empty() {
+        return;
+    }
+    wrap(
+        out,
+        &format!(
+            "Smallest slowdown this run would have found (own cells, 90 % power), at {}; verdicts name it from {} (--min-factor)",
+            lines.join("; "),
+            factor(m.rule.min_factor)
+        ),
+        "  ",
+        98,
+    );
 }
 
 /// Cells slow by the model (excess above the threshold) that no verdict blames: a single slow
@@ -305,7 +389,7 @@ fn lone_cells(out: &mut String, m: &MatrixSection) {
                 .cells
                 .iter()
                 .filter(|c| c.excess > sf.fit.thr)
-                .filter(|c| !holds.iter().any(|v| blames(m, v, c.source, c.dest)))
+                .filter(|c| !holds.iter().any(|v| explains(m, v, c.source, c.dest)))
                 .map(|c| (sf.size, *c)),
         );
     }
@@ -390,11 +474,16 @@ fn head(out: &mut String, doc: &ResultDoc, m: &MatrixSection) {
         cfg.schedule.name(),
         cfg.passes
     );
-    let _ = writeln!(
+    wrap(
         out,
-        "  rule: a cell is slow beyond robust z {} and {} over a healthy cell of its class",
-        m.rule.z,
-        factor(m.rule.min_factor)
+        &format!(
+            "rule: an element is named when its effect is significant (z over {} and a Bonferroni level) and its own cells are {} slower than healthy ones; a cell is flagged beyond robust z {}",
+            m.rule.z,
+            factor(m.rule.min_factor),
+            m.rule.z
+        ),
+        "  ",
+        98,
     );
 }
 
@@ -721,6 +810,36 @@ fn size_section(out: &mut String, m: &MatrixSection, size: u64, detail: Detail) 
                 factor(f.noise.exp()),
                 factor(f.thr.exp())
             );
+            if !f.below_min_factor.is_empty() {
+                let shown: Vec<String> = f
+                    .below_min_factor
+                    .iter()
+                    .take(BELOW_SHOWN)
+                    .map(|s| {
+                        format!(
+                            "{} {}",
+                            subject(m, &s.kind, &s.nodes, s.dimension),
+                            estimate(&s.factor)
+                        )
+                    })
+                    .collect();
+                let more = f.below_min_factor.len().saturating_sub(BELOW_SHOWN);
+                let more = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                wrap(
+                    out,
+                    &format!(
+                        "significant in the additive model but slower than healthy by less than {} (not named): {}{more}",
+                        factor(m.rule.min_factor),
+                        shown.join("; ")
+                    ),
+                    "  ",
+                    98,
+                );
+            }
             classes(out, f, &cells, m);
             nodes(out, f, m, &flagged, detail == Detail::Full);
             if !f.suspects.is_empty() {
@@ -730,7 +849,7 @@ fn size_section(out: &mut String, m: &MatrixSection, size: u64, detail: Detail) 
                     .map(|s| {
                         format!(
                             "{} {}",
-                            subject(m, &s.nodes, s.dimension),
+                            subject(m, &s.kind, &s.nodes, s.dimension),
                             estimate(&s.factor)
                         )
                     })
@@ -1046,8 +1165,12 @@ mod tests {
                 lo: 1.9,
                 hi: 2.1,
             },
+            effect_us: None,
+            alone: None,
+            alone_over_rounds: None,
             evidence: String::new(),
             confirmed: true,
+            element: None,
             sizes: vec![8],
         };
         // On hosts, a link is the pair both ways.
@@ -1063,6 +1186,16 @@ mod tests {
         let ch = v(vec![0, 1], Some(0));
         assert!(blames(&m, &ch, 0, 1) && blames(&m, &ch, 1, 2) && blames(&m, &ch, 3, 0));
         assert!(!blames(&m, &ch, 2, 3) && !blames(&m, &ch, 0, 2));
+        // A hypercube node also explains the round trips it forwards: 0 -> 3 goes by 1,
+        // 3 -> 0 by 2.
+        let mut cube = m.clone();
+        cube.topology = Topology::Hypercube { dimensions: 2 };
+        let one = Verdict {
+            kind: "node".into(),
+            ..v(vec![1], None)
+        };
+        assert!(explains(&cube, &one, 0, 3) && explains(&cube, &one, 3, 0));
+        assert!(!blames(&cube, &one, 0, 3) && !explains(&cube, &one, 0, 2));
         // The verdict's cells are flagged at its sizes only.
         m.verdicts = vec![node];
         let f = flagged(&m, 8);
@@ -1075,7 +1208,7 @@ mod tests {
     fn a_healthy_matrix_has_no_suspect() {
         let s = report(section(&HOSTS, &[8, 4096], &[], 1.0, 1), Detail::Table);
         assert!(
-            s.contains("no suspect: every node and link within x1.25 of its class"),
+            s.contains("no suspect: no host, node or link has its own cells x1.25 slower"),
             "{s}"
         );
         assert!(s.contains("same host") && s.contains("across hosts"), "{s}");
@@ -1090,7 +1223,7 @@ mod tests {
     #[test]
     fn a_slow_node_comes_first_with_its_host() {
         let s = report(section(&HOSTS, &[8, 4096], &[4], 3.0, 1), Detail::Table);
-        let verdict = s.find("1. node 4 (c2): x").expect(&s);
+        let verdict = s.find("1. node 4 (c2): its own cells x").expect(&s);
         let first_size = s.find("8 bytes:").expect(&s);
         assert!(verdict < first_size, "{s}");
         assert!(

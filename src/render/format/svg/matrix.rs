@@ -1,7 +1,10 @@
-//! The matrix plot of an all-pairs document: a heatmap of the median one-way time of every
-//! cell at one size (rows source, columns dest, ranks ordered by host then rank, host
-//! boundaries drawn, a log colour scale; the diagonal and cells not measured grey; cells
-//! beyond the rule's robust z or blamed by a verdict outlined), beside it the node effects of
+//! The matrix plot of an all-pairs document: a heatmap of every cell at one size (rows
+//! source, columns dest, ranks ordered by host then rank, host boundaries drawn; the diagonal
+//! and cells not measured grey; cells beyond the rule's robust z or blamed by a verdict
+//! outlined; the ranks of the verdicts' elements marked on both axes). By default a cell's
+//! colour is its slowdown over a healthy cell of its class (hop count, same host or not), so
+//! that what is wrong shows rather than the topology; `time` colours the median one-way time
+//! on a log scale instead. Beside it the node effects of
 //! the median polish as factors (sender and receiver, per rank, in the heatmap's row order),
 //! and below the histogram of the cells' robust z with the rule's threshold marked.
 
@@ -166,19 +169,99 @@ fn log_position(v: f64, (lo, hi): (f64, f64)) -> f64 {
     (v.ln() - lo.ln()) / (hi.ln() - lo.ln())
 }
 
-/// The heatmap with its labels, host boundaries and flagged outlines; the colour legend.
-fn heatmap(svg: &mut Svg, m: &MatrixSection, size: u64, order: &[u32]) {
+/// What the heatmap's colours show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MatrixColour {
+    /// A cell's slowdown over a healthy cell of its class (the fit's baseline).
+    #[default]
+    Excess,
+    /// A cell's median one-way time.
+    Time,
+}
+
+/// The values coloured, by `[source][dest]` as [`MatrixSection::medians`]: medians (us), or
+/// each cell's slowdown over its class's healthy cell (`None` where the fit has no cell).
+fn coloured(m: &MatrixSection, size: u64, colour: MatrixColour) -> Vec<Vec<Option<f64>>> {
+    let med = m.medians(size);
+    match (colour, m.fit_at(size)) {
+        (MatrixColour::Time, _) | (MatrixColour::Excess, None) => med,
+        (MatrixColour::Excess, Some(f)) => {
+            let n = med.len();
+            let mut x = vec![vec![None; n]; n];
+            for c in &f.cells {
+                if let Some(slot) = x
+                    .get_mut(c.source as usize)
+                    .and_then(|r| r.get_mut(c.dest as usize))
+                {
+                    *slot = Some(c.excess.exp()).filter(|v| v.is_finite() && *v > 0.0);
+                }
+            }
+            x
+        }
+    }
+}
+
+/// The heatmap with its labels, host boundaries, flagged outlines and the verdicts' ranks
+/// marked; the colour legend.
+fn heatmap(svg: &mut Svg, m: &MatrixSection, size: u64, order: &[u32], colour: MatrixColour) {
     let n = order.len().max(1);
     let cell = SIDE / n as f64;
-    let med = m.medians(size);
-    let range = colour_range(&med, order);
+    let colour = if m.fit_at(size).is_some() {
+        colour
+    } else {
+        MatrixColour::Time
+    };
+    let med = coloured(m, size, colour);
+    let mut range = colour_range(&med, order);
+    if colour == MatrixColour::Excess {
+        // From the fastest cell (a healthy one is 1) to past the rule's factor, so that a
+        // healthy machine looks healthy.
+        range = (range.0.min(1.0), range.1.max(m.rule.min_factor * 1.1));
+    }
     let flags = flagged(m, size);
-    cells(svg, m, size, order, &med, range);
+    cells(svg, m, size, order, &med, range, colour);
     host_boundaries(svg, m, order, cell);
     flag_outlines(svg, &flags, order, cell);
     frame(svg, HX, HY, SIDE, SIDE);
     labels(svg, m, order, cell);
-    legend(svg, range.0, range.1);
+    verdict_marks(svg, m, size, order, cell);
+    legend(svg, range.0, range.1, colour);
+}
+
+/// A red mark beside each row and column label of a rank some verdict at `size` names (a
+/// node, a host's ranks, a link's ends), so that the element shows on the axes.
+fn verdict_marks(svg: &mut Svg, m: &MatrixSection, size: u64, order: &[u32], cell: f64) {
+    let named: HashSet<u32> = m
+        .verdicts
+        .iter()
+        .filter(|v| v.kind != "contention" && (v.sizes.is_empty() || v.sizes.contains(&size)))
+        .flat_map(|v| v.nodes.iter().copied())
+        .collect();
+    if named.is_empty() {
+        return;
+    }
+    let r = (cell * 0.3).clamp(2.0, 5.0);
+    svg.raw(r#"<g class="verdict-marks">"#);
+    for (k, &rank) in order.iter().enumerate().filter(|(_, r)| named.contains(r)) {
+        let c = k as f64 * cell + cell / 2.0;
+        let (x, y) = (HX + SIDE + 3.0, HY + c);
+        let _ = writeln!(
+            svg.s,
+            r#"<path class="verdict-mark" data-rank="{rank}" d="M{x:.2} {y:.2} l{:.2} {:.2} l0 {:.2} z" fill="{FLAG}"><title>rank {rank}: named by a verdict</title></path>"#,
+            2.0 * r,
+            -r,
+            2.0 * r
+        );
+        let (x, y) = (HX + c, HY + SIDE + 3.0);
+        let _ = writeln!(
+            svg.s,
+            r#"<path class="verdict-mark" data-rank="{rank}" d="M{x:.2} {y:.2} l{:.2} {:.2} l{:.2} 0 z" fill="{FLAG}"><title>rank {rank}: named by a verdict</title></path>"#,
+            -r,
+            2.0 * r,
+            2.0 * r
+        );
+    }
+    svg.raw("</g>");
 }
 
 /// How one cell is drawn: its class, fill, extra data attribute and tooltip.
@@ -189,27 +272,35 @@ struct CellLook {
     tip: String,
 }
 
-/// The look of cell `i -> j` of median `v` (`None`: not measured) and robust z `z`, coloured
-/// on the log scale over `range`; the diagonal and cells not measured grey.
+/// The look of cell `i -> j` of value `v` (`None`: not measured; a median in us or a
+/// slowdown, as `what` says) and robust z `z`, coloured on the log scale over `range`; the
+/// diagonal and cells not measured grey.
 fn cell_look(
     m: &MatrixSection,
     (i, j): (u32, u32),
     v: Option<f64>,
     z: Option<f64>,
     range: (f64, f64),
+    what: MatrixColour,
 ) -> CellLook {
     match v {
         Some(v) if i != j => {
             let zs = z.map_or(String::new(), |z| format!(", z {}", num(z)));
+            let (data, value) = match what {
+                MatrixColour::Time => (format!(r#" data-us="{v}""#), format!("{} us", num(v))),
+                MatrixColour::Excess => (
+                    format!(r#" data-excess="{v}""#),
+                    format!("x{} over a healthy cell of its class", num(v)),
+                ),
+            };
             CellLook {
                 class: "cell",
                 fill: colour(log_position(v, range)),
-                data: format!(r#" data-us="{v}""#),
+                data,
                 tip: format!(
-                    "{i} ({}) -> {j} ({}): {} us{zs}",
+                    "{i} ({}) -> {j} ({}): {value}{zs}",
                     host_name(m, i),
                     host_name(m, j),
-                    num(v)
                 ),
             }
         }
@@ -234,6 +325,7 @@ fn cells(
     order: &[u32],
     med: &[Vec<Option<f64>>],
     range: (f64, f64),
+    what: MatrixColour,
 ) {
     let cell = SIDE / order.len().max(1) as f64;
     let z: HashMap<(u32, u32), f64> = m
@@ -250,7 +342,7 @@ fn cells(
                 fill,
                 data,
                 tip,
-            } = cell_look(m, (i, j), v, z.get(&(i, j)).copied(), range);
+            } = cell_look(m, (i, j), v, z.get(&(i, j)).copied(), range, what);
             let _ = writeln!(
                 svg.s,
                 r#"<rect class="{class}" x="{x:.2}" y="{y:.2}" width="{cell:.2}" height="{cell:.2}" fill="{fill}" data-source="{i}" data-dest="{j}"{data}><title>{}</title></rect>"#,
@@ -368,8 +460,8 @@ fn labels(svg: &mut Svg, m: &MatrixSection, order: &[u32], cell: f64) {
     );
 }
 
-/// The colour legend: the ramp with log ticks in us.
-fn legend(svg: &mut Svg, lo: f64, hi: f64) {
+/// The colour legend: the ramp with log ticks (us, or a slowdown).
+fn legend(svg: &mut Svg, lo: f64, hi: f64, what: MatrixColour) {
     let steps = 64;
     svg.raw(r#"<g class="colour-legend">"#);
     for k in 0..steps {
@@ -397,7 +489,10 @@ fn legend(svg: &mut Svg, lo: f64, hi: f64) {
             y + 4.0,
             "start",
             r#" font-size="10""#,
-            &tick(v),
+            &match what {
+                MatrixColour::Time => tick(v),
+                MatrixColour::Excess => format!("x{}", tick(v)),
+            },
         );
     }
     svg.text(
@@ -406,7 +501,10 @@ fn legend(svg: &mut Svg, lo: f64, hi: f64) {
         HY - 8.0,
         "middle",
         r#" font-size="11""#,
-        "median us",
+        match what {
+            MatrixColour::Time => "median us",
+            MatrixColour::Excess => "slowdown",
+        },
     );
     svg.raw("</g>");
 }
@@ -722,8 +820,9 @@ fn z_thresholds(svg: &mut Svg, h: &ZBins, rule_z: f64) {
     }
 }
 
-/// The matrix plot of `doc` at `size` (default: the first size measured).
-pub(super) fn plot(doc: &ResultDoc, size: Option<u64>) -> Result<String> {
+/// The matrix plot of `doc` at `size` (default: the first size measured), coloured as
+/// `colour` says.
+pub(super) fn plot(doc: &ResultDoc, size: Option<u64>, colour: MatrixColour) -> Result<String> {
     let m = doc.allpairs.as_ref().ok_or_else(|| {
         Error::Invalid(
             "the document has no all-pairs matrix (write one with `commbench allpairs`)".into(),
@@ -731,10 +830,21 @@ pub(super) fn plot(doc: &ResultDoc, size: Option<u64>) -> Result<String> {
     })?;
     let size = pick(m, size)?;
     let order = host_order(m);
-    let title = format!(
-        "All pairs: median one-way time per cell, {}",
-        size_text(size)
-    );
+    let colour = if m.fit_at(size).is_some() {
+        colour
+    } else {
+        MatrixColour::Time
+    };
+    let title = match colour {
+        MatrixColour::Time => format!(
+            "All pairs: median one-way time per cell, {}",
+            size_text(size)
+        ),
+        MatrixColour::Excess => format!(
+            "All pairs: each cell's slowdown over a healthy cell of its class, {}",
+            size_text(size)
+        ),
+    };
     let mut s = String::with_capacity(64 * 1024 + 256 * order.len() * order.len());
     let _ = writeln!(
         s,
@@ -751,7 +861,7 @@ pub(super) fn plot(doc: &ResultDoc, size: Option<u64>) -> Result<String> {
         esc(&subtitle(doc))
     );
     let mut svg = Svg { s };
-    heatmap(&mut svg, m, size, &order);
+    heatmap(&mut svg, m, size, &order, colour);
     let fit = m.fit_at(size);
     match fit {
         Some(f) => {
@@ -772,9 +882,15 @@ pub(super) fn plot(doc: &ResultDoc, size: Option<u64>) -> Result<String> {
         .iter()
         .filter(|v| v.sizes.is_empty() || v.sizes.contains(&size))
         .count();
+    let shown = match colour {
+        MatrixColour::Time => "median one-way time of the cell (log scale)",
+        MatrixColour::Excess => {
+            "the cell's median over a healthy cell of its class (log scale; --colour time for the time)"
+        }
+    };
     let caption = [
         format!(
-            "Colour: median one-way time of the cell (log scale); grey: the diagonal or a cell not measured; outlined: |z| > {} or blamed by one of the {verdicts} verdict(s) at this size.",
+            "Colour: {shown}; grey: the diagonal or a cell not measured; outlined: |z| > {} or blamed by one of the {verdicts} verdict(s) at this size, whose ranks are marked in red on the axes.",
             m.rule.z
         ),
         "Node effects: exp(sender) and exp(receiver) of Tukey's median polish of log time (1: as fast as the common time); ranks in the heatmap's order.".to_string(),
@@ -808,7 +924,7 @@ mod tests {
     }
 
     fn draw(d: &ResultDoc, kind: PlotKind, size: Option<u64>) -> Result<String> {
-        Plot { kind, size }.render(d, &[])
+        Plot::new(kind, size).render(d, &[])
     }
 
     #[test]

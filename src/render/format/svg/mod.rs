@@ -88,12 +88,24 @@ pub struct Plot {
     pub kind: PlotKind,
     /// The size a histogram or a matrix draws (default: the first measured).
     pub size: Option<u64>,
+    /// What a matrix's colours show.
+    pub colour: MatrixColour,
 }
 
 impl Plot {
-    /// A plot of `kind`, at `size` where the kind draws one size.
+    /// A plot of `kind`, at `size` where the kind draws one size (a matrix coloured by each
+    /// cell's slowdown over its class).
     pub fn new(kind: PlotKind, size: Option<u64>) -> Plot {
-        Plot { kind, size }
+        Plot {
+            kind,
+            size,
+            colour: MatrixColour::default(),
+        }
+    }
+
+    /// The same plot with a matrix coloured as `colour` says.
+    pub fn colour(self, colour: MatrixColour) -> Plot {
+        Plot { colour, ..self }
     }
 }
 
@@ -101,7 +113,7 @@ impl Renderer for Plot {
     fn render(&self, doc: &ResultDoc, fits: &[FitSection]) -> Result<String> {
         let (kind, size) = (self.kind, self.size);
         match (kind, &doc.allpairs) {
-            (PlotKind::Matrix, _) => return matrix::plot(doc, size),
+            (PlotKind::Matrix, _) => return matrix::plot(doc, size, self.colour),
             (_, Some(_)) => {
                 return Err(Error::Invalid(
                     "an all-pairs document holds a matrix, not points against size: only the \
@@ -122,7 +134,7 @@ impl Renderer for Plot {
             PlotKind::Histogram => histogram::plot(doc, size),
             PlotKind::Signature => signature::plot(doc),
             PlotKind::Queue => queue::plot(doc),
-            PlotKind::Matrix => matrix::plot(doc, size),
+            PlotKind::Matrix => matrix::plot(doc, size, self.colour),
         }
     }
 }
@@ -132,6 +144,7 @@ mod canvas;
 mod histogram;
 mod latency;
 mod matrix;
+pub use matrix::MatrixColour;
 mod queue;
 mod signature;
 
@@ -243,7 +256,7 @@ pub(crate) mod tests {
     /// `kind` of `doc` at `size`, with the models fitted afresh (automatic breakpoint).
     fn plot(doc: &ResultDoc, kind: PlotKind, size: Option<u64>) -> Result<String> {
         let fits = fit_points(&doc.points, Breakpoint::Auto, None);
-        Plot { kind, size }.render(doc, &fits)
+        Plot::new(kind, size).render(doc, &fits)
     }
 
     /// Minimal XML well-formedness check: balanced tags, quoted attributes, one root.

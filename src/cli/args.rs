@@ -545,12 +545,15 @@ pub struct AllpairsArgs {
     #[arg(long, value_name = "N", help_heading = ALLPAIRS)]
     pub retest_trials: Option<u64>,
 
-    /// A cell, node or link is a suspect when its excess over the model is above this robust
-    /// z-score (residual / (1.4826 MAD))...
+    /// An element (node, host, link, dimension) enters the model when its effect, from all
+    /// of its cells, passes this z and a Bonferroni level over every element tested; a cell is
+    /// flagged when its robust z (residual / (1.4826 MAD)) is above it...
     #[arg(long, default_value_t = 3.5, value_name = "Z", help_heading = ALLPAIRS)]
     pub z: f64,
 
-    /// ... and slower than a healthy one of its class by at least this factor.
+    /// ... and an element is named (a suspect, then a verdict) when its own cells, in the
+    /// class where they are slowest, are slower than healthy ones by at least this factor. The
+    /// report says the smallest slowdown each run could have found.
     #[arg(long, default_value_t = 1.25, value_name = "X", help_heading = ALLPAIRS)]
     pub min_factor: f64,
 
@@ -559,8 +562,9 @@ pub struct AllpairsArgs {
     #[arg(long, value_name = "SECS", help_heading = ALLPAIRS)]
     pub round_timeout: Option<f64>,
 
-    /// Exit 1 when a verdict names a node, link or dimension (contention alone does not), for
-    /// health-check scripts; the report and files are written first.
+    /// Exit 1 when a verdict other than contention names a node, host, link or dimension,
+    /// confirmed alone or not, for health-check scripts; the report and files are written
+    /// first.
     #[arg(long, help_heading = ALLPAIRS)]
     pub fail_on_suspect: bool,
 

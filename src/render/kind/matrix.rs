@@ -357,7 +357,7 @@ fn limits(out: &mut String, m: &MatrixSection) {
             .iter()
             .map(|l| format!("a {} x{}", l.kind, text(l.factor, Style::Fixed(3))))
             .collect();
-        lines.push(format!("{}: {}", size_words(f.size), kinds.join(", ")));
+        lines.push(format!("{}: {}", format_size(f.size), kinds.join(", ")));
     }
     if lines.is_empty() {
         return;

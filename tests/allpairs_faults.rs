@@ -18,8 +18,6 @@ mod common;
 
 use commbench::analysis::allpairs::{Rule, Verdict};
 use commbench::analysis::matrix::MatrixSection;
-use commbench::core::method::allpairs::AllPairsConfig;
-use commbench::core::method::{MethodConfig, NppChoice};
 use commbench::core::stats::Xoshiro256;
 use commbench_sim::{route, Fault, SimConfig, Times};
 use common::machine::{line, Machine};
@@ -177,21 +175,9 @@ const SIZES: [u64; 2] = [8, 64 << 10];
 /// The whole all-pairs run on `cfg` under `rule`: 8 B and 64 KiB, 7 trials a cell, suspects
 /// measured again alone.
 fn detect(cfg: &SimConfig, rule: Rule) -> MatrixSection {
-    let method = MethodConfig {
-        sizes: SIZES.to_vec(),
-        trials: 7,
-        warmup: 1,
-        npp: NppChoice::Fixed(1),
-        timer_samples: 64,
-        ..MethodConfig::default()
-    };
-    let config = AllPairsConfig {
-        retest_trials: 15,
-        ..AllPairsConfig::default()
-    };
-    let doc = common::inprocess::sim_matrix_document(cfg, method, config, rule);
-    assert_eq!(doc.status, "complete", "{:?}", doc.error);
-    doc.allpairs.expect("the matrix")
+    common::allpairs::sim_matrix_doc_under(cfg, &SIZES, 7, rule)
+        .allpairs
+        .expect("the matrix")
 }
 
 /// The kind a verdict uses for a fault.

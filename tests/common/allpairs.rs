@@ -13,6 +13,11 @@ use commbench_sim::SimConfig;
 /// suspects measured again alone with 15 trials, under the default rule: its document, made
 /// as the command line makes it.
 pub fn sim_matrix_doc(cfg: &SimConfig, sizes: &[u64], trials: u64) -> ResultDoc {
+    sim_matrix_doc_under(cfg, sizes, trials, Rule::default())
+}
+
+/// [`sim_matrix_doc`] under `rule`.
+pub fn sim_matrix_doc_under(cfg: &SimConfig, sizes: &[u64], trials: u64, rule: Rule) -> ResultDoc {
     let method = MethodConfig {
         sizes: sizes.to_vec(),
         trials,
@@ -25,7 +30,7 @@ pub fn sim_matrix_doc(cfg: &SimConfig, sizes: &[u64], trials: u64) -> ResultDoc 
         retest_trials: 15,
         ..AllPairsConfig::default()
     };
-    let doc = sim_matrix_document(cfg, method, config, Rule::default());
+    let doc = sim_matrix_document(cfg, method, config, rule);
     assert_eq!(doc.status, "complete", "{:?}", doc.error);
     doc
 }

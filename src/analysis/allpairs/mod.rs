@@ -212,13 +212,30 @@ pub struct Fit {
     #[serde(default)]
     pub limits: Vec<Limit>,
     /// Elements in the model (significant) whose own cells are slower by less than the
-    /// rule's `min_factor`: not suspects, as suspects are described.
-    #[serde(default)]
+    /// rule's `min_factor`: not suspects, as suspects are described. (A document that
+    /// recorded only their count reads as none listed.)
+    #[serde(default, deserialize_with = "list_or_count")]
     pub below_min_factor: Vec<Suspect>,
     /// The element model's noise relative to a healthy cell's time (the largest over the
     /// classes); 0 in documents of earlier versions.
     #[serde(default)]
     pub noise_rel: f64,
+}
+
+/// `below_min_factor` as a list, or as the bare count one version wrote (nothing to list).
+fn list_or_count<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<Suspect>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        List(Vec<Suspect>),
+        Count(#[allow(dead_code)] u64),
+    }
+    Ok(match Either::deserialize(d)? {
+        Either::List(v) => v,
+        Either::Count(_) => Vec::new(),
+    })
 }
 
 /// The detection limit of a run for one kind of element.

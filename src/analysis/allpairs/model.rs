@@ -952,27 +952,7 @@ pub(super) fn select(inp: &Input<'_>) -> Selected {
             .cmp(&suspect_order(&b.kind))
             .then(b.factor.value.total_cmp(&a.factor.value))
     });
-    let mut limits: BTreeMap<&'static str, (f64, f64, usize)> = BTreeMap::new();
-    for (e, &c) in p.design.cands.iter().enumerate() {
-        if let Some((beta, factor)) = p.limit_of(&s, e) {
-            let l = limits.entry(kind_of(c)).or_insert((0.0, 0.0, 0));
-            if factor > l.1 {
-                (l.0, l.1) = (beta, factor);
-            }
-            l.2 += 1;
-        }
-    }
-    let mut limits: Vec<Limit> = limits
-        .into_iter()
-        .map(|(kind, (beta, factor, elements))| Limit {
-            kind: kind.to_string(),
-            factor,
-            reported_from: factor.max(inp.min_factor),
-            effect_us: beta,
-            elements,
-        })
-        .collect();
-    limits.sort_by_key(|l| suspect_order(&l.kind));
+    let limits = limits(&p, &s);
     let present: BTreeSet<usize> = inp.obs.iter().map(|o| o.class).collect();
     let baseline = (0..nc)
         .map(|h| present.contains(&h).then(|| s.base[h]).filter(|b| *b > 0.0))
@@ -999,6 +979,33 @@ pub(super) fn select(inp: &Input<'_>) -> Selected {
         below,
         noise_rel,
     }
+}
+
+/// The detection limit per kind of element: the largest over the elements of the kind of
+/// [`Problem::limit_of`], kinds in suspect order.
+fn limits(p: &Problem<'_>, s: &State) -> Vec<Limit> {
+    let mut limits: BTreeMap<&'static str, (f64, f64, usize)> = BTreeMap::new();
+    for (e, &c) in p.design.cands.iter().enumerate() {
+        if let Some((beta, factor)) = p.limit_of(s, e) {
+            let l = limits.entry(kind_of(c)).or_insert((0.0, 0.0, 0));
+            if factor > l.1 {
+                (l.0, l.1) = (beta, factor);
+            }
+            l.2 += 1;
+        }
+    }
+    let mut limits: Vec<Limit> = limits
+        .into_iter()
+        .map(|(kind, (beta, factor, elements))| Limit {
+            kind: kind.to_string(),
+            factor,
+            reported_from: factor.max(p.inp.min_factor),
+            effect_us: beta,
+            elements,
+        })
+        .collect();
+    limits.sort_by_key(|l| suspect_order(&l.kind));
+    limits
 }
 
 /// Fewest mirrored pairs of a class for its noise from mirrors.
@@ -1049,11 +1056,11 @@ fn describe(
     let cand = p.design.cands[e];
     let geo = p.inp.geo;
     let subject = match cand {
-        Cand::Dim(k) => format!("pairs crossing dimension {k}"),
-        Cand::Host(h) => format!("pairs with a rank on host {}", geo.host_name(h)),
-        Cand::Node(k) => format!("pairs with {}", geo.rank_name(k)),
+        Cand::Dim(k) => format!("cells crossing dimension {k}"),
+        Cand::Host(h) => format!("cells with a rank on host {}", geo.host_name(h)),
+        Cand::Node(k) => format!("cells with {}", geo.rank_name(k)),
         Cand::Channel(l, k) => format!(
-            "pairs routed over the channel {l}-{} (dimension {k})",
+            "cells routed over the channel {l}-{} (dimension {k})",
             l ^ (1 << k)
         ),
         Cand::Pair(a, b) => format!("measurements of the pair {a}-{b}"),
@@ -1073,7 +1080,7 @@ fn describe(
             hi,
         }),
         evidence: format!(
-            "the {count} {subject} ({}) slower by x{:.2} (x{:.2}..x{:.2}) than healthy pairs of their class; \
+            "the {count} {subject} ({}) slower by x{:.2} (x{:.2}..x{:.2}) than healthy cells of their class; \
              the model puts {:+.3} us ({:.3}..{:.3}) on each use over its {cells} cells, z {:.0}",
             geo.class_label(class),
             own.value,

@@ -704,6 +704,11 @@ fn fit_and_verdicts_round_trip_through_json_and_old_verdicts_read() {
     assert!((back.suspects[0].factor.value - fit.suspects[0].factor.value).abs() < 1e-12);
     assert_eq!((back.classes.len(), back.cells.len()), (4, 240));
     assert!(text.contains(r#""i":0,"j":1,"e":"#), "compact cells");
+    // The count of elements under the factor, as one version wrote it, reads as none listed.
+    let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
+    old["below_min_factor"] = serde_json::json!(2);
+    let back: Fit = serde_json::from_value(old).unwrap();
+    assert!(back.below_min_factor.is_empty());
     let v: Verdict = serde_json::from_str(
         r#"{"kind":"node","nodes":[3],"factor":{"value":2.0,"lo":1.8,"hi":2.2},"evidence":"x"}"#,
     )

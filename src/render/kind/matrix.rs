@@ -795,6 +795,42 @@ fn matrix(out: &mut String, m: &MatrixSection, size: u64, flagged: &HashSet<(u32
     wrap(out, &format!("hosts: {}", words.join("; ")), "  ", 98);
 }
 
+/// The elements significant in the model but under the rule's factor at one size, the first
+/// few named.
+fn below_min_factor(out: &mut String, m: &MatrixSection, f: &Fit) {
+    if f.below_min_factor.is_empty() {
+        return;
+    }
+    let shown: Vec<String> = f
+        .below_min_factor
+        .iter()
+        .take(BELOW_SHOWN)
+        .map(|s| {
+            format!(
+                "{} {}",
+                subject(m, &s.kind, &s.nodes, s.dimension),
+                estimate(&s.factor)
+            )
+        })
+        .collect();
+    let more = f.below_min_factor.len().saturating_sub(BELOW_SHOWN);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    wrap(
+            out,
+            &format!(
+                "significant in the additive model but slower than healthy by less than {} (not named): {}{more}",
+                factor(m.rule.min_factor),
+                shown.join("; ")
+            ),
+            "  ",
+            98,
+        );
+}
+
 /// One size: the fit, the classes, the nodes, the worst cells, the rounds and the matrix.
 fn size_section(out: &mut String, m: &MatrixSection, size: u64, detail: Detail) {
     let cells = cells_of(m, size);
@@ -810,36 +846,7 @@ fn size_section(out: &mut String, m: &MatrixSection, size: u64, detail: Detail) 
                 factor(f.noise.exp()),
                 factor(f.thr.exp())
             );
-            if !f.below_min_factor.is_empty() {
-                let shown: Vec<String> = f
-                    .below_min_factor
-                    .iter()
-                    .take(BELOW_SHOWN)
-                    .map(|s| {
-                        format!(
-                            "{} {}",
-                            subject(m, &s.kind, &s.nodes, s.dimension),
-                            estimate(&s.factor)
-                        )
-                    })
-                    .collect();
-                let more = f.below_min_factor.len().saturating_sub(BELOW_SHOWN);
-                let more = if more > 0 {
-                    format!(" and {more} more")
-                } else {
-                    String::new()
-                };
-                wrap(
-                    out,
-                    &format!(
-                        "significant in the additive model but slower than healthy by less than {} (not named): {}{more}",
-                        factor(m.rule.min_factor),
-                        shown.join("; ")
-                    ),
-                    "  ",
-                    98,
-                );
-            }
+            below_min_factor(out, m, f);
             classes(out, f, &cells, m);
             nodes(out, f, m, &flagged, detail == Detail::Full);
             if !f.suspects.is_empty() {

@@ -371,7 +371,7 @@ fn observe(n: u32, geo: &Geometry, cells: &[CellObs]) -> Result<Vec<Obs>> {
 }
 
 /// `1.4826 MAD` of `v` (about its median); `None` when empty.
-fn robust_sd(v: &[f64]) -> Option<f64> {
+pub(super) fn robust_sd(v: &[f64]) -> Option<f64> {
     let mut s = v.to_vec();
     sort_samples(&mut s);
     let med = median(&s)?;

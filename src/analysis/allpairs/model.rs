@@ -34,7 +34,7 @@
 //! pass the level with 90 % power, for the element of that kind hardest to see.
 
 use super::geometry::{self, Geometry};
-use super::{Estimate, Limit, Obs, Suspect};
+use super::{robust_sd, Estimate, Limit, Obs, Suspect};
 use commbench_core::stats::{median, median_ci_ranks, sort_samples};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -72,9 +72,6 @@ const STRAY_FLOOR: f64 = 0.01;
 /// the chance test, which cannot pass on so few.
 const MIN_CHANCE_CELLS: usize = 5;
 
-/// 1.4826 MAD is the standard deviation of normal data.
-const MAD_TO_SD: f64 = 1.4826;
-
 /// A part of the machine that can be slow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) enum Cand {
@@ -108,15 +105,26 @@ impl Cand {
         }
     }
 
+    /// The kind a [`Suspect`] writes.
+    pub(super) fn kind(self) -> &'static str {
+        match self {
+            Cand::Dim(_) => "dimension",
+            Cand::Host(_) => "host",
+            Cand::Node(_) => "node",
+            Cand::Channel(..) | Cand::Pair(..) => "link",
+        }
+    }
+
     /// Kind, nodes and dimension as a [`Suspect`] writes them.
     pub(super) fn parts(self, geo: &Geometry) -> (&'static str, Vec<u32>, Option<u32>) {
-        match self {
-            Cand::Dim(k) => ("dimension", vec![], Some(k)),
-            Cand::Host(h) => ("host", geo.ranks_on(h), None),
-            Cand::Node(k) => ("node", vec![k], None),
-            Cand::Channel(l, k) => ("link", vec![l, l ^ (1 << k)], Some(k)),
-            Cand::Pair(a, b) => ("link", vec![a, b], None),
-        }
+        let (nodes, dimension) = match self {
+            Cand::Dim(k) => (vec![], Some(k)),
+            Cand::Host(h) => (geo.ranks_on(h), None),
+            Cand::Node(k) => (vec![k], None),
+            Cand::Channel(l, k) => (vec![l, l ^ (1 << k)], Some(k)),
+            Cand::Pair(a, b) => (vec![a, b], None),
+        };
+        (self.kind(), nodes, dimension)
     }
 
     /// How often the round trip of the cell (i, j) uses the element (0: not at all).
@@ -311,20 +319,11 @@ fn huber(v: &[(f64, f64)], start: Option<f64>) -> Option<Effect> {
     let model = (HUBER_VAR / info).sqrt();
     // Cells that scatter about the effect more than their noise says (a partial explanation,
     // a fault that is not one effect) widen its error by their robust spread.
-    let spread = robust_sd(v.iter().map(|&(x, s)| (x - b) / s).collect()).unwrap_or(0.0);
+    let spread = robust_sd(&v.iter().map(|&(x, s)| (x - b) / s).collect::<Vec<_>>()).unwrap_or(0.0);
     Some(Effect {
         beta: b,
         se: model * spread.max(1.0),
     })
-}
-
-/// `1.4826 MAD` of `v` about its median; `None` when empty.
-fn robust_sd(mut v: Vec<f64>) -> Option<f64> {
-    sort_samples(&mut v);
-    let m = median(&v)?;
-    let mut d: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
-    sort_samples(&mut d);
-    median(&d).map(|x| MAD_TO_SD * x)
 }
 
 /// Upper standard normal quantile: `z` with `P(Z > z) = p` (Acklam's rational
@@ -505,7 +504,7 @@ impl Problem<'_> {
             .zip(&base)
             .zip(&self.mirror)
             .map(|((v, b), m)| {
-                let r = robust_sd(v).unwrap_or(0.0);
+                let r = robust_sd(&v).unwrap_or(0.0);
                 let s = match (m, strict) {
                     (Some(m), false) => *m,
                     (Some(m), true) => m.max(r),
@@ -892,16 +891,6 @@ pub(super) fn estimate(values: &[f64]) -> Estimate {
     }
 }
 
-/// Kind of a candidate, for the limits.
-fn kind_of(c: Cand) -> &'static str {
-    match c {
-        Cand::Dim(_) => "dimension",
-        Cand::Host(_) => "host",
-        Cand::Node(_) => "node",
-        Cand::Channel(..) | Cand::Pair(..) => "link",
-    }
-}
-
 /// Forward selection of the elements that explain the matrix, the suspects among them, and
 /// the run's detection limits.
 pub(super) fn select(inp: &Input<'_>) -> Selected {
@@ -987,7 +976,7 @@ fn limits(p: &Problem<'_>, s: &State) -> Vec<Limit> {
     let mut limits: BTreeMap<&'static str, (f64, f64, usize)> = BTreeMap::new();
     for (e, &c) in p.design.cands.iter().enumerate() {
         if let Some((beta, factor)) = p.limit_of(s, e) {
-            let l = limits.entry(kind_of(c)).or_insert((0.0, 0.0, 0));
+            let l = limits.entry(c.kind()).or_insert((0.0, 0.0, 0));
             if factor > l.1 {
                 (l.0, l.1) = (beta, factor);
             }
@@ -1027,7 +1016,7 @@ fn mirror_noise(obs: &[Obs], t: &[f64], nc: usize) -> Vec<Option<f64>> {
     d.into_iter()
         .map(|v| {
             (v.len() >= MIN_MIRRORS)
-                .then(|| robust_sd(v).map(|s| s / std::f64::consts::SQRT_2))
+                .then(|| robust_sd(&v).map(|s| s / std::f64::consts::SQRT_2))
                 .flatten()
         })
         .collect()

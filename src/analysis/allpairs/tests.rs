@@ -493,14 +493,11 @@ fn retest_fine_alone_is_contention_and_slow_alone_is_confirmed() {
         faults: vec![Fault::Node(5, 3.0)],
         ..healthy
     };
+    let judge = |rounds: &[CellObs], alone: &[CellObs], serial: bool| {
+        verdicts(&fit, rounds, alone, &Rule::default(), serial)
+    };
     let rounds = measure(&pairs, |i, j| slow.time(i, j));
-    let fine = verdicts(
-        &fit,
-        &rounds,
-        &measure(&pairs, |i, j| healthy.time(i, j)),
-        &Rule::default(),
-        false,
-    );
+    let fine = judge(&rounds, &measure(&pairs, |i, j| healthy.time(i, j)), false);
     assert_eq!(fine.len(), 1);
     assert_eq!(
         (
@@ -515,26 +512,14 @@ fn retest_fine_alone_is_contention_and_slow_alone_is_confirmed() {
 
     // The same cells fine alone, but the rounds ran one pair at a time: no load to blame,
     // the kind stands, unconfirmed.
-    let serial = verdicts(
-        &fit,
-        &rounds,
-        &measure(&pairs, |i, j| healthy.time(i, j)),
-        &Rule::default(),
-        true,
-    );
+    let serial = judge(&rounds, &measure(&pairs, |i, j| healthy.time(i, j)), true);
     assert_eq!(
         (serial[0].kind.as_str(), serial[0].confirmed),
         ("node", false)
     );
     assert!(serial[0].evidence.contains("one pair at a time"));
 
-    let still = verdicts(
-        &fit,
-        &rounds,
-        &measure(&pairs, |i, j| slow.time(i, j)),
-        &Rule::default(),
-        false,
-    );
+    let still = judge(&rounds, &measure(&pairs, |i, j| slow.time(i, j)), false);
     assert_eq!((still[0].kind.as_str(), still[0].confirmed), ("node", true));
     assert!((still[0].factor.value - 3.0).abs() < 0.3, "{:?}", still[0]);
     let alone = still[0].alone.expect("measured alone");
@@ -543,18 +528,14 @@ fn retest_fine_alone_is_contention_and_slow_alone_is_confirmed() {
     // Slower alone than in the rounds: never contention, whatever the threshold says.
     let slower = Cube {
         faults: vec![Fault::Node(5, 1.2)],
-        ..Cube {
-            faults: vec![],
-            ..slow
-        }
+        ..slow
     };
-    let odd = verdicts(
-        &fit,
-        &measure(&pairs, |i, j| {
-            healthy.time(i, j) * if i == 5 || j == 5 { 0.9 } else { 1.0 }
-        }),
+    let faster_rounds = measure(&pairs, |i, j| {
+        healthy.time(i, j) * if i == 5 || j == 5 { 0.9 } else { 1.0 }
+    });
+    let odd = judge(
+        &faster_rounds,
         &measure(&pairs, |i, j| slower.time(i, j)),
-        &Rule::default(),
         false,
     );
     assert_eq!(odd[0].kind, "node", "{:?}", odd[0]);

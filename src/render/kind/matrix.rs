@@ -5,7 +5,7 @@
 //! [`MATRIX_MAX_RANKS`] ranks the matrix itself. Also the comparison of two matrices
 //! (`commbench compare` of two all-pairs documents).
 
-use crate::analysis::allpairs::{CellFit, Estimate, Fit, Topology, Verdict};
+use crate::analysis::allpairs::{CellFit, Estimate, Fit, Suspect, Topology, Verdict};
 use crate::analysis::document::ResultDoc;
 use crate::analysis::matrix::MatrixSection;
 use crate::analysis::matrix_compare::{
@@ -805,13 +805,7 @@ fn below_min_factor(out: &mut String, m: &MatrixSection, f: &Fit) {
         .below_min_factor
         .iter()
         .take(BELOW_SHOWN)
-        .map(|s| {
-            format!(
-                "{} {}",
-                subject(m, &s.kind, &s.nodes, s.dimension),
-                estimate(&s.factor)
-            )
-        })
+        .map(|s| named(m, s))
         .collect();
     let more = f.below_min_factor.len().saturating_sub(BELOW_SHOWN);
     let more = if more > 0 {
@@ -819,16 +813,21 @@ fn below_min_factor(out: &mut String, m: &MatrixSection, f: &Fit) {
     } else {
         String::new()
     };
-    wrap(
-            out,
-            &format!(
-                "significant in the additive model but slower than healthy by less than {} (not named): {}{more}",
-                factor(m.rule.min_factor),
-                shown.join("; ")
-            ),
-            "  ",
-            98,
-        );
+    let text = format!(
+        "significant in the additive model but slower than healthy by less than {} (not named): {}{more}",
+        factor(m.rule.min_factor),
+        shown.join("; ")
+    );
+    wrap(out, &text, "  ", 98);
+}
+
+/// A suspect as the size section lists it: what it names and its factor.
+fn named(m: &MatrixSection, s: &Suspect) -> String {
+    format!(
+        "{} {}",
+        subject(m, &s.kind, &s.nodes, s.dimension),
+        estimate(&s.factor)
+    )
 }
 
 /// One size: the fit, the classes, the nodes, the worst cells, the rounds and the matrix.
@@ -850,17 +849,7 @@ fn size_section(out: &mut String, m: &MatrixSection, size: u64, detail: Detail) 
             classes(out, f, &cells, m);
             nodes(out, f, m, &flagged, detail == Detail::Full);
             if !f.suspects.is_empty() {
-                let names: Vec<String> = f
-                    .suspects
-                    .iter()
-                    .map(|s| {
-                        format!(
-                            "{} {}",
-                            subject(m, &s.kind, &s.nodes, s.dimension),
-                            estimate(&s.factor)
-                        )
-                    })
-                    .collect();
+                let names: Vec<String> = f.suspects.iter().map(|s| named(m, s)).collect();
                 let _ = writeln!(out, "  suspects at this size: {}", names.join("; "));
             }
         }

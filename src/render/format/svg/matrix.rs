@@ -202,15 +202,10 @@ fn coloured(m: &MatrixSection, size: u64, colour: MatrixColour) -> Vec<Vec<Optio
 }
 
 /// The heatmap with its labels, host boundaries, flagged outlines and the verdicts' ranks
-/// marked; the colour legend.
+/// marked; the colour legend. `colour` is what [`plot`] resolved (time where no fit is).
 fn heatmap(svg: &mut Svg, m: &MatrixSection, size: u64, order: &[u32], colour: MatrixColour) {
     let n = order.len().max(1);
     let cell = SIDE / n as f64;
-    let colour = if m.fit_at(size).is_some() {
-        colour
-    } else {
-        MatrixColour::Time
-    };
     let med = coloured(m, size, colour);
     let mut range = colour_range(&med, order);
     if colour == MatrixColour::Excess {

@@ -156,11 +156,10 @@ pub fn document(recipe: &Recipe, outcome: Outcome, started: Started) -> ResultDo
         .collect();
     // Seed 001's programs are analysed by their own method (the first backend's points);
     // a Hockney line through their experiments would mean nothing.
-    let seed001 = recipe
-        .config
-        .sixtimes
-        .is_some()
-        .then(|| sixtimes::analyse(&first, recipe.transport_forwards));
+    let seed001 = recipe.config.sixtimes.is_some().then(|| {
+        let res = g.timer.as_ref().map(|t| t.resolution_ns);
+        sixtimes::analyse(&first, recipe.transport_forwards, res)
+    });
     let fit = match seed001 {
         Some(_) => None,
         None => fit::fit_points(&first, recipe.breakpoint, recipe.instructions_per_second)

@@ -435,6 +435,36 @@ pub fn buffers_words(doc: &ResultDoc) -> Option<String> {
     Some(format!("messages: {}", parts.join("; ")))
 }
 
+/// `8 B, 64 KiB`.
+pub(crate) fn sizes_list(v: &[u64]) -> String {
+    v.iter()
+        .map(|&s| format_size(s))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `s` word-wrapped to `width` characters, the first line after `first`, the others after
+/// `indent`.
+pub(crate) fn hang(out: &mut String, s: &str, first: &str, indent: &str, width: usize) {
+    use std::fmt::Write;
+    let mut line = String::new();
+    let mut lead = first;
+    for w in s.split_whitespace() {
+        if !line.is_empty() && lead.len() + line.len() + 1 + w.len() > width {
+            let _ = writeln!(out, "{lead}{line}");
+            line.clear();
+            lead = indent;
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(w);
+    }
+    if !line.is_empty() {
+        let _ = writeln!(out, "{lead}{line}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

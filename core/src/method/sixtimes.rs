@@ -439,6 +439,11 @@ pub struct ExperimentKernel {
     fwd: Option<Forwarder>,
     /// The dest of `a+u`: its messages posted before the handshake, and their buffers.
     preloads: Vec<ReqId>,
+    /// The echoing rank's receive of the next message, posted in advance (§3.4: "the
+    /// neighbor, which issued a read system call well in advance"), and how many of the
+    /// trial's messages are still to come.
+    pending: Option<ReqId>,
+    left: u64,
     pool: Vec<Vec<u8>>,
     /// Rank 0: the streams' mean time per message of each trial of an interference run, ns.
     rates_ns: Vec<f64>,
@@ -469,6 +474,8 @@ impl ExperimentKernel {
             small: vec![0u8; 8],
             fwd,
             preloads: Vec::new(),
+            pending: None,
+            left: 0,
             pool: Vec::new(),
             rates_ns: Vec::new(),
         })
@@ -486,6 +493,34 @@ impl ExperimentKernel {
     fn send_buf(&mut self, ep: &mut impl Endpoint, to: Rank, tag: Tag) -> Result<()> {
         let b = std::mem::take(&mut self.buf);
         self.buf = ep.send(to, tag, b)?;
+        Ok(())
+    }
+
+    /// The message of the receive posted in advance, into the buffer.
+    fn take_posted(&mut self, ep: &mut impl Endpoint) -> Result<()> {
+        let req = self
+            .pending
+            .take()
+            .ok_or_else(|| Error::Protocol("an echo with no receive posted".into()))?;
+        self.buf = ep.wait(req)?.buf;
+        Ok(())
+    }
+
+    /// After one of the trial's messages: the receive of the next, if one is to come.
+    fn post_next(&mut self, ep: &mut impl Endpoint, from: Rank) -> Result<()> {
+        self.post_next_of(ep, from, true)
+    }
+
+    /// Post the receive of the next message from `from` while any is to come (`one_done`:
+    /// a message of the trial has just been taken).
+    fn post_next_of(&mut self, ep: &mut impl Endpoint, from: Rank, one_done: bool) -> Result<()> {
+        if one_done {
+            self.left = self.left.saturating_sub(1);
+        }
+        if self.left > 0 {
+            let b = std::mem::take(&mut self.buf);
+            self.pending = Some(ep.irecv(Src::Rank(from), TagSel::Tag(TAG_DATA), b)?);
+        }
         Ok(())
     }
 
@@ -601,12 +636,12 @@ impl<E: Endpoint> Kernel<E> for ExperimentKernel {
                 self.recv_buf(ep, peer)
             }
             Part::EchoEnd { peer } => {
-                self.recv_buf(ep, peer)?;
+                self.take_posted(ep)?;
                 self.send_buf(ep, peer, TAG_DATA)?;
                 if busy {
                     ep.compute(self.work(b));
                 }
-                Ok(())
+                self.post_next(ep, peer)
             }
             Part::QOnly | Part::QWhileArriving { .. } => {
                 ep.compute(self.work(w));
@@ -627,9 +662,10 @@ impl<E: Endpoint> Kernel<E> for ExperimentKernel {
                 self.recv_buf(ep, peer)
             }
             Part::EchoAfterQ { peer } => {
-                self.recv_buf(ep, peer)?;
+                self.take_posted(ep)?;
                 ep.compute(self.work(w));
-                self.send_buf(ep, peer, TAG_DATA)
+                self.send_buf(ep, peer, TAG_DATA)?;
+                self.post_next(ep, peer)
             }
             Part::Interfered { .. } => {
                 ep.compute(self.work(w));
@@ -646,7 +682,13 @@ impl<E: Endpoint> Kernel<E> for ExperimentKernel {
     /// The dest of `a+u` posts its `npp` messages before the handshake, so that they have
     /// arrived (or, above an eager limit, wait for the source's receives) when the source's
     /// clock starts; it waits for them after the trial.
+    /// The echoing ranks post their first receive here, so that it is posted well before
+    /// the first message of the trial arrives, as every later one is.
     fn before_handshake(&mut self, ep: &mut E, npp: u64) -> Result<()> {
+        if let Part::EchoEnd { peer } | Part::EchoAfterQ { peer } = self.part {
+            self.left = npp;
+            return self.post_next_of(ep, peer, false);
+        }
         if let Part::Preload { to } = self.part {
             let n = self.buf.len();
             for _ in 0..npp {

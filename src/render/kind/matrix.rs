@@ -12,7 +12,7 @@ use crate::analysis::matrix_compare::{
     self, cell_times, CellRatio, Change, MatrixComparison, SizeComparison,
 };
 use crate::render::number::{text, Style};
-use crate::render::words::{buffers_words, size_words, Detail, CI_NOTE};
+use crate::render::words::{buffers_words, hang, size_words, sizes_list, Detail, CI_NOTE};
 use crate::spec::format_size;
 use commbench_core::method::NppChoice;
 use commbench_core::stats::{self, Summary};
@@ -62,14 +62,6 @@ fn duration(ns: u64) -> String {
     } else {
         format!("{} s", text(ns / 1e9, Style::Significant))
     }
-}
-
-/// `8 B, 64 KiB`.
-fn sizes_list(v: &[u64]) -> String {
-    v.iter()
-        .map(|&s| format_size(s))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Host of `r`, or `?` when the document has none for it.
@@ -278,27 +270,6 @@ fn verdict_lines(out: &mut String, m: &MatrixSection, k: usize, v: &Verdict) {
 /// `s` word-wrapped to `width` characters, each line after `indent`.
 fn wrap(out: &mut String, s: &str, indent: &str, width: usize) {
     hang(out, s, indent, indent, width);
-}
-
-/// `s` word-wrapped to `width` characters, the first line after `first`, the others after
-/// `indent`.
-fn hang(out: &mut String, s: &str, first: &str, indent: &str, width: usize) {
-    let mut line = String::new();
-    let mut lead = first;
-    for w in s.split_whitespace() {
-        if !line.is_empty() && lead.len() + line.len() + 1 + w.len() > width {
-            let _ = writeln!(out, "{lead}{line}");
-            line.clear();
-            lead = indent;
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(w);
-    }
-    if !line.is_empty() {
-        let _ = writeln!(out, "{lead}{line}");
-    }
 }
 
 /// Most elements under the rule's factor listed per size.

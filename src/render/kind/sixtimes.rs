@@ -6,7 +6,7 @@
 use crate::analysis::document::ResultDoc;
 use crate::analysis::sixtimes::{Detail, InterferenceRow, Params, TimeLine};
 use crate::render::number::{text, Style};
-use crate::render::words::buffers_words;
+use crate::render::words::{buffers_words, hang, sizes_list};
 use std::fmt::Write;
 
 /// `mean ± sd` of one size's value.
@@ -161,20 +161,45 @@ fn six_times(out: &mut String, d: &Detail, p: &Params) {
     }
 }
 
-/// The times that could not be separated, with the reasons.
+/// The times that could not be separated, with the reasons: those the experiments run cannot
+/// separate at all, then those an assumption of the solve failed for at some sizes.
 fn not_separable(out: &mut String, d: &Detail) {
-    if d.not_separable.is_empty() {
-        return;
+    let (all, some): (Vec<_>, Vec<_>) = d.not_separable.iter().partition(|n| n.sizes.is_empty());
+    if !all.is_empty() {
+        let mut names: Vec<&str> = all.iter().map(|n| n.time.as_str()).collect();
+        names.dedup();
+        let _ = writeln!(out, "\nNot separable here: {}", names.join(", "));
+        let mut reasons: Vec<&str> = all.iter().map(|n| n.reason.as_str()).collect();
+        reasons.dedup();
+        for r in reasons {
+            let _ = writeln!(out, "  {r}");
+        }
     }
-    let mut names: Vec<&str> = d.not_separable.iter().map(|n| n.time.as_str()).collect();
-    names.dedup();
-    let _ = writeln!(out, "\nNot separable here: {}", names.join(", "));
-    let mut reasons: Vec<&str> = d.not_separable.iter().map(|n| n.reason.as_str()).collect();
-    reasons.dedup();
-    for r in reasons {
-        let _ = writeln!(out, "  {r}");
+    if !some.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nNot separable at some sizes (an assumption of the solve fails there; no value is \
+             given):"
+        );
+        for n in some {
+            let lead = format!("  {} at {}: ", n.time, sizes_list(&n.sizes));
+            hang(out, &n.reason, &lead, "      ", WIDTH);
+        }
+    }
+    if !d.notes.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nHow the solve went where §3.5's assumptions do not hold:"
+        );
+        for n in &d.notes {
+            let lead = format!("  {} at {}: ", n.time, sizes_list(&n.sizes));
+            hang(out, &n.note, &lead, "      ", WIDTH);
+        }
     }
 }
+
+/// Width the notes are wrapped to.
+const WIDTH: usize = 100;
 
 /// The experiments' own values and the sums o_s and o_r, per size and as lines.
 fn sums(out: &mut String, d: &Detail) {

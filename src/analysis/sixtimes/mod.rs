@@ -19,8 +19,11 @@
 //!   CPU time each forwarded message costs the source: R+S where the transport forwards, the
 //!   receive and the send of its own program (A+U+R + F+S) elsewhere.
 
+pub mod checks;
+
 use crate::analysis::inference::fit_line;
 use crate::analysis::point::Point;
+use checks::{Echoes, Findings, Rule};
 use commbench_core::method::sixtimes::{rate_streams, Experiment, CALIBRATION};
 use commbench_core::stats;
 use serde::{Deserialize, Serialize};
@@ -116,13 +119,34 @@ impl Params {
     }
 }
 
-/// A time the experiments cannot tell apart on this transport, and why.
+/// A time the experiments cannot tell apart on this transport, or at some sizes, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NotSeparable {
-    /// `S`, `F`, `U`, `A` or `E`.
+    /// `E`, `R`, `S`, `F`, `U` or `A`.
     pub time: String,
-    /// Why.
+    /// Why, with what was measured instead.
     pub reason: String,
+    /// The sizes at which it is not separable; empty: at every size.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sizes: Vec<u64>,
+    /// The assumption of the solve that failed there ([`checks`]); absent where the
+    /// experiment that separates it was not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assumption: Option<String>,
+}
+
+/// A time solved another way than §3.5's list, or whose line is outside its validity, at some
+/// sizes ([`checks`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SolveNote {
+    /// `E`, `R`, `S`, `F`, `U` or `A`.
+    pub time: String,
+    /// The sizes it concerns.
+    pub sizes: Vec<u64>,
+    /// The assumption of the solve that did not hold there.
+    pub assumption: String,
+    /// What was measured and what was done.
+    pub note: String,
 }
 
 /// One row of §5.2's interference experiment (the contract key `interference`).
@@ -165,6 +189,9 @@ pub struct Detail {
     pub measured: BTreeMap<String, TimeLine>,
     /// The times that could not be separated here.
     pub not_separable: Vec<NotSeparable>,
+    /// The times solved another way, or whose line does not hold within its noise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<SolveNote>,
     /// Whether the transport forwarded `r+s` and the streams itself (the simulator).
     pub transport_forwards: bool,
 }
@@ -195,6 +222,11 @@ pub struct Measured {
     pub feu2: Option<f64>,
     /// A + U.
     pub au: Option<f64>,
+    /// R above E: the one-hop round trip is `2(F+R+U)` ([`checks::Rule::hop_r`]).
+    pub hop_r: bool,
+    /// `2F + 2U` from the echo's line (`T(d) - 2dE`), where `2(F+E+U)` is bound by a CPU
+    /// ([`checks::Rule::u_echo`]).
+    pub fu2_echo: Option<f64>,
 }
 
 /// The six times of one repetition: each `None` when what it needs was not measured.
@@ -215,12 +247,16 @@ pub struct Solved {
 }
 
 /// §3.5: E and R as measured, then S = (R+S) - R, F = (F+S) - S, U = 2(F+E+U)/2 - E - F,
-/// A = (A+U) - U, each step finding one new unknown from the ones before.
+/// A = (A+U) - U, each step finding one new unknown from the ones before. Where R is above E
+/// the one-hop round trip is `2(F+R+U)` and U subtracts R; where `2(F+E+U)` is bound by a CPU,
+/// U comes from the echo's `2F + 2U` ([`checks`]).
 pub fn solve(m: Measured) -> Solved {
     let s = m.rs.zip(m.r).map(|(rs, r)| rs - r);
     let f = m.fs.zip(s).map(|(fs, s)| fs - s);
-    let u = match (m.feu2, m.e, f) {
-        (Some(x), Some(e), Some(f)) => Some(x / 2.0 - e - f),
+    let hop = if m.hop_r { m.r } else { m.e };
+    let u = match (m.fu2_echo, m.feu2, m.e, hop, f) {
+        (Some(fu2), _, Some(e), Some(hop), Some(f)) => Some(fu2 / 2.0 - (hop - e) - f),
+        (None, Some(x), Some(_), Some(hop), Some(f)) => Some(x / 2.0 - hop - f),
         _ => None,
     };
     let a = m.au.zip(u).map(|(au, u)| au - u);
@@ -318,7 +354,7 @@ fn line_of(by_size: &BTreeMap<u64, Vec<f64>>) -> TimeLine {
 }
 
 /// The echo's round trips per distance: `hops -> size -> repetitions`.
-fn echoes(t: &Table, busy: bool) -> BTreeMap<u32, BTreeMap<u64, Vec<f64>>> {
+fn echoes(t: &Table, busy: bool) -> Echoes {
     let mut out = BTreeMap::new();
     for (name, by_size) in t {
         if let Some(Experiment::Echo { hops, busy: b }) = Experiment::from_name(name) {
@@ -330,24 +366,24 @@ fn echoes(t: &Table, busy: bool) -> BTreeMap<u32, BTreeMap<u64, Vec<f64>>> {
     out
 }
 
-/// E per size and repetition from the echoes.
-fn e_values(e: &BTreeMap<u32, BTreeMap<u64, Vec<f64>>>) -> BTreeMap<u64, Vec<f64>> {
+/// E per size and repetition from the echoes, at the distances `dists` gives for each size
+/// (those that passed [`checks`]).
+fn e_values(e: &Echoes, dists: impl Fn(u64) -> Vec<u32>) -> BTreeMap<u64, Vec<f64>> {
     let mut out = BTreeMap::new();
-    if e.len() < 2 {
-        return out;
-    }
-    let Some(first) = e.values().next() else {
-        return out;
-    };
-    for &size in first.keys() {
-        let reps = e
-            .values()
-            .map(|m| m.get(&size).map_or(0, Vec::len))
-            .min()
-            .unwrap_or(0);
+    let sizes: std::collections::BTreeSet<u64> =
+        e.values().flat_map(|m| m.keys().copied()).collect();
+    for size in sizes {
+        let use_: Vec<(u32, &Vec<f64>)> = dists(size)
+            .into_iter()
+            .filter_map(|d| e.get(&d)?.get(&size).map(|v| (d, v)))
+            .collect();
+        if use_.len() < 2 {
+            continue;
+        }
+        let reps = use_.iter().map(|(_, v)| v.len()).min().unwrap_or(0);
         let v: Vec<f64> = (0..reps)
             .filter_map(|k| {
-                let rts: Vec<(u32, f64)> = e.iter().map(|(&d, m)| (d, m[&size][k])).collect();
+                let rts: Vec<(u32, f64)> = use_.iter().map(|(d, v)| (*d, v[k])).collect();
                 e_from_echo(&rts)
             })
             .collect();
@@ -368,30 +404,56 @@ fn sizes_of(t: &Table) -> Vec<u64> {
 }
 
 /// The known values of repetition `k` at `size`.
-fn measured_at(t: &Table, e: &BTreeMap<u64, Vec<f64>>, size: u64, k: usize) -> Measured {
-    let get = |name: &str| t.get(name).and_then(|m| m.get(&size)?.get(k).copied());
+fn measured_at(inp: &Inputs<'_>, size: u64, k: usize) -> Measured {
+    let get = |name: &str| inp.t.get(name).and_then(|m| m.get(&size)?.get(k).copied());
+    let e = inp.e.get(&size).and_then(|v| v.get(k).copied());
+    let rule = inp.rules.get(&size).cloned().unwrap_or_default();
+    // 2F + 2U = T(d) - 2dE, the mean over the distances the rule names.
+    let fu2_echo = e.filter(|_| !rule.u_echo.is_empty()).and_then(|e| {
+        let v: Option<Vec<f64>> = rule
+            .u_echo
+            .iter()
+            .map(|&d| {
+                let t = inp.busy.get(&d)?.get(&size)?.get(k)?;
+                Some(t - 2.0 * f64::from(d) * e)
+            })
+            .collect();
+        v.and_then(|v| mean(&v))
+    });
     Measured {
-        e: e.get(&size).and_then(|v| v.get(k).copied()),
+        e,
         r: get("r"),
         rs: get("r+s"),
         fs: get("f+s"),
-        feu2: get("2(f+e+u)"),
+        feu2: get("2(f+e+u)").filter(|_| !rule.u_none),
         au: get("a+u"),
+        hop_r: rule.hop_r,
+        fu2_echo,
     }
 }
 
+/// What the solve of every size reads: the experiments' values, E per size and repetition,
+/// the busy echo, and each size's [`Rule`].
+struct Inputs<'a> {
+    t: &'a Table,
+    e: &'a BTreeMap<u64, Vec<f64>>,
+    busy: &'a Echoes,
+    rules: &'a BTreeMap<u64, Rule>,
+}
+
 /// §3.5 for every size and repetition (the most repetitions any experiment has there).
-fn solve_table(t: &Table, e: &BTreeMap<u64, Vec<f64>>) -> SolvedTable {
+fn solve_table(inp: &Inputs<'_>) -> SolvedTable {
     let mut solved = SolvedTable::new();
-    for size in sizes_of(t) {
-        let reps = t
+    for size in sizes_of(inp.t) {
+        let reps = inp
+            .t
             .iter()
             .filter(|(n, _)| rate_streams(n).is_none())
             .filter_map(|(_, m)| m.get(&size).map(Vec::len))
             .max()
             .unwrap_or(0);
         for k in 0..reps {
-            let m = measured_at(t, e, size, k);
+            let m = measured_at(inp, size, k);
             let s = solve(m);
             let o_r = m.au.zip(m.r).map(|(au, r)| au + r);
             let values = [
@@ -414,33 +476,57 @@ fn solve_table(t: &Table, e: &BTreeMap<u64, Vec<f64>>) -> SolvedTable {
     solved
 }
 
-/// The line of a solved time, when it was solved at any size.
-fn solved_line(solved: &SolvedTable, name: &str) -> Option<TimeLine> {
-    solved.get(name).filter(|m| !m.is_empty()).map(line_of)
+/// The line of a solved time, when it was solved at any size; the sizes in `zero` (a mean
+/// below zero within its noise, [`checks::settle`]) taken as 0.
+fn solved_line(solved: &SolvedTable, name: &str, zero: &[(&str, u64)]) -> Option<TimeLine> {
+    let l = solved.get(name).filter(|m| !m.is_empty()).map(line_of)?;
+    if !zero.iter().any(|z| z.0 == name) {
+        return Some(l);
+    }
+    let mut values = l.values;
+    for v in values.iter_mut() {
+        if zero.contains(&(name, v.size)) {
+            v.mean_us = 0.0;
+        }
+    }
+    Some(TimeLine::fit(values))
 }
 
 /// Each experiment's own value as a line (Q subtracted where it ran Q), and the sums o_s and
 /// o_r.
-fn measured_lines(t: &Table, solved: &SolvedTable) -> BTreeMap<String, TimeLine> {
+fn measured_lines(
+    t: &Table,
+    solved: &SolvedTable,
+    zero: &[(&str, u64)],
+    repetitions: usize,
+    f: &mut Findings,
+) -> BTreeMap<String, TimeLine> {
     let mut measured = BTreeMap::new();
-    let experiments = [
-        ("Q", "q"),
-        ("R", "r"),
-        ("A+U", "a+u"),
-        ("F+S", "f+s"),
-        ("R+S", "r+s"),
-        ("2(F+E+U)", "2(f+e+u)"),
-        ("o_s", "f+s"),
+    // R is the solved R, made non-negative with the other times ([`checks::settle`]).
+    let experiments: [(&str, &[&str]); 6] = [
+        ("Q", &["q"]),
+        ("A+U", &["a+u"]),
+        ("F+S", &["f+s"]),
+        ("R+S", &["r+s"]),
+        ("2(F+E+U)", &["2(f+e+u)"]),
+        ("o_s", &["f+s"]),
     ];
-    for (key, name) in experiments {
-        if let Some(m) = t.get(name) {
-            measured.insert(key.to_string(), line_of(m));
+    for (key, names) in experiments {
+        if let Some(m) = t.get(names[0]) {
+            measured.insert(key.to_string(), (names, line_of(m)));
         }
     }
-    if let Some(l) = solved_line(solved, "o_r") {
-        measured.insert("o_r".into(), l);
+    if let Some(l) = solved_line(solved, "o_r", &[]) {
+        measured.insert("o_r".into(), (&["a+u", "r"], l));
     }
+    let r = solved_line(solved, "R", zero);
     measured
+        .into_iter()
+        .filter_map(|(key, (names, l))| {
+            checks::measured_sign(&key, names, l, t, repetitions, f).map(|l| (key, l))
+        })
+        .chain(r.map(|r| ("R".to_string(), r)))
+        .collect()
 }
 
 /// Q's calibration: the median time of one iteration, ns.
@@ -454,41 +540,80 @@ fn q_ns_per_iter(points: &[Point]) -> Option<f64> {
 /// Seed 001's analysis of `points` (one backend's); `None` parts where the points hold no
 /// seed 001 experiment. `transport_forwards`: whether the backend forwards messages through
 /// node 0 itself (the simulator), so that `r+s` was measured or would have been.
-pub fn analyse(points: &[Point], transport_forwards: bool) -> Analysis {
+/// `resolution_ns`: the clock's (seed 000 §3.1), which bounds how closely two readings can
+/// agree.
+pub fn analyse(points: &[Point], transport_forwards: bool, resolution_ns: Option<f64>) -> Analysis {
     let (t, q0) = table(points);
     if t.is_empty() {
         return Analysis::default();
     }
     let busy = echoes(&t, true);
     let idle = echoes(&t, false);
-    let solved = solve_table(&t, &e_values(&busy));
-    let params = Params {
-        e: solved_line(&solved, "E"),
-        r: solved_line(&solved, "R"),
-        s: solved_line(&solved, "S"),
-        f: solved_line(&solved, "F"),
-        u: solved_line(&solved, "U"),
-        a: solved_line(&solved, "A"),
-    };
+    let q_ns = q_ns_per_iter(points);
     let overhead = ["r", "a+u", "f+s"].iter().any(|k| t.contains_key(*k));
     let no_rs = overhead && !t.contains_key("r+s");
-    let e_idle = e_values(&idle);
+    let mut found = Findings {
+        not_separable: not_separable(transport_forwards, no_rs, busy.len()),
+        ..Findings::default()
+    };
+    let messages = points
+        .iter()
+        .find(|p| Experiment::from_name(&p.pattern).is_some())
+        .map_or(0, |p| p.npp);
+    let cx = checks::Ctx {
+        t: &t,
+        busy: &busy,
+        idle: &idle,
+        q_ns,
+        noise: checks::Noise {
+            quantum_us: resolution_ns.unwrap_or(0.0).max(0.0) / 1000.0 / messages.max(1) as f64,
+        },
+        cpu_floor: transport_forwards,
+    };
+    let rules: BTreeMap<u64, Rule> = sizes_of(&t)
+        .into_iter()
+        .map(|s| (s, checks::rule_at(&cx, s, &mut found)))
+        .collect();
+    let e = e_values(&busy, |s| {
+        rules.get(&s).map_or(Vec::new(), |r| r.e_dists.clone())
+    });
+    let inputs = Inputs {
+        t: &t,
+        e: &e,
+        busy: &busy,
+        rules: &rules,
+    };
+    let mut solved = solve_table(&inputs);
+    let zero = checks::settle(&mut solved, &t, &rules, &mut found);
+    let repetitions = t
+        .values()
+        .flat_map(|m| m.values().map(Vec::len))
+        .max()
+        .unwrap_or(0);
+    let line = |name: &'static str, found: &mut Findings| {
+        let l = solved_line(&solved, name, &zero)?;
+        checks::linear(name, &l, repetitions, found);
+        Some(l)
+    };
+    let params = Params {
+        e: line("E", &mut found),
+        r: line("R", &mut found),
+        s: line("S", &mut found),
+        f: line("F", &mut found),
+        u: line("U", &mut found),
+        a: line("A", &mut found),
+    };
+    let e_idle = e_values(&idle, |s| checks::idle_dists(&cx, s));
     let detail = Detail {
-        q_ns_per_iter: q_ns_per_iter(points),
-        repetitions: t
-            .values()
-            .flat_map(|m| m.values().map(Vec::len))
-            .max()
-            .unwrap_or(0),
-        messages_per_reading: points
-            .iter()
-            .find(|p| Experiment::from_name(&p.pattern).is_some())
-            .map_or(0, |p| p.npp),
+        q_ns_per_iter: q_ns,
+        repetitions,
+        messages_per_reading: messages,
         echo: busy.iter().map(|(&d, m)| (d, line_of(m))).collect(),
         echo_idle: idle.iter().map(|(&d, m)| (d, line_of(m))).collect(),
         e_idle: (!e_idle.is_empty()).then(|| line_of(&e_idle)),
-        measured: measured_lines(&t, &solved),
-        not_separable: not_separable(transport_forwards, no_rs, busy.len()),
+        measured: measured_lines(&t, &solved, &zero, repetitions, &mut found),
+        not_separable: found.not_separable,
+        notes: found.notes,
         transport_forwards,
     };
     let interference = interference(&t, &q0, &detail);
@@ -508,6 +633,8 @@ fn not_separable(forwards: bool, no_rs: bool, distances: usize) -> Vec<NotSepara
         v.push(NotSeparable {
             time: time.into(),
             reason: reason.into(),
+            sizes: Vec::new(),
+            assumption: None,
         })
     };
     if distances < 2 {
@@ -605,6 +732,7 @@ mod tests {
                 fs: Some(f + s),
                 feu2: Some(2.0 * (f + e + u)),
                 au: Some(a + u),
+                ..Measured::default()
             };
             let got = solve(m);
             for (want, got) in [e, r, s, f, u, a]
@@ -630,6 +758,7 @@ mod tests {
                 fs: Some(f + s),
                 feu2: Some(2.0 * (f + e + u)),
                 au: Some(a + u),
+                ..Measured::default()
             });
             for (want, got) in [e, r, s, f, u, a].into_iter().zip([
                 got.e, got.r, got.s, got.f, got.u, got.a,
@@ -660,6 +789,7 @@ mod tests {
             fs: Some(4.0),
             feu2: Some(20.0),
             au: Some(2.0),
+            ..Measured::default()
         };
         let s = solve(m);
         assert_eq!((s.e, s.r), (Some(3.0), Some(1.0)));
@@ -678,6 +808,7 @@ mod tests {
             fs: Some(f + s),
             feu2: Some(2.0 * (f + e + u)),
             au: Some(a + u),
+            ..Measured::default()
         });
         assert!((got.s.unwrap() - (s - x)).abs() < 1e-9);
         assert!((got.f.unwrap() - (f + x)).abs() < 1e-9);

@@ -146,14 +146,13 @@ pub struct PingpongArgs {
     #[command(flatten)]
     pub backend: BackendArgs,
 
-    /// Timed trials per size (ntrial). Default: 10000 (bandwidth: 100); at most 10^8.
+    /// Timed trials per size (ntrial), at most 10^8.
     #[arg(long, value_name = "N")]
-    pub trials: Option<u64>,
+    pub trials: u64,
 
-    /// Untimed iterations before the first trial of each size. Default: 100 (bandwidth: 10);
-    /// at most 10^9.
+    /// Untimed iterations before the first trial of each size, at most 10^9.
     #[arg(long, value_name = "N")]
-    pub warmup: Option<u64>,
+    pub warmup: u64,
 
     /// Fix npp, the ping-pongs per timing loop, instead of calculating it from the timer
     /// resolution (Luecke et al. 2009 §3.3). A list (1,9,18,36,72,144,15000) measures every
@@ -172,7 +171,7 @@ pub struct PingpongArgs {
     pub npp_init: u64,
 
     /// npptrial: loops used to estimate the ping-pong time (without --npp).
-    #[arg(long, default_value_t = 200, value_name = "N")]
+    #[arg(long, default_value_t = PINGPONG_COUNTS.npp_trials, value_name = "N")]
     pub npp_trials: u64,
 
     /// Filtered analysis: remove trials above this multiple of the median (Luecke et al. 2009
@@ -503,8 +502,8 @@ measured again, one pair alone in the machine with more trials, before a verdict
 (on the simulator: the channel), dimension (the simulator), or contention (slow only while
 other pairs ran). A healthy machine gets no verdict.
 
-Defaults differ from pingpong's, since a run has n (n - 1) cells: --trials 100, --warmup 10,
---npp-trials 20, --samples 10000.
+Defaults differ from pingpong's, since a run has n (n - 1) cells: fewer trials, warm-up
+iterations, npp estimation loops and clock samples (each option shows its own).
 
 Examples:
   commbench allpairs --ranks 4                       4 local ranks over shared memory
@@ -618,7 +617,7 @@ pub struct OutputArgs {
 pub struct ClockSamples {
     /// Back-to-back clock-read pairs for the timer characterisation (Luecke et al. 2009 §3.1),
     /// at most 2^32.
-    #[arg(long, default_value_t = 1 << 24, value_name = "N")]
+    #[arg(long, default_value_t = PINGPONG_COUNTS.samples, value_name = "N")]
     pub samples: u64,
 }
 
@@ -868,4 +867,79 @@ pub struct CompareArgs {
     /// Also write the comparison as JSON to FILE ('-' for standard output, instead of the table).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+}
+
+/// The counts of the method that differ between measuring commands: set here alone, as the
+/// defaults clap parses and each command's --help shows ([`command`]).
+#[derive(Debug, Clone, Copy)]
+struct Counts {
+    /// `--trials`.
+    trials: u64,
+    /// `--warmup`.
+    warmup: u64,
+    /// `--npp-trials`.
+    npp_trials: u64,
+    /// `--samples`.
+    samples: u64,
+}
+
+/// pingpong, exchange and transpose (Luecke et al. 2009's counts).
+const PINGPONG_COUNTS: Counts = Counts {
+    trials: 10_000,
+    warmup: 100,
+    npp_trials: 200,
+    samples: 1 << 24,
+};
+
+/// bandwidth: a trial is a whole window.
+const BANDWIDTH_COUNTS: Counts = Counts {
+    trials: 100,
+    warmup: 10,
+    ..PINGPONG_COUNTS
+};
+
+/// The queue benchmarks: the paper's 1000 iterations, each after its queue is set up.
+const QUEUE_COUNTS: Counts = Counts {
+    trials: 1000,
+    warmup: 10,
+    ..PINGPONG_COUNTS
+};
+
+/// allpairs, sized for n (n - 1) cells.
+const ALLPAIRS_COUNTS: Counts = Counts {
+    trials: 100,
+    warmup: 10,
+    npp_trials: 20,
+    samples: 10_000,
+};
+
+/// `cmd` with the counts `c` as its defaults.
+fn with_counts(cmd: clap::Command, c: Counts) -> clap::Command {
+    let default = |v: u64| move |a: clap::Arg| a.required(false).default_value(v.to_string());
+    cmd.mut_arg("trials", default(c.trials))
+        .mut_arg("warmup", default(c.warmup))
+        .mut_arg("npp_trials", default(c.npp_trials))
+        .mut_arg("samples", default(c.samples))
+}
+
+/// The command line's definition: [`Cli`] with each measuring command's own counts.
+/// `allpairs` hides `--source` and `--dest`, which it accepts only to refuse them.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let queue = |q: clap::Command| {
+        q.mut_subcommand("posted", |c| with_counts(c, QUEUE_COUNTS))
+            .mut_subcommand("unexpected", |c| with_counts(c, QUEUE_COUNTS))
+    };
+    let hide = |a: clap::Arg| a.hide(true);
+    Cli::command()
+        .mut_subcommand("pingpong", |c| with_counts(c, PINGPONG_COUNTS))
+        .mut_subcommand("exchange", |c| with_counts(c, PINGPONG_COUNTS))
+        .mut_subcommand("transpose", |c| with_counts(c, PINGPONG_COUNTS))
+        .mut_subcommand("bandwidth", |c| with_counts(c, BANDWIDTH_COUNTS))
+        .mut_subcommand("queue", queue)
+        .mut_subcommand("allpairs", |c| {
+            with_counts(c, ALLPAIRS_COUNTS)
+                .mut_arg("source", hide)
+                .mut_arg("dest", hide)
+        })
 }

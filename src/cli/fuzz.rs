@@ -7,7 +7,7 @@
 
 use super::args::{Cli, Given};
 use super::fatal::{EXIT_RUN, EXIT_USAGE};
-use clap::{CommandFactory, FromArgMatches};
+use clap::FromArgMatches;
 use proptest::prelude::*;
 
 #[path = "../../backends/sim/tests/common/scale.rs"]
@@ -60,7 +60,7 @@ const SKIPPED: &[&str] = &["rendezvous", "help", "version"];
 /// The command line's definition, built once.
 fn definition() -> clap::Command {
     static CLI: std::sync::OnceLock<clap::Command> = std::sync::OnceLock::new();
-    CLI.get_or_init(Cli::command).clone()
+    CLI.get_or_init(super::args::command).clone()
 }
 
 /// Each measuring command with its options, built once.
@@ -80,7 +80,7 @@ fn table() -> &'static Table {
 }
 
 /// The measuring subcommands, as paths of names.
-fn measuring() -> Vec<Vec<String>> {
+pub(super) fn measuring() -> Vec<Vec<String>> {
     let cmd = definition();
     let mut out = Vec::new();
     for sub in cmd.get_subcommands() {

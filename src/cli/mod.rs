@@ -22,6 +22,8 @@ pub mod fatal;
 pub mod files;
 #[cfg(test)]
 mod fuzz;
+#[cfg(test)]
+mod help_defaults;
 mod live;
 pub mod plan;
 mod progress;
@@ -31,7 +33,7 @@ mod signals;
 use args::{Cli, Command, Given, QueueWhich, TimerArgs};
 use backend::BACKENDS;
 use clap::error::ErrorKind;
-use clap::{CommandFactory, FromArgMatches};
+use clap::FromArgMatches;
 use commbench::core::method::queue::QueueKind;
 use commbench::core::method::sixtimes::Suite;
 use commbench::core::method::PatternKind;
@@ -41,7 +43,7 @@ use std::process::ExitCode;
 
 /// Parse the command line, do what it says, and turn the outcome into an exit code.
 pub fn main() -> ExitCode {
-    let mut cmd = Cli::command();
+    let mut cmd = args::command();
     let parsed = match cmd.try_get_matches_from_mut(std::env::args_os()) {
         Ok(m) => {
             let given = Given::from_matches(&cmd, &m);

@@ -194,16 +194,11 @@ fn npp_choice(a: &PingpongArgs, given: &Given) -> Result<NppChoice, Fatal> {
 }
 
 /// The method's parameters of a pattern run (sizes, trials, npp, ...).
-fn method(
-    a: &PingpongArgs,
-    sizes: Vec<u64>,
-    streaming: bool,
-    given: &Given,
-) -> Result<MethodConfig, Fatal> {
+fn method(a: &PingpongArgs, sizes: Vec<u64>, given: &Given) -> Result<MethodConfig, Fatal> {
     Ok(MethodConfig {
         sizes,
-        trials: a.trials.unwrap_or(if streaming { 100 } else { 10_000 }),
-        warmup: a.warmup.unwrap_or(if streaming { 10 } else { 100 }),
+        trials: a.trials,
+        warmup: a.warmup,
         npp: npp_choice(a, given)?,
         cut_coef: a.cut_coef,
         timer_samples: a.clock.samples,
@@ -328,7 +323,7 @@ pub fn pattern(kind: PatternKind, p: PatternArgs, given: &Given) -> Result<Plan,
         ));
     }
     check_fit(&fit, &sizes, given)?;
-    let method = method(&a, sizes, streaming, given)?;
+    let method = method(&a, sizes, given)?;
     build(
         Work::Pattern(kind),
         a,
@@ -354,7 +349,7 @@ pub fn transpose(
         ));
     }
     let bytes = (n * n * 8) as u64;
-    let method = method(&a, vec![bytes], false, given)?;
+    let method = method(&a, vec![bytes], given)?;
     let fit = FitArgs {
         breakpoint: Breakpoint::Auto,
         instructions_per_second: None,
@@ -687,8 +682,8 @@ pub fn seed001(
     let needed = x.ranks_needed();
     let p = PingpongArgs {
         backend: a.backend,
-        trials: Some(a.repetitions),
-        warmup: Some(a.warmup),
+        trials: a.repetitions,
+        warmup: a.warmup,
         npp: None,
         res_npp: 50,
         npp_init: 4,
@@ -816,7 +811,7 @@ pub fn queue(
         any_source: q.any_source,
     };
     let a = q.common;
-    let mut method = method(&a, sizes, false, given)?;
+    let method = method(&a, sizes, given)?;
     if let NppChoice::Study(_) = method.npp {
         return Err(Fatal::usage(
             "--npp: a queue benchmark takes one npp, not a list",
@@ -824,8 +819,6 @@ pub fn queue(
              --npp out to calculate it",
         ));
     }
-    method.trials = a.trials.unwrap_or(1000);
-    method.warmup = a.warmup.unwrap_or(10);
     let fit = FitArgs {
         breakpoint: Breakpoint::None,
         instructions_per_second: None,
@@ -845,16 +838,8 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
         )
     })?;
     let c = &mut a.common;
-    if !given.has("--npp-trials") {
-        c.npp_trials = 20;
-    }
-    if !given.has("--samples") {
-        c.clock.samples = 10_000;
-    }
     c.backend.ranks = c.backend.ranks.or(Some(4));
-    let mut method = method(c, sizes, false, given)?;
-    method.trials = c.trials.unwrap_or(100);
-    method.warmup = c.warmup.unwrap_or(10);
+    let method = method(c, sizes, given)?;
     let config = AllPairsConfig {
         schedule: match a.schedule {
             ScheduleArg::Tournament => Schedule::Tournament,

@@ -11,6 +11,15 @@ pub(super) const LEFT: f64 = 90.0;
 pub(super) const RIGHT: f64 = 30.0;
 pub(super) const TOP: f64 = 56.0;
 pub(super) const BOTTOM: f64 = 84.0;
+/// Where a caption starts, and the least margin text keeps from the canvas's right edge.
+const CAPTION_X: f64 = LEFT;
+const MARGIN: f64 = 20.0;
+/// The baseline of a caption's first line, below the x axis's title, and the distance between
+/// its lines.
+const CAPTION_Y: f64 = HEIGHT - BOTTOM + 64.0;
+const CAPTION_LEADING: f64 = 14.0;
+/// A caption's font size.
+const CAPTION_FONT: f64 = 11.0;
 pub(super) const COLORS: [&str; 6] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf",
 ];
@@ -115,10 +124,16 @@ impl Axis {
                 let last = (self.hi / step).round() as i64;
                 // Ends beyond what the step counts (a step of 0 below the smallest float, ends
                 // at infinity) give no ticks rather than billions.
+                // Rounded to the nearest step, an end can fall beyond the axis: its tick
+                // and label would stand outside the plot.
+                let slack = step * 1e-9;
+                let inside = |v: f64| v >= self.lo - slack && v <= self.hi + slack;
                 if last.saturating_sub(first) <= 100 {
                     for k in first..=last {
                         let v = k as f64 * step;
-                        major.push((v, format!("{v:.decimals$}")));
+                        if inside(v) {
+                            major.push((v, format!("{v:.decimals$}")));
+                        }
                     }
                 }
             }
@@ -257,30 +272,86 @@ pub(super) enum Side {
     Left,
 }
 
+/// The width the plots allow one character of text, in ems, where they wrap or place it: more
+/// than the generic sans-serif faces' average (capitals and digits are 0.55 to 0.67 em, most
+/// lower case letters less), so that wrapped text stays inside the canvas.
+pub const CHAR_WIDTH_EM: f64 = 0.6;
+
+/// How much wider bold text is, at most.
+pub const BOLD_WIDTH: f64 = 1.1;
+
+/// The width `text` is allowed at `font_size` (px), by [`CHAR_WIDTH_EM`].
+pub(super) fn text_width(text: &str, font_size: f64) -> f64 {
+    text.chars().count() as f64 * font_size * CHAR_WIDTH_EM
+}
+
+/// `text` in lines of at most `max_px` at `font_size`, broken at spaces; a word longer than a
+/// line is broken where the line ends.
+pub(super) fn wrap(text: &str, font_size: f64, max_px: f64) -> Vec<String> {
+    let per_line = ((max_px / (font_size * CHAR_WIDTH_EM)).floor() as usize).max(1);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        let used = line.chars().count();
+        if used > 0 && used + 1 + word.len() <= per_line {
+            line.push(' ');
+            line.extend(word);
+            continue;
+        }
+        if used > 0 {
+            lines.push(std::mem::take(&mut line));
+        }
+        while word.len() > per_line {
+            lines.push(word.drain(..per_line).collect());
+        }
+        line.extend(word);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 /// An SVG document under construction.
 pub(super) struct Svg {
     pub(super) s: String,
+    /// The canvas's width and height; the height grows to hold the caption.
+    width: f64,
+    height: f64,
+    /// The height the document's header was written with.
+    header_height: f64,
 }
 
 impl Svg {
-    /// A document with its title and subtitle.
+    /// A document of the plots' size with its title and subtitle.
     pub(super) fn new(title: &str, subtitle: &str) -> Svg {
+        Svg::sized(WIDTH, HEIGHT, title, subtitle)
+    }
+
+    /// A document of `width` x `height` with its title and subtitle.
+    pub(super) fn sized(width: f64, height: f64, title: &str, subtitle: &str) -> Svg {
         let mut s = String::with_capacity(16 * 1024);
         let _ = writeln!(
             s,
             r##"<?xml version="1.0" encoding="UTF-8"?>
-<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="13">
+<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="13">
 <title>{}</title>
-<rect class="background" x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="white"/>
+<rect class="background" x="0" y="0" width="{width}" height="{height}" fill="white"/>
 <text class="title" x="{}" y="24" text-anchor="middle" font-size="16" font-weight="bold">{}</text>
 <text class="subtitle" x="{}" y="42" text-anchor="middle" font-size="12" fill="#555555">{}</text>"##,
             esc(title),
-            WIDTH / 2.0,
+            width / 2.0,
             esc(title),
-            WIDTH / 2.0,
+            width / 2.0,
             esc(subtitle)
         );
-        Svg { s }
+        Svg {
+            s,
+            width,
+            height,
+            header_height: height,
+        }
     }
 
     /// Open the group of the `i`-th series (pattern `pattern`); its colour.
@@ -439,18 +510,24 @@ impl Svg {
         self.raw("</g>");
     }
 
-    /// Caption lines at the bottom, the last one lowest.
-    pub(super) fn caption(&mut self, lines: &[String]) {
-        for (i, c) in lines.iter().enumerate() {
-            self.text(
-                "caption",
-                LEFT,
-                HEIGHT - 14.0 - 15.0 * (lines.len() - 1 - i) as f64,
-                "start",
-                r##" font-size="11" fill="#555555""##,
-                c,
-            );
+    /// Caption paragraphs below the plot, each wrapped to the canvas's width.
+    pub(super) fn caption(&mut self, paragraphs: &[String]) {
+        self.caption_at(CAPTION_X, CAPTION_Y, paragraphs);
+    }
+
+    /// Caption paragraphs from `(x, y)` (the first baseline) down, each wrapped to the
+    /// canvas's width; the canvas grows to hold them.
+    pub(super) fn caption_at(&mut self, x: f64, y: f64, paragraphs: &[String]) {
+        let max = self.width - x - MARGIN;
+        let lines = paragraphs.iter().flat_map(|p| wrap(p, CAPTION_FONT, max));
+        let mut baseline = y;
+        for (i, line) in lines.enumerate() {
+            baseline = y + CAPTION_LEADING * i as f64;
+            let style = format!(r##" font-size="{CAPTION_FONT}" fill="#555555""##);
+            self.text("caption", x, baseline, "start", &style, &line);
         }
+        // Room below the last line for its descenders.
+        self.height = self.height.max((baseline + 6.0).ceil());
     }
 
     /// A legend box in the upper left of the plot area.
@@ -458,8 +535,8 @@ impl Svg {
         if entries.is_empty() {
             return;
         }
-        let longest = entries.iter().map(|e| e.label.chars().count()).max();
-        let w = longest.unwrap_or(0) as f64 * 6.8 + 44.0;
+        let longest = entries.iter().map(|e| text_width(&e.label, 12.0));
+        let w = longest.fold(0.0, f64::max) + 44.0;
         let h = 8.0 + 18.0 * entries.len() as f64;
         let (x, y) = (LEFT + 10.0, TOP + 10.0);
         self.raw(r#"<g class="legend">"#);
@@ -496,9 +573,22 @@ impl Svg {
         self.raw("</g>");
     }
 
-    /// The finished document.
+    /// The finished document, its header given the height it grew to.
     pub(super) fn finish(mut self) -> String {
         self.raw("</svg>");
+        if self.height != self.header_height {
+            let (w, old, new) = (self.width, self.header_height, self.height);
+            // The header's height attributes (the canvas's and its background's) and view
+            // box; its title and subtitle are escaped, so hold no quote.
+            let end = self.s.find("<text class=\"title\"").unwrap_or(0);
+            let header = self.s[..end]
+                .replace(&format!(r#"height="{old}""#), &format!(r#"height="{new}""#))
+                .replace(
+                    &format!(r#"viewBox="0 0 {w} {old}""#),
+                    &format!(r#"viewBox="0 0 {w} {new}""#),
+                );
+            self.s.replace_range(..end, &header);
+        }
         self.s
     }
 }
@@ -516,5 +606,19 @@ mod tests {
         assert_eq!(bytes_label(0), "1");
         assert_eq!(bytes_label(10), "1K");
         assert_eq!(bytes_label(22), "4M");
+    }
+
+    #[test]
+    fn wrapped_lines_fit_and_keep_every_word() {
+        // 10 px a character at 10 px: 5 characters a line of 50 px.
+        let per_char = 10.0 * CHAR_WIDTH_EM;
+        let max = 5.0 * per_char;
+        assert_eq!(wrap("ab cd ef", 10.0, max), ["ab cd", "ef"]);
+        assert_eq!(wrap("abcdefghijk x", 10.0, max), ["abcde", "fghij", "k x"]);
+        assert_eq!(wrap("", 10.0, max), [""]);
+        let text = "Error bars: distribution-free 95% confidence interval of the median.";
+        let lines = wrap(text, 11.0, 200.0);
+        assert!(lines.len() > 1 && lines.iter().all(|l| text_width(l, 11.0) <= 200.0));
+        assert_eq!(lines.join(" "), text);
     }
 }

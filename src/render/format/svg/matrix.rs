@@ -840,22 +840,7 @@ pub(super) fn plot(doc: &ResultDoc, size: Option<u64>, colour: MatrixColour) -> 
             size_text(size)
         ),
     };
-    let mut s = String::with_capacity(64 * 1024 + 256 * order.len() * order.len());
-    let _ = writeln!(
-        s,
-        r##"<?xml version="1.0" encoding="UTF-8"?>
-<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="13">
-<title>{}</title>
-<rect class="background" x="0" y="0" width="{W}" height="{H}" fill="white"/>
-<text class="title" x="{}" y="24" text-anchor="middle" font-size="16" font-weight="bold">{}</text>
-<text class="subtitle" x="{}" y="42" text-anchor="middle" font-size="12" fill="#555555">{}</text>"##,
-        esc(&title),
-        W / 2.0,
-        esc(&title),
-        W / 2.0,
-        esc(&subtitle(doc))
-    );
-    let mut svg = Svg { s };
+    let mut svg = Svg::sized(W, H, &title, &subtitle(doc));
     heatmap(&mut svg, m, size, &order, colour);
     let fit = m.fit_at(size);
     match fit {
@@ -890,16 +875,7 @@ pub(super) fn plot(doc: &ResultDoc, size: Option<u64>, colour: MatrixColour) -> 
         ),
         "Node effects: exp(sender) and exp(receiver) of Tukey's median polish of log time (1: as fast as the common time); ranks in the heatmap's order.".to_string(),
     ];
-    for (i, c) in caption.iter().enumerate() {
-        svg.text(
-            "caption",
-            20.0,
-            H - 26.0 + 15.0 * i as f64,
-            "start",
-            r##" font-size="11" fill="#555555""##,
-            c,
-        );
-    }
+    svg.caption_at(20.0, H - 26.0, &caption);
     Ok(svg.finish())
 }
 

@@ -141,6 +141,7 @@ impl Renderer for Plot {
 
 mod bandwidth;
 mod canvas;
+pub use canvas::{BOLD_WIDTH, CHAR_WIDTH_EM};
 mod histogram;
 mod latency;
 mod matrix;

@@ -319,12 +319,20 @@ fn unexpected_on_sim_any_source_climbs_by_half_the_cost_once_no_longer_hidden() 
     assert!(text.contains("receives from any source"), "{text}");
     assert!(text.contains("per unexpected message queued: "), "{text}");
     assert!(text.contains("longer queues only"), "{text}");
+    // The slope is half the matcher's cost: the report gives the cost per entry walked.
+    let walked = format!(
+        "per entry walked by one rank's matcher: {:.2} ns",
+        2.0 * tail
+    );
+    assert!(text.contains(&walked), "{walked}: {text}");
+    assert!((2.0 * tail - MATCH_NS).abs() <= 0.02 * MATCH_NS, "{tail}");
     // `report` renders it again, and the plot of the unexpected queue.
     let o = run(&["report", j.to_str().unwrap()]);
     assert_ok(&o);
     let again = stdout(&o);
     assert_grid(&again, &["median"], &[0, 64, 128, 256]);
     assert!(again.contains("receives from any source"), "{again}");
+    assert!(again.contains(&walked), "{again}");
     let svg = d.join("u.svg");
     let o = plot_queue(&j, &svg);
     assert_ok(&o);

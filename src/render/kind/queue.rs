@@ -147,5 +147,28 @@ fn entry_lines(out: &mut String, lines: &[&QueueLine]) {
                 line_words(t)
             );
         }
+        if l.traversed_pct.is_none() {
+            let _ = writeln!(out, "      {}", per_entry_walked(l));
+        }
+    }
+}
+
+/// The unexpected queue's slope is half a matcher's cost per entry (docs/seed004.md §4): each
+/// rank's receive post walks the whole queue, the two walks overlap in the round trip, and a
+/// one-way time is half of it. The cost per entry walked, from the longer queues' line where
+/// there is one.
+fn per_entry_walked(l: &QueueLine) -> String {
+    let why = "a one-way time is half a round trip, in which both ranks' walks of the queue \
+               overlap";
+    match &l.tail {
+        Some(t) => format!(
+            "per entry walked by one rank's matcher: {} ns, twice the slope of the longer \
+             queues ({why})",
+            text(2.0 * t.slope_ns_per_entry, Style::Decimals(2))
+        ),
+        None => format!(
+            "per entry walked by one rank's matcher: twice a slope, once the walk no longer \
+             hides ({why})"
+        ),
     }
 }

@@ -3,6 +3,8 @@
 //! `n` back-to-back pairs of clock reads (`t1 = now; t2 = now; time(i) = t2 - t1`):
 //! * `min_ov`, the *minimum timing overhead*, is the minimum non-negative `time(i)`; it is
 //!   subtracted from every timed trial (§3.2);
+//! * a negative `time(i)` (the clock stepped backwards between the two reads) is no overhead
+//!   at all: it is counted ([`TimerReport::backward_steps`]) and left out of every statistic;
 //! * `res_timing`, the *resolution*, is the minimum positive `time(i)` (0 if every `time(i)`
 //!   is 0); it sets `npp` (§3.3).
 //!
@@ -51,6 +53,11 @@ pub struct TimerReport {
     pub frequencies_omitted: usize,
     /// What the operating system claims the clock's resolution is, ns, when known.
     pub claimed_resolution_ns: Option<f64>,
+    /// Pairs whose second read was earlier than the first (the clock stepped backwards):
+    /// counted among `samples`, left out of every statistic above. Reports written before
+    /// it was counted read as 0.
+    #[serde(default)]
+    pub backward_steps: u64,
 }
 
 impl TimerReport {
@@ -65,6 +72,8 @@ struct Counts {
     sparse: HashMap<u64, u64>,
     overflow: u64,
     overflow_max: u64,
+    /// Pairs whose second read came before the first.
+    backward: u64,
 }
 
 impl Counts {
@@ -74,7 +83,25 @@ impl Counts {
             sparse: HashMap::new(),
             overflow: 0,
             overflow_max: 0,
+            backward: 0,
         }
+    }
+
+    /// One back-to-back pair: its difference, or a backward step when `t2 < t1` (a
+    /// difference that would otherwise wrap to about 1.8e19 ns).
+    #[inline]
+    fn add_pair(&mut self, t1: u64, t2: u64) {
+        match t2.checked_sub(t1) {
+            Some(d) => self.add(d.min(i64::MAX as u64)),
+            None => self.backward += 1,
+        }
+    }
+
+    /// The report of `samples` pairs counted here.
+    fn report(&self, clock: String, samples: u64, claimed: Option<f64>) -> TimerReport {
+        let mut r = report_from_counts(clock, samples, &self.sorted(), claimed);
+        r.backward_steps = self.backward;
+        r
     }
 
     #[inline]
@@ -134,14 +161,14 @@ pub fn characterize_until<E: Endpoint>(
         for _ in 0..n {
             let t1 = ep.now_ns();
             let t2 = ep.now_ns();
-            counts.add(t2.wrapping_sub(t1).min(i64::MAX as u64));
+            counts.add_pair(t1, t2);
         }
         taken += n;
         if stop.is_some_and(|s| s.requested().is_some()) {
             break;
         }
     }
-    report_from_counts(name, taken, &counts.sorted(), claimed)
+    counts.report(name, taken, claimed)
 }
 
 /// Characterise any clock given as a closure returning nanoseconds (seed 000 §3.1).
@@ -156,13 +183,15 @@ pub fn characterize_with(
     for _ in 0..samples {
         let t1 = now();
         let t2 = now();
-        counts.add(t2.wrapping_sub(t1).min(i64::MAX as u64));
+        counts.add_pair(t1, t2);
     }
-    report_from_counts(clock, samples, &counts.sorted(), claimed_resolution_ns)
+    counts.report(clock, samples, claimed_resolution_ns)
 }
 
 /// Build the report from (difference ns, count) pairs sorted ascending. Public so that other
-/// time sources (and tests with hand-made distributions) share the arithmetic.
+/// time sources (and tests with hand-made distributions) share the arithmetic. The pairs
+/// are the non-negative differences only; `backward_steps` is 0 here, set by the caller
+/// that counted them.
 pub fn report_from_counts(
     clock: String,
     samples: u64,
@@ -218,6 +247,7 @@ pub fn report_from_counts(
         frequencies_omitted: sorted.len().saturating_sub(TimerReport::MAX_FREQ),
         frequencies,
         claimed_resolution_ns,
+        backward_steps: 0,
     }
 }
 
@@ -299,6 +329,110 @@ mod tests {
     fn all_zero_means_resolution_zero() {
         let r = report_from_counts("c".into(), 10, &[(0, 10)], None);
         assert_eq!((r.min_overhead_ns, r.resolution_ns), (0.0, 0.0));
+    }
+
+    /// A clock that steps back by 5 us on every tenth pair: the step is counted, and the
+    /// statistics are those of the other pairs alone (without the fix the step wrapped to
+    /// 9.2e18 ns and became the maximum, and the mean and deviation with it).
+    #[test]
+    fn backward_steps_are_counted_and_left_out() {
+        let mut t: u64 = 1_000_000;
+        let mut reads = 0u64;
+        let now = || {
+            reads += 1;
+            // Reads 20, 40, ...: the second read of every tenth pair.
+            if reads % 20 == 0 {
+                t -= 5_000;
+            } else {
+                t += 30;
+            }
+            t
+        };
+        let r = characterize_with(now, "stepping".into(), 1000, None);
+        assert_eq!(r.samples, 1000);
+        assert_eq!(r.backward_steps, 100);
+        assert_eq!((r.min_overhead_ns, r.max_ns), (30.0, 30.0));
+        assert_eq!((r.mean_ns, r.std_dev_ns), (30.0, 0.0));
+        assert_eq!(r.frequencies, vec![(30.0, 900)]);
+        assert_eq!(
+            r.histogram.counts.iter().sum::<u64>() + r.histogram.overflow,
+            900
+        );
+    }
+
+    /// An endpoint with a scripted clock and no data plane.
+    struct Clock {
+        rank: u32,
+        size: u32,
+        reads: u64,
+        timeout: std::time::Duration,
+    }
+
+    impl Endpoint for Clock {
+        crate::endpoint_identity! {
+            backend: "clock", rank: rank, size: size, timeout: timeout
+        }
+        fn isend(
+            &mut self,
+            _: crate::transport::Rank,
+            _: crate::transport::Tag,
+            _: Vec<u8>,
+        ) -> crate::transport::error::Result<crate::transport::ReqId> {
+            Err(crate::transport::error::Error::Invalid(
+                "no data plane".into(),
+            ))
+        }
+        fn irecv(
+            &mut self,
+            _: crate::transport::Src,
+            _: crate::transport::TagSel,
+            _: Vec<u8>,
+        ) -> crate::transport::error::Result<crate::transport::ReqId> {
+            Err(crate::transport::error::Error::Invalid(
+                "no data plane".into(),
+            ))
+        }
+        fn test(
+            &mut self,
+            _: crate::transport::ReqId,
+        ) -> crate::transport::error::Result<Option<crate::transport::Completion>> {
+            Ok(None)
+        }
+        /// Every pair's second read is 7 ns before its first.
+        fn now_ns(&mut self) -> u64 {
+            let i = self.reads;
+            self.reads += 1;
+            if i % 2 == 0 {
+                1_000 + i * 100
+            } else {
+                1_000 + (i - 1) * 100 - 7
+            }
+        }
+    }
+
+    /// The same through an endpoint's clock, the path of every backend's characterisation.
+    #[test]
+    fn backward_steps_through_an_endpoint() {
+        let mut ep = Clock {
+            rank: 0,
+            size: 1,
+            reads: 0,
+            timeout: std::time::Duration::from_secs(1),
+        };
+        let r = characterize(&mut ep, 50);
+        assert_eq!((r.samples, r.backward_steps), (50, 50));
+        assert_eq!((r.max_ns, r.mean_ns, r.std_dev_ns), (0.0, 0.0, 0.0));
+    }
+
+    /// A report written before backward steps were counted reads as none.
+    #[test]
+    fn reports_without_backward_steps_read_as_none() {
+        let r = report_from_counts("c".into(), 10, &[(3, 10)], None);
+        let mut v = serde_json::to_value(&r).unwrap();
+        v.as_object_mut().unwrap().remove("backward_steps");
+        let back: TimerReport = serde_json::from_value(v).unwrap();
+        assert_eq!(back.backward_steps, 0);
+        assert_eq!(back, r);
     }
 
     #[test]

@@ -362,12 +362,16 @@ fn report_head(
     if let Some(t) = &doc.timer {
         let _ = writeln!(
             out,
-            "timer: {}: overhead {} ns, resolution {} ns (§3.1, {} read pairs)",
+            "timer: {}: overhead min_ov {} ns (subtracted from every trial), resolution {} ns \
+             (§3.1, {} read pairs)",
             t.detail.clock,
             ns(t.min_overhead_ns),
             ns(t.resolution_ns),
             t.samples
         );
+        if let Some(w) = timer::backward_words(&t.detail) {
+            let _ = writeln!(out, "! timer: {w}");
+        }
     }
 }
 

@@ -17,6 +17,17 @@ pub(crate) fn ns(x: f64) -> String {
     }
 }
 
+/// The clock's backward steps in words, `None` when it never stepped back.
+pub fn backward_words(t: &TimerReport) -> Option<String> {
+    (t.backward_steps > 0).then(|| {
+        format!(
+            "the clock stepped backwards in {} of the {} pairs: left out of min_ov, res_timing \
+             and the statistics",
+            t.backward_steps, t.samples
+        )
+    })
+}
+
 /// `commbench timer`: the clock's overhead and resolution (Luecke et al. 2009 §3.1) and its
 /// distribution (Appendix A).
 pub fn report(t: &TimerReport) -> String {
@@ -32,6 +43,16 @@ pub fn report(t: &TimerReport) -> String {
         ns(t.min_overhead_ns)
     );
     let _ = writeln!(s, "  resolution res_timing    = {} ns", ns(t.resolution_ns));
+    let _ = writeln!(
+        s,
+        "  clock stepped backwards  = {} of the pairs{}",
+        t.backward_steps,
+        if t.backward_steps > 0 {
+            " (left out of every figure here)"
+        } else {
+            ""
+        }
+    );
     let _ = writeln!(
         s,
         "  median / average / max   = {} / {} / {} ns",
@@ -101,7 +122,70 @@ pub fn section(out: &mut String, t: &TimerSection, detail: Detail) {
         ns(t.detail.max_ns),
         text(t.detail.std_dev_ns, Style::Decimals(2))
     );
+    if let Some(w) = backward_words(&t.detail) {
+        let _ = writeln!(out, "  {w}");
+    }
     if detail == Detail::Full {
         distribution(out, &t.detail);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::testkit;
+    use crate::render::kind::sweep;
+    use commbench_core::method::timer::report_from_counts;
+
+    /// A clock with overhead 40 ns that stepped back in `back` of its 1000 pairs.
+    fn stepping(back: u64) -> TimerReport {
+        let mut t = report_from_counts("c".into(), 1000, &[(40, 1000 - back)], None);
+        t.backward_steps = back;
+        t
+    }
+
+    #[test]
+    fn timer_report_counts_backward_steps() {
+        let r = report(&stepping(0));
+        assert!(
+            r.contains("clock stepped backwards  = 0 of the pairs\n"),
+            "{r}"
+        );
+        let r = report(&stepping(3));
+        assert!(
+            r.contains("clock stepped backwards  = 3 of the pairs (left out of every figure here)"),
+            "{r}"
+        );
+        let mut out = String::new();
+        section(&mut out, &stepping(3).into(), Detail::Summary);
+        assert!(
+            out.contains("the clock stepped backwards in 3 of the 1000 pairs: left out"),
+            "{out}"
+        );
+        let mut out = String::new();
+        section(&mut out, &stepping(0).into(), Detail::Summary);
+        assert!(!out.contains("backwards"), "{out}");
+    }
+
+    /// The default report says what was subtracted from every trial, and warns of a clock
+    /// that stepped back.
+    #[test]
+    fn table_report_names_what_was_subtracted() {
+        let mut doc = testkit::sweep(1.0);
+        doc.timer = Some(stepping(2).into());
+        let mut out = String::new();
+        sweep::table_report(&mut out, &doc, &[]);
+        assert!(
+            out.contains("overhead min_ov 40 ns (subtracted from every trial)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("! timer: the clock stepped backwards in 2 of the 1000 pairs"),
+            "{out}"
+        );
+        doc.timer = Some(stepping(0).into());
+        let mut out = String::new();
+        sweep::table_report(&mut out, &doc, &[]);
+        assert!(!out.contains("backwards"), "{out}");
     }
 }

@@ -1295,3 +1295,37 @@ mod ucx {
         ]);
     }
 }
+
+/// The default report names the `min_ov` subtracted from every trial, and it is what the
+/// characterisation of each machine's clock finds (docs/simulator.md §3): not 0 for a 40 ns
+/// tick and a 30 ns read, whose back-to-back reads always straddle a tick.
+#[test]
+fn report_names_the_overhead_subtracted_from_every_trial() {
+    use common::machine::Machine;
+    let d = tmpdir("min-ov-subtracted");
+    for (tick, read, min_ov) in [(40, 30, 40.0), (7, 5, 0.0), (1, 20, 20.0)] {
+        let m = Machine::new(&format!("t{tick}r{read}"), 1)
+            .tick_ns(tick)
+            .clock_read_ns(read)
+            .write(&d.join(format!("t{tick}r{read}.toml")));
+        let j = d.join(format!("t{tick}r{read}.json"));
+        let m = m.to_str().unwrap();
+        let j = j.to_str().unwrap();
+        let o = run(&quick(&[
+            "pingpong",
+            "--backend",
+            "sim",
+            "--sim-config",
+            m,
+            "--json",
+            j,
+        ]));
+        assert_ok(&o);
+        let out = stdout(&o);
+        let line = format!("overhead min_ov {min_ov} ns (subtracted from every trial)");
+        assert!(out.contains(&line), "tick {tick}, read {read}: {out}");
+        let doc = read_json(Path::new(j));
+        assert_eq!(doc["timer"]["min_overhead_ns"], min_ov, "tick {tick}");
+        assert_eq!(doc["timer"]["detail"]["backward_steps"], 0, "tick {tick}");
+    }
+}

@@ -145,6 +145,81 @@ fn timer_resolution_is_the_tick() {
     assert_eq!(out[0], (c.clock_read_ns, c.clock_read_ns));
 }
 
+/// `min_ov` and `res_timing` of the characterisation by the rule of docs/simulator.md §3
+/// ("Clock"): with `read = q tick + s`, two back-to-back reads whose first ends at phase `p`
+/// (`t mod tick`) differ by `q` ticks when `p < tick - s`, else by `q + 1`; the pairs start
+/// every `2 read` ns, so from the first pair's phase `p0` they visit the phases `= p0 (mod g)`,
+/// `g = gcd(2 read, tick)`, from `p0 mod g` to `tick - g + p0 mod g`.
+fn timer_by_the_rule(tick: u64, read: u64, p0: u64) -> (u64, u64) {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let (q, s) = (read / tick, read % tick);
+    let g = gcd(2 * read, tick);
+    let (lowest, highest) = (p0 % g, tick - g + p0 % g);
+    let short = (lowest < tick - s).then_some(q * tick);
+    let long = (highest >= tick - s).then_some((q + 1) * tick);
+    let min_ov = short.or(long).unwrap_or(0);
+    let res = [short, long]
+        .into_iter()
+        .flatten()
+        .find(|&d| d > 0)
+        .unwrap_or(0);
+    (min_ov, res)
+}
+
+/// Core's characterisation (seed 000 §3.1) of a machine's clock at the start of a run.
+fn characterised(tick: u64, read: u64, pairs: u64) -> (f64, f64) {
+    let c = Machine::new("clock", 1)
+        .tick_ns(tick)
+        .clock_read_ns(read)
+        .stack_kib(128)
+        .config();
+    let p = commbench_core::method::engine::TimerOnly {
+        samples: pairs,
+        rank: 0,
+    };
+    let r = run(&c, &p).unwrap()[0].clone().unwrap();
+    (r.min_overhead_ns, r.resolution_ns)
+}
+
+/// A tick longer than a read does not make `min_ov` 0: with a 40 ns tick and a 30 ns read
+/// every pair of a run's characterisation straddles a tick (its first read ends at 30 ns,
+/// the pairs start 60 ns apart: at phases 30 and 10, and 10 + 30 reaches the next tick).
+#[test]
+fn timer_overhead_depends_on_the_phase_of_the_reads() {
+    for (tick, read, expect) in [
+        (40, 30, (40.0, 40.0)),
+        (7, 5, (0.0, 7.0)),
+        (1, 20, (20.0, 20.0)),
+        (40, 10, (0.0, 40.0)),
+        // 25 = 2 ticks + 5, every pair starts at phase 5: 5 + 5 reaches the next tick.
+        (10, 25, (30.0, 30.0)),
+        (10, 23, (20.0, 20.0)),
+    ] {
+        assert_eq!(
+            characterised(tick, read, 1000),
+            expect,
+            "tick {tick}, read {read}"
+        );
+    }
+    // The rule, for every tick and read up to 32 ns: a run's first read ends at `read`.
+    for tick in 1..=32 {
+        for read in 1..=40 {
+            let (min_ov, res) = timer_by_the_rule(tick, read, read % tick);
+            assert_eq!(
+                characterised(tick, read, 2 * tick),
+                (min_ov as f64, res as f64),
+                "tick {tick}, read {read}"
+            );
+        }
+    }
+}
+
 /// Core's timer characterisation and npp rule (seed 000 §3.1, §3.3) on the simulated clock.
 struct CoreMethod;
 

@@ -402,6 +402,7 @@ pub(crate) mod synthetic {
                             trial_ns,
                             queue: None,
                             buffers: None,
+                            npp_check: None,
                         },
                     });
                 }

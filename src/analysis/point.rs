@@ -5,6 +5,7 @@
 //! seed 004's analyses and the renderers all read.
 
 use commbench_core::method::engine::{PointBuffers, RawPoint};
+use commbench_core::method::npp_check::NppEstimate;
 use commbench_core::stats::{self, Summary};
 use commbench_core::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -596,6 +597,15 @@ pub struct Point {
     /// (docs/buffers.md); absent in documents written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffers: Option<PointBuffers>,
+    /// Estimates of npp (§3.3) that the trials measured with them contradicted, in order;
+    /// their trials were discarded and npp estimated again. Absent when the first estimate
+    /// held, when npp was given, and in documents written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub npp_rejected: Vec<NppEstimate>,
+    /// Why the npp used is doubtful: its estimate still disagreed with the trials kept after
+    /// the last re-estimate. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub npp_warning: Option<String>,
 }
 
 impl Point {
@@ -638,6 +648,8 @@ impl Point {
                 .queue
                 .and_then(|q| q.traversed_pct.map(|_| q.traversed())),
             buffers: raw.buffers,
+            npp_warning: raw.npp_check.as_ref().and_then(|c| c.warning()),
+            npp_rejected: raw.npp_check.map(|c| c.rejected).unwrap_or_default(),
         })
     }
 
@@ -668,6 +680,7 @@ impl Point {
     /// the mean was clipped at 0 (`ci95_mean_clipped`).
     pub fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
+        w.extend(self.npp_warning.clone());
         if let Some(s) = filter_warning(self.filtered.kept, self.filtered.removed) {
             w.push(s);
         }
@@ -701,6 +714,79 @@ impl Point {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A point whose npp estimate was rejected once and then kept, still at odds with its
+    /// trials: both are in the document and the warning is in the text reports.
+    #[test]
+    fn npp_estimates_rejected_and_doubtful_are_recorded_and_reported() {
+        use commbench_core::method::npp_check::{NppCheck, NppEstimate};
+        let est = NppEstimate::check(50, 25.0, 12e6, 1, &[250; 20]);
+        let raw = |check: Option<NppCheck>| RawPoint {
+            pattern: "pingpong".into(),
+            size: 8,
+            npp: 1,
+            npp_calculated: Some(1),
+            median_ppt_ns: Some(12e6),
+            trips_per_iteration: 2,
+            trial_ns: vec![250; 20],
+            queue: None,
+            buffers: None,
+            npp_check: check,
+        };
+        let check = NppCheck {
+            rejected: vec![est],
+            kept: est,
+        };
+        let p = Point::from_raw(raw(Some(check)), "shm", 2.0).unwrap();
+        assert_eq!(p.npp_rejected, vec![est]);
+        let w = p.npp_warning.clone().unwrap();
+        assert!(
+            w.contains("npp 1 came from an estimate of 1.2000e7 ns"),
+            "{w}"
+        );
+        assert!(p.warnings().contains(&w));
+        let doc = crate::analysis::testkit::doc(vec![p.clone()]);
+        let mut out = String::new();
+        crate::render::kind::sweep::table_report(&mut out, &doc, &[]);
+        assert!(out.contains(&format!("! 8 B: {w}")), "{out}");
+        let mut out = String::new();
+        crate::render::kind::sweep::appendix_c(
+            &mut out,
+            &doc,
+            &[],
+            crate::render::words::Detail::Summary,
+        );
+        assert!(
+            out.contains(
+                "rejected estimate: median_ppt = 12000000.0 ns gave npp 1, its trials \
+                 took 250.0 ns per iteration (npp 5): estimated again"
+            ),
+            "{out}"
+        );
+        assert!(out.contains(&format!("WARNING: {w}")), "{out}");
+        // Written and read back; a document without the keys reads as before.
+        let v = serde_json::to_value(&p).unwrap();
+        assert_eq!(v["npp_rejected"][0]["npp_from_trials"], 5);
+        assert_eq!(serde_json::from_value::<Point>(v.clone()).unwrap(), p);
+        let mut old = v;
+        old.as_object_mut().unwrap().remove("npp_rejected");
+        old.as_object_mut().unwrap().remove("npp_warning");
+        let old: Point = serde_json::from_value(old).unwrap();
+        assert!(old.npp_rejected.is_empty() && old.npp_warning.is_none());
+        // An estimate its trials confirm leaves neither key.
+        let fine = NppEstimate::check(50, 25.0, 250.0, 5, &[1250; 20]);
+        let p = Point::from_raw(
+            raw(Some(NppCheck {
+                rejected: vec![],
+                kept: fine,
+            })),
+            "shm",
+            2.0,
+        )
+        .unwrap();
+        let v = serde_json::to_value(&p).unwrap();
+        assert!(v.get("npp_rejected").is_none() && v.get("npp_warning").is_none());
+    }
 
     #[test]
     fn point_warnings_from_recorded_and_older_documents() {

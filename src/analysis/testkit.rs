@@ -22,6 +22,7 @@ pub(crate) fn point_of(pattern: &str, size: u64, trial_ns: Vec<i64>) -> Point {
         size,
         queue: None,
         buffers: None,
+        npp_check: None,
     };
     Point::from_raw(raw, "sim", 2.0).expect("analysable")
 }

@@ -28,6 +28,7 @@ pub use super::stop::StopFlag;
 use crate::method::alloc::try_with_capacity;
 use crate::method::buffers::{self, CacheState, Evictor, Mismatch};
 use crate::method::limits;
+use crate::method::npp_check::{self, NppCheck, NppEstimate};
 use crate::method::timer::{self, TimerReport};
 use crate::method::{self, MethodConfig, NppChoice};
 use crate::transport::error::{Error, Result, ResultExt};
@@ -64,6 +65,10 @@ pub struct RawPoint {
     /// What the point's message buffers were: checked, cold, aligned ([`PointBuffers`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffers: Option<PointBuffers>,
+    /// A calculated npp checked against its trials: the estimates they rejected and the one
+    /// kept ([`crate::method::npp_check`]); `None` when npp was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub npp_check: Option<NppCheck>,
 }
 
 /// The queue a point was measured in: its length and, for a pre-posted queue, the fraction
@@ -465,33 +470,17 @@ impl std::fmt::Debug for SizeRun<'_> {
     }
 }
 
-/// One timed run of a size: `(npp, npp_calculated, median_ppt_ns)`.
-type NppRun = (u64, Option<u64>, Option<f64>);
-
-/// npp for one size (seed 000 §3.3): with [`NppChoice::Auto`], `npptrial` trials of `npp_init`
-/// iterations on `source` give the median iteration time, the formula gives npp, and
-/// `source` broadcasts both; otherwise the values given, one run each.
-fn npp_runs<E: Endpoint, K: Kernel<E>>(
+/// §3.3's estimate on every rank: `npptrial` trials of `npp_init` iterations on `source` give
+/// the median iteration time, the formula gives npp, and `source` broadcasts both:
+/// `(npp, median_ppt_ns)`.
+fn estimate_npp<E: Endpoint, K: Kernel<E>>(
     ep: &mut E,
     kernel: &mut K,
     st: &mut TrialState,
     run: &SizeRun<'_>,
-) -> Result<Vec<NppRun>> {
+    (res_npp, npp_init, npptrial): (u64, u64, u64),
+) -> Result<(u64, f64)> {
     let (cfg, label) = (run.cfg, run.label);
-    let NppChoice::Auto {
-        res_npp,
-        npp_init,
-        npptrial,
-    } = cfg.npp
-    else {
-        return Ok(cfg
-            .npp
-            .fixed_values()
-            .into_iter()
-            .map(|n| (n, None, None))
-            .collect());
-    };
-    let src = cfg.source;
     (run.progress)(Stage::Npp, 0, npptrial);
     st.begin(run.size, buffers::PHASE_NPP);
     let t = trials(ep, kernel, cfg, st, npp_init, npptrial, run.min_ov, |k| {
@@ -501,86 +490,173 @@ fn npp_runs<E: Endpoint, K: Kernel<E>>(
     })
     .phase_with(|| format!("{label}: estimating npp"))?;
     let mut b = Vec::new();
-    if ep.rank() == src {
+    if ep.rank() == cfg.source {
         let ppt = method::median_ppt(&t, npp_init);
         let n = method::npp_formula(res_npp, run.res_timing, ppt);
         b.extend_from_slice(&n.to_le_bytes());
         b.extend_from_slice(&ppt.to_le_bytes());
     }
-    ep.broadcast(src, &mut b)
+    ep.broadcast(cfg.source, &mut b)
         .phase_with(|| format!("{label}: sharing npp"))?;
+    decode_pair(&b, "npp")
+}
+
+/// A u64 and an f64 as `source` broadcast them.
+fn decode_pair(b: &[u8], what: &str) -> Result<(u64, f64)> {
     if b.len() != 16 {
-        return Err(Error::Protocol(format!("npp message of {} bytes", b.len())));
+        return Err(Error::Protocol(format!(
+            "{what} message of {} bytes",
+            b.len()
+        )));
     }
     let n = u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]));
-    let ppt = f64::from_le_bytes(b[8..].try_into().unwrap_or([0; 8]));
-    Ok(vec![(n, Some(n), Some(ppt))])
+    let x = f64::from_le_bytes(b[8..].try_into().unwrap_or([0; 8]));
+    Ok((n, x))
+}
+
+/// The estimate that gave `npp` from `ppt`, checked on `source` against the trial times
+/// `times` it measured with it ([`NppEstimate::check`]), and shared with every rank, so that
+/// all of them take the same decision.
+fn check_estimate<E: Endpoint>(
+    ep: &mut E,
+    run: &SizeRun<'_>,
+    res_npp: u64,
+    (npp, ppt): (u64, f64),
+    times: &[i64],
+) -> Result<NppEstimate> {
+    let src = run.cfg.source;
+    let mut b = Vec::new();
+    if ep.rank() == src {
+        let e = NppEstimate::check(res_npp, run.res_timing, ppt, npp, times);
+        b.extend_from_slice(&e.npp_from_trials.to_le_bytes());
+        b.extend_from_slice(&e.trials_ppt_ns.to_le_bytes());
+    }
+    ep.broadcast(src, &mut b)
+        .phase_with(|| format!("{}: checking npp against the trials", run.label))?;
+    let (npp_from_trials, trials_ppt_ns) = decode_pair(&b, "npp check")?;
+    Ok(NppEstimate {
+        median_ppt_ns: ppt,
+        npp,
+        trials_ppt_ns,
+        npp_from_trials,
+    })
+}
+
+/// The `ntrial` timed trials (§3.2) of one size with `npp`: the times on `source`, empty
+/// elsewhere.
+fn timed_trials<E: Endpoint, K: Kernel<E>>(
+    ep: &mut E,
+    kernel: &mut K,
+    st: &mut TrialState,
+    run: &SizeRun<'_>,
+    npp: u64,
+) -> Result<Vec<i64>> {
+    let cfg = run.cfg;
+    (run.progress)(Stage::Trials, 0, cfg.trials);
+    let every = (cfg.trials / 200).max(1);
+    st.begin(run.size, buffers::PHASE_TRIALS);
+    trials(ep, kernel, cfg, st, npp, cfg.trials, run.min_ov, |k| {
+        if k % every == 0 || k == cfg.trials {
+            (run.progress)(Stage::Trials, k, cfg.trials)
+        }
+    })
+    .phase_with(|| format!("{}, npp {npp}", run.label))
 }
 
 /// npp for one size (§3.3: calculated or given), then the timed trials (§3.2) for each npp; rank 0
 /// collects one [`RawPoint`] per npp, trial times gathered from `source` when it is not rank 0.
+///
+/// A calculated npp is checked against its trials ([`crate::method::npp_check`]): an
+/// estimate they contradict is made again, its trials discarded, at most
+/// [`npp_check::REESTIMATES`] times; the point records the rejected estimates and the kept one.
 pub fn measure_size<E: Endpoint, K: Kernel<E>>(
     ep: &mut E,
     kernel: &mut K,
     st: &mut TrialState,
     run: SizeRun<'_>,
 ) -> Result<()> {
+    let NppChoice::Auto {
+        res_npp,
+        npp_init,
+        npptrial,
+    } = run.cfg.npp
+    else {
+        for npp in run.cfg.npp.fixed_values() {
+            let times = timed_trials(ep, kernel, st, &run, npp)?;
+            keep_point(ep, kernel, st, &run, (npp, times), None)?;
+        }
+        return Ok(());
+    };
+    let mut rejected = Vec::new();
+    loop {
+        let (npp, ppt) = estimate_npp(ep, kernel, st, &run, (res_npp, npp_init, npptrial))?;
+        let times = timed_trials(ep, kernel, st, &run, npp)?;
+        let kept = check_estimate(ep, &run, res_npp, (npp, ppt), &times)?;
+        if npp_check::estimate_again(&kept, rejected.len()) {
+            rejected.push(kept);
+            continue;
+        }
+        let check = NppCheck { rejected, kept };
+        return keep_point(ep, kernel, st, &run, (npp, times), Some(check));
+    }
+}
+
+/// The point of `npp` measured in `times` (on `source`), gathered to rank 0 and kept there
+/// with the data checks every rank shares.
+fn keep_point<E: Endpoint, K: Kernel<E>>(
+    ep: &mut E,
+    kernel: &mut K,
+    st: &mut TrialState,
+    run: &SizeRun<'_>,
+    (npp, times): (u64, Vec<i64>),
+    npp_check: Option<NppCheck>,
+) -> Result<()> {
     let (cfg, label) = (run.cfg, run.label);
     let (me, src) = (ep.rank(), cfg.source);
-    for (npp, npp_calculated, median_ppt_ns) in npp_runs(ep, kernel, st, &run)? {
-        (run.progress)(Stage::Trials, 0, cfg.trials);
-        let every = (cfg.trials / 200).max(1);
-        st.begin(run.size, buffers::PHASE_TRIALS);
-        let times = trials(ep, kernel, cfg, st, npp, cfg.trials, run.min_ov, |k| {
-            if k % every == 0 || k == cfg.trials {
-                (run.progress)(Stage::Trials, k, cfg.trials)
-            }
-        })
-        .phase_with(|| format!("{label}, npp {npp}"))?;
-        let times = if src == 0 {
-            times
-        } else {
-            let g = ep
-                .gather(0, &encode_i64s(&times))
-                .phase_with(|| format!("{label}: collecting trial times"))?;
-            match g {
-                Some(all) => decode_i64s(&all[src as usize])?,
-                None => Vec::new(),
-            }
-        };
-        // The point is kept before the ranks share their checks, so that a rank lost now
-        // does not lose the trials measured; a check that failed takes it back.
-        if me == 0 {
-            with_collected(run.collected, |c| {
-                c.points.push(RawPoint {
-                    pattern: run.pattern.into(),
-                    size: run.size,
-                    npp,
-                    npp_calculated,
-                    median_ppt_ns,
-                    trips_per_iteration: run.trips,
-                    trial_ns: times,
-                    queue: run.queue,
-                    buffers: None,
-                })
-            });
+    let times = if src == 0 {
+        times
+    } else {
+        let g = ep
+            .gather(0, &encode_i64s(&times))
+            .phase_with(|| format!("{label}: collecting trial times"))?;
+        match g {
+            Some(all) => decode_i64s(&all[src as usize])?,
+            None => Vec::new(),
         }
-        let shared = st.share(ep, kernel, cfg);
-        if me == 0 {
-            with_collected(run.collected, |c| match &shared {
-                Ok(facts) => {
-                    if let Some(p) = c.points.last_mut() {
-                        p.buffers = facts.clone();
-                    }
-                }
-                Err(e) if matches!(e.root(), Error::Corrupt { .. }) => {
-                    c.points.pop();
-                }
-                Err(_) => {}
-            });
-        }
-        shared.phase_with(|| format!("{label}, npp {npp}"))?;
+    };
+    // The point is kept before the ranks share their checks, so that a rank lost now
+    // does not lose the trials measured; a check that failed takes it back.
+    if me == 0 {
+        with_collected(run.collected, |c| {
+            c.points.push(RawPoint {
+                pattern: run.pattern.into(),
+                size: run.size,
+                npp,
+                npp_calculated: npp_check.as_ref().map(|c| c.kept.npp),
+                median_ppt_ns: npp_check.as_ref().map(|c| c.kept.median_ppt_ns),
+                trips_per_iteration: run.trips,
+                trial_ns: times,
+                queue: run.queue,
+                buffers: None,
+                npp_check,
+            })
+        });
     }
+    let shared = st.share(ep, kernel, cfg);
+    if me == 0 {
+        with_collected(run.collected, |c| match &shared {
+            Ok(facts) => {
+                if let Some(p) = c.points.last_mut() {
+                    p.buffers = facts.clone();
+                }
+            }
+            Err(e) if matches!(e.root(), Error::Corrupt { .. }) => {
+                c.points.pop();
+            }
+            Err(_) => {}
+        });
+    }
+    shared.phase_with(|| format!("{label}, npp {npp}"))?;
     Ok(())
 }
 
@@ -1064,11 +1140,28 @@ mod tests {
     use crate::transport::{Completion, ReqId};
 
     /// Rank `me` of two ranks whose every operation completes at once; it logs
-    /// (send?, peer, tag) of each.
+    /// (send?, peer, tag) of each. Its clock advances only with the kernel's messages: the
+    /// `k`-th message of a ping-pong takes `cost(k)` ns.
     struct Scripted {
         me: Rank,
         log: Vec<(bool, Rank, Tag)>,
         done: std::collections::HashMap<u64, Completion>,
+        clock: u64,
+        messages: u64,
+        cost: fn(u64) -> u64,
+    }
+
+    impl Scripted {
+        fn new(me: Rank, cost: fn(u64) -> u64) -> Scripted {
+            Scripted {
+                me,
+                log: Vec::new(),
+                done: Default::default(),
+                clock: 0,
+                messages: 0,
+                cost,
+            }
+        }
     }
 
     impl Scripted {
@@ -1081,6 +1174,10 @@ mod tests {
         ) -> ReqId {
             self.log
                 .push((kind == crate::transport::OpKind::Send, peer, tag));
+            if tag == TAG_PINGPONG {
+                self.clock += (self.cost)(self.messages);
+                self.messages += 1;
+            }
             let id = self.log.len() as u64;
             let len = buf.len();
             let c = Completion {
@@ -1120,6 +1217,9 @@ mod tests {
         fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
             Ok(self.done.remove(&req.0))
         }
+        fn now_ns(&mut self) -> u64 {
+            self.clock
+        }
     }
 
     /// Dest's side of a ping-pong with `source`.
@@ -1155,11 +1255,7 @@ mod tests {
                 dest,
                 ..MethodConfig::default()
             };
-            let mut ep = Scripted {
-                me: dest,
-                log: Vec::new(),
-                done: Default::default(),
-            };
+            let mut ep = Scripted::new(dest, |_| 0);
             let mut kernel = EchoKernel {
                 source,
                 buf: vec![0u8; 8],
@@ -1178,6 +1274,150 @@ mod tests {
             let hs_sends = log.iter().filter(|o| o.0 && o.2 == TAG_HANDSHAKE).count();
             assert_eq!(hs_sends, 3);
         }
+    }
+
+    /// Source's side of a ping-pong with `dest`.
+    struct PingKernel {
+        dest: Rank,
+        buf: Vec<u8>,
+    }
+
+    impl Kernel<Scripted> for PingKernel {
+        fn name(&self) -> &'static str {
+            "pingpong"
+        }
+        fn trips(&self, _: u64) -> u64 {
+            2
+        }
+        fn iteration(&mut self, ep: &mut Scripted) -> Result<()> {
+            let b = std::mem::take(&mut self.buf);
+            let b = ep.send(self.dest, TAG_PINGPONG, b)?;
+            self.buf = ep
+                .recv(Src::Rank(self.dest), TagSel::Tag(TAG_PINGPONG), b)?
+                .buf;
+            Ok(())
+        }
+    }
+
+    /// One size measured with a calculated npp (res_npp 50, npp_init 4, 20 estimating loops,
+    /// 20 trials) on source 0 of the scripted clock, with a 25 ns resolution: 50 x 25 ns
+    /// wants 1250 ns a loop.
+    fn measure_auto(cost: fn(u64) -> u64) -> RawPoint {
+        let cfg = MethodConfig {
+            trials: 20,
+            npp: NppChoice::Auto {
+                res_npp: 50,
+                npp_init: 4,
+                npptrial: 20,
+            },
+            ..MethodConfig::default()
+        };
+        let mut ep = Scripted::new(0, cost);
+        let mut kernel = PingKernel {
+            dest: 1,
+            buf: vec![0u8; 8],
+        };
+        let mut st = TrialState::new(&ep, &cfg).unwrap();
+        let collected = Mutex::new(Collected::default());
+        let run = SizeRun {
+            cfg: &cfg,
+            pattern: "pingpong",
+            label: "pingpong 8 B",
+            size: 8,
+            trips: 2,
+            min_ov: 0,
+            res_timing: 25.0,
+            collected: &collected,
+            progress: &|_, _, _| {},
+            queue: None,
+        };
+        measure_size(&mut ep, &mut kernel, &mut st, run).unwrap();
+        let mut c = collected.into_inner().unwrap();
+        assert_eq!(c.points.len(), 1);
+        c.points.remove(0)
+    }
+
+    /// Messages of a ping-pong: an estimate is 20 loops of 4, 160 messages.
+    const ESTIMATE: u64 = 160;
+
+    /// A steady 250 ns ping-pong: npp 5 at once, nothing rejected.
+    #[test]
+    fn an_estimate_the_trials_confirm_is_kept() {
+        let p = measure_auto(|_| 125);
+        assert_eq!((p.npp, p.npp_calculated), (5, Some(5)));
+        let c = p.npp_check.unwrap();
+        assert!(c.rejected.is_empty() && c.warning().is_none(), "{c:?}");
+        assert_eq!(c.kept.trials_ppt_ns, 250.0);
+        assert_eq!(p.trial_ns, vec![1250; 20]);
+    }
+
+    /// The host is busy while npp is first estimated (12 ms a ping-pong): npp 1, which its
+    /// trials (250 ns a ping-pong, npp 5 due) contradict, so npp is estimated again and the
+    /// trials measured with npp 5 are kept.
+    #[test]
+    fn an_estimate_disturbed_once_is_made_again() {
+        let p = measure_auto(|k| if k < ESTIMATE { 6_000_000 } else { 125 });
+        assert_eq!((p.npp, p.median_ppt_ns), (5, Some(250.0)));
+        assert_eq!(p.trial_ns, vec![1250; 20]);
+        let c = p.npp_check.unwrap();
+        assert_eq!(c.rejected.len(), 1);
+        let r = c.rejected[0];
+        assert_eq!((r.median_ppt_ns, r.npp), (12e6, 1));
+        assert_eq!((r.trials_ppt_ns, r.npp_from_trials), (250.0, 5));
+        assert!(c.warning().is_none());
+    }
+
+    /// Every estimate disturbed (each estimate and its 20 trials of npp 1 are 200 messages):
+    /// after the last re-estimate the trials are kept, with the warning.
+    #[test]
+    fn an_estimate_disturbed_every_time_is_kept_with_a_warning() {
+        let p = measure_auto(|k| {
+            if k % (ESTIMATE + 40) < ESTIMATE {
+                6_000_000
+            } else {
+                125
+            }
+        });
+        assert_eq!(p.npp, 1);
+        assert_eq!(p.trial_ns, vec![250; 20]);
+        let c = p.npp_check.unwrap();
+        assert_eq!(c.rejected.len(), npp_check::REESTIMATES);
+        assert!(c.kept.disagrees());
+        let w = c.warning().unwrap();
+        assert!(w.contains("estimated 3 times"), "{w}");
+    }
+
+    /// A given npp is measured as given, with nothing to check.
+    #[test]
+    fn a_given_npp_is_not_checked() {
+        let cfg = MethodConfig {
+            trials: 5,
+            npp: NppChoice::Fixed(3),
+            ..MethodConfig::default()
+        };
+        let mut ep = Scripted::new(0, |_| 100);
+        let mut kernel = PingKernel {
+            dest: 1,
+            buf: vec![0u8; 8],
+        };
+        let mut st = TrialState::new(&ep, &cfg).unwrap();
+        let collected = Mutex::new(Collected::default());
+        let run = SizeRun {
+            cfg: &cfg,
+            pattern: "pingpong",
+            label: "pingpong 8 B",
+            size: 8,
+            trips: 2,
+            min_ov: 0,
+            res_timing: 25.0,
+            collected: &collected,
+            progress: &|_, _, _| {},
+            queue: None,
+        };
+        measure_size(&mut ep, &mut kernel, &mut st, run).unwrap();
+        let p = &collected.lock().unwrap().points[0];
+        assert_eq!((p.npp, p.npp_calculated, &p.npp_check), (3, None, &None));
+        assert_eq!(p.trial_ns, vec![600; 5]);
     }
 
     #[test]

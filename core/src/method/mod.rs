@@ -11,6 +11,7 @@ pub mod buffers;
 pub mod engine;
 pub mod kernels;
 pub mod limits;
+pub mod npp_check;
 pub mod progress;
 pub mod queue;
 pub mod sixtimes;

@@ -1238,6 +1238,7 @@ fn keep_rates<E: Endpoint>(
             trial_ns,
             queue: None,
             buffers: None,
+            npp_check: None,
         })
     });
 }
@@ -1284,6 +1285,7 @@ fn calibrate<E: Endpoint>(
                 trial_ns: readings,
                 queue: None,
                 buffers: None,
+                npp_check: None,
             })
         });
     }

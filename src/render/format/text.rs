@@ -152,6 +152,7 @@ mod tests {
             size,
             queue: None,
             buffers: None,
+            npp_check: None,
         };
         Point::from_raw(raw, backend, 2.0).unwrap()
     }

@@ -165,6 +165,17 @@ pub fn point(out: &mut String, p: &Point, m: &Measured, detail: Detail) {
             let _ = writeln!(out, "  value of npp used = {} (fixed)", p.npp);
         }
     }
+    for r in &p.npp_rejected {
+        let _ = writeln!(
+            out,
+            "  rejected estimate: median_ppt = {} ns gave npp {}, its trials took {} ns per \
+             iteration (npp {}): estimated again",
+            text(r.median_ppt_ns, Style::Decimals(1)),
+            r.npp,
+            text(r.trials_ppt_ns, Style::Decimals(1)),
+            r.npp_from_trials
+        );
+    }
     let _ = writeln!(out, "  timing trials = {}", p.trials);
     stats_block(out, &p.one_way_us, "TIMING RESULTS AND STATISTICS", m);
     rates(out, p, m);

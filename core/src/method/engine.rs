@@ -1312,15 +1312,21 @@ mod tests {
             },
             ..MethodConfig::default()
         };
+        measure_one(&cfg, cost)
+    }
+
+    /// One 8-byte size measured under `cfg` on source 0 of the scripted clock (25 ns
+    /// resolution): its one point.
+    fn measure_one(cfg: &MethodConfig, cost: fn(u64) -> u64) -> RawPoint {
         let mut ep = Scripted::new(0, cost);
         let mut kernel = PingKernel {
             dest: 1,
             buf: vec![0u8; 8],
         };
-        let mut st = TrialState::new(&ep, &cfg).unwrap();
+        let mut st = TrialState::new(&ep, cfg).unwrap();
         let collected = Mutex::new(Collected::default());
         let run = SizeRun {
-            cfg: &cfg,
+            cfg,
             pattern: "pingpong",
             label: "pingpong 8 B",
             size: 8,
@@ -1395,27 +1401,7 @@ mod tests {
             npp: NppChoice::Fixed(3),
             ..MethodConfig::default()
         };
-        let mut ep = Scripted::new(0, |_| 100);
-        let mut kernel = PingKernel {
-            dest: 1,
-            buf: vec![0u8; 8],
-        };
-        let mut st = TrialState::new(&ep, &cfg).unwrap();
-        let collected = Mutex::new(Collected::default());
-        let run = SizeRun {
-            cfg: &cfg,
-            pattern: "pingpong",
-            label: "pingpong 8 B",
-            size: 8,
-            trips: 2,
-            min_ov: 0,
-            res_timing: 25.0,
-            collected: &collected,
-            progress: &|_, _, _| {},
-            queue: None,
-        };
-        measure_size(&mut ep, &mut kernel, &mut st, run).unwrap();
-        let p = &collected.lock().unwrap().points[0];
+        let p = &measure_one(&cfg, |_| 100);
         assert_eq!((p.npp, p.npp_calculated, &p.npp_check), (3, None, &None));
         assert_eq!(p.trial_ns, vec![600; 5]);
     }

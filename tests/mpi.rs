@@ -430,10 +430,16 @@ fn seed001_overhead_and_interference_on_mpi() {
         Duration::from_secs(120),
     );
     assert_eq!(doc["params"]["E"]["values"].as_array().unwrap().len(), 2);
-    assert!(doc["params"]["R"].is_object());
     assert!(doc["params"]["S"].is_null());
     let ns = doc["sixtimes"]["not_separable"].as_array().unwrap();
-    assert_eq!(ns.len(), 4, "{ns:?}");
+    // S, F, U and A at every size; R only where a busy host read it below zero beyond noise.
+    let everywhere: Vec<&serde_json::Value> = ns.iter().filter(|n| n["sizes"].is_null()).collect();
+    assert_eq!(everywhere.len(), 4, "{ns:?}");
+    assert!(
+        ns.iter().all(|n| n["sizes"].is_null() || n["time"] == "R"),
+        "{ns:?}"
+    );
+    assert!(doc["params"]["R"].is_object() || ns.iter().any(|n| n["time"] == "R"));
     for k in ["F+S", "A+U", "2(F+E+U)", "o_r"] {
         assert!(doc["sixtimes"]["measured"][k].is_object(), "{k}");
     }

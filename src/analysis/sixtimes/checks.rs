@@ -388,6 +388,10 @@ pub fn rule_at(cx: &Ctx<'_>, size: u64, f: &mut Findings) -> Rule {
         e_dists,
         ..Rule::default()
     };
+    // Where U is not separable at all (nothing forwards R+S), nothing is found of it here.
+    if f.flagged("U", size) {
+        return rule;
+    }
     if let (Some(l), Some(r)) = (line, cx.get("r", size)) {
         let e = l.e;
         // The model's one hop is max(E, R) (docs/simulator.md §4): R counts where it is
@@ -474,12 +478,12 @@ fn u_rule(
         });
     } else {
         rule.u_none = true;
-        let why = if line.is_some() {
-            "the echo's line has fewer than three distances on it to find 2F + 2U from"
-        } else {
-            "the echo gives no line (E is not separable here) to find 2F + 2U from"
-        };
-        f.flag("U", size, assumption, || format!("{measured}, and {why}"));
+        f.flag("U", size, assumption, || {
+            format!(
+                "{measured}, and fewer than three of the echo's distances lie on its line to \
+                 find 2F + 2U from"
+            )
+        });
     }
 }
 
@@ -518,24 +522,24 @@ const ORDER: [(&str, &[&str], &[&str]); 6] = [
     ("A", &["U"], &["a+u", "2(f+e+u)", "f+s", "r+s", "r"]),
 ];
 
-/// What a time's value at `size` is computed from, us: the sum of the magnitudes of the
-/// experiments' values it combines, each with the Q it had subtracted.
-fn scale(t: &Table, experiments: &[&str], size: u64) -> f64 {
-    let mean_of = |k: &str| {
-        t.get(k)
-            .and_then(|m| m.get(&size))
-            .and_then(|v| Est::of(v))
-            .map_or(0.0, |e| e.mean.abs())
-    };
-    let q = mean_of("q");
-    experiments
-        .iter()
-        .map(|k| {
-            let sub = commbench_core::method::sixtimes::Experiment::from_name(k)
-                .is_some_and(|e| e.subtracts_q());
-            mean_of(k) + if sub { q } else { 0.0 }
-        })
-        .sum()
+/// How far a value computed from `experiments` at `size` may be below zero and still be zero,
+/// us, given `se`, its own standard error: three standard errors, with those of Q's mean
+/// where an experiment had Q subtracted (the repetitions' spread does not hold it), and
+/// [`REL_SIGN`] of the magnitudes of the experiments' values, each with its Q.
+fn sign_tolerance(t: &Table, experiments: &[&str], size: u64, se: f64) -> f64 {
+    let est = |k: &str| t.get(k).and_then(|m| m.get(&size)).and_then(|v| Est::of(v));
+    let q = est("q");
+    let (mut scale, mut var) = (0.0, se * se);
+    for k in experiments {
+        scale += est(k).map_or(0.0, |e| e.mean.abs());
+        let sub = commbench_core::method::sixtimes::Experiment::from_name(k)
+            .is_some_and(|e| e.subtracts_q());
+        if let (true, Some(q)) = (sub, q) {
+            scale += q.mean.abs();
+            var += q.se * q.se;
+        }
+    }
+    3.0 * var.sqrt() + REL_SIGN * scale
 }
 
 /// Every solved time non-negative (§2: each is a duration), in the order of the solve: a mean
@@ -580,7 +584,7 @@ pub fn settle(
                 });
                 continue;
             }
-            let tol = 3.0 * e.se + REL_SIGN * scale(t, experiments, size);
+            let tol = sign_tolerance(t, experiments, size, e.se);
             if e.mean < -tol {
                 f.flag(time, size, "non-negative", || {
                     format!(
@@ -612,7 +616,16 @@ pub fn settle(
 
 /// A note where a time's line (Table 3) is off its own values by more than their noise: the
 /// time is not a line in the size there (§3.5 found the NCUBE's were).
-pub fn linear(name: &str, l: &super::TimeLine, repetitions: usize, f: &mut Findings) {
+pub fn linear(name: &str, l: &super::TimeLine, repetitions: usize, sizes: usize, f: &mut Findings) {
+    if l.values.len() == 1 && sizes > 1 {
+        let size = l.values[0].size;
+        f.note(name, size, "line-from-one-size", || {
+            format!(
+                "given at {size} B alone of the {sizes} sizes measured: its Table 3 line is that \
+                 value, flat, not a fit"
+            )
+        });
+    }
     if l.values.len() < 3 {
         return;
     }
@@ -656,7 +669,7 @@ pub fn measured_sign(
     let n = (repetitions.max(1) as f64).sqrt();
     let mut values = Vec::new();
     for mut v in l.values {
-        let tol = 3.0 * v.std_dev_us / n + REL_SIGN * scale(t, experiments, v.size);
+        let tol = sign_tolerance(t, experiments, v.size, v.std_dev_us / n);
         if v.mean_us >= 0.0 {
             values.push(v);
         } else if v.mean_us >= -tol {
@@ -836,6 +849,20 @@ mod tests {
         assert_eq!(zero, vec![("S", N)]);
         assert!(found.not_separable.is_empty());
         assert_eq!(found.notes[0].assumption, "non-negative");
+    }
+
+    #[test]
+    fn a_line_through_one_size_of_several_is_said_to_be_no_fit() {
+        let l = super::super::TimeLine::fit(vec![super::super::SizeValue {
+            size: N,
+            mean_us: 3.0,
+            std_dev_us: 0.0,
+        }]);
+        let mut found = Findings::default();
+        linear("U", &l, 5, 1, &mut found);
+        assert!(found.notes.is_empty());
+        linear("U", &l, 5, 4, &mut found);
+        assert_eq!(found.notes[0].assumption, "line-from-one-size");
     }
 
     #[test]

@@ -590,9 +590,10 @@ pub fn analyse(points: &[Point], transport_forwards: bool, resolution_ns: Option
         .flat_map(|m| m.values().map(Vec::len))
         .max()
         .unwrap_or(0);
+    let sizes = rules.len();
     let line = |name: &'static str, found: &mut Findings| {
         let l = solved_line(&solved, name, &zero)?;
-        checks::linear(name, &l, repetitions, found);
+        checks::linear(name, &l, repetitions, sizes, found);
         Some(l)
     };
     let params = Params {

@@ -144,8 +144,8 @@ fn echo_on_tcp_measures_through_a_forwarding_rank() {
         Duration::from_secs(120),
     );
     assert_eq!(doc["config"]["ranks"], 3, "the path 0, 1, 2");
-    let e = &doc["params"]["E"];
-    assert_eq!(e["values"].as_array().unwrap().len(), 2);
+    let (given, flagged) = sizes_given_or_flagged(&doc, "E");
+    assert_eq!(given + flagged, 2, "{}", doc["sixtimes"]);
     assert!(doc["params"]["S"].is_null(), "echo measures E alone");
     let echo = &doc["sixtimes"]["echo"];
     assert!(echo["1"]["values"][0]["mean_us"].as_f64().unwrap() > 0.0);
@@ -191,15 +191,8 @@ fn overhead_on_shm_says_what_is_not_separable() {
         "one distance, and nothing forwards"
     );
     // R at each size: a value, or (below zero beyond its noise on a busy host) flagged.
-    let r_values = doc["params"]["R"]["values"].as_array().map_or(0, Vec::len);
-    let r_flagged: usize = doc["sixtimes"]["not_separable"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|n| n["time"] == "R")
-        .map(|n| n["sizes"].as_array().map_or(0, Vec::len))
-        .sum();
-    assert_eq!(r_values + r_flagged, 2, "{}", doc["sixtimes"]);
+    let (given, flagged) = sizes_given_or_flagged(&doc, "R");
+    assert_eq!(given + flagged, 2, "{}", doc["sixtimes"]);
     for k in ["F+S", "A+U", "o_r", "o_s", "2(F+E+U)", "Q"] {
         assert!(doc["sixtimes"]["measured"][k].is_object(), "{k}");
     }

@@ -200,3 +200,17 @@ pub fn ok_json(c: Command, j: &Path, limit: Duration) -> serde_json::Value {
 pub fn run_json(j: &Path, args: &[&str]) -> serde_json::Value {
     ok_json(commbench(&with_json(args, j)), j, Duration::from_secs(300))
 }
+
+/// Seed 001's `time` in a result document: its sizes with a value in `params`, and those at
+/// which it is flagged as not separable. On a busy host a measured time can read below zero
+/// beyond its noise (R) or an echo not grow with the distance (E): flagged, never a value.
+pub fn sizes_given_or_flagged(doc: &serde_json::Value, time: &str) -> (usize, usize) {
+    let given = doc["params"][time]["values"].as_array().map_or(0, Vec::len);
+    let flagged = doc["sixtimes"]["not_separable"].as_array().map_or(0, |ns| {
+        ns.iter()
+            .filter(|n| n["time"] == time)
+            .map(|n| n["sizes"].as_array().map_or(0, Vec::len))
+            .sum()
+    });
+    (given, flagged)
+}

@@ -280,7 +280,10 @@ fn e_rule(
         return Vec::new();
     }
     let e = per_hop(tail[0], tail[tail.len() - 1]);
-    if e.mean <= noise.tolerance(&[e], tail[0].1.mean, REL_FLAT) {
+    // Growth, not its noise: a noisy E stays a value with its spread shown; one that the
+    // clock's share and REL_FLAT of the round trip cover is no growth at all.
+    let flat = Est { se: 0.0, ..e };
+    if e.mean <= noise.tolerance(&[flat], tail[0].1.mean, REL_FLAT) {
         f.flag("E", size, "echo-grows-with-distance", || {
             format!(
                 "the echo's round trip does not grow with the distance (measured at {size} B: \

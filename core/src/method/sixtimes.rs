@@ -508,15 +508,12 @@ impl ExperimentKernel {
 
     /// After one of the trial's messages: the receive of the next, if one is to come.
     fn post_next(&mut self, ep: &mut impl Endpoint, from: Rank) -> Result<()> {
-        self.post_next_of(ep, from, true)
+        self.left = self.left.saturating_sub(1);
+        self.post_if_due(ep, from)
     }
 
-    /// Post the receive of the next message from `from` while any is to come (`one_done`:
-    /// a message of the trial has just been taken).
-    fn post_next_of(&mut self, ep: &mut impl Endpoint, from: Rank, one_done: bool) -> Result<()> {
-        if one_done {
-            self.left = self.left.saturating_sub(1);
-        }
+    /// Post the receive of the next message from `from` while any is to come.
+    fn post_if_due(&mut self, ep: &mut impl Endpoint, from: Rank) -> Result<()> {
         if self.left > 0 {
             let b = std::mem::take(&mut self.buf);
             self.pending = Some(ep.irecv(Src::Rank(from), TagSel::Tag(TAG_DATA), b)?);
@@ -687,7 +684,7 @@ impl<E: Endpoint> Kernel<E> for ExperimentKernel {
     fn before_handshake(&mut self, ep: &mut E, npp: u64) -> Result<()> {
         if let Part::EchoEnd { peer } | Part::EchoAfterQ { peer } = self.part {
             self.left = npp;
-            return self.post_next_of(ep, peer, false);
+            return self.post_if_due(ep, peer);
         }
         if let Part::Preload { to } = self.part {
             let n = self.buf.len();

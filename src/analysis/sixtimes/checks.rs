@@ -127,38 +127,26 @@ impl Findings {
     /// `time` is not separable at `size`: `assumption` failed, `why` says what was measured
     /// (the figures of the first size an entry is made for).
     pub fn flag(&mut self, time: &str, size: u64, assumption: &str, why: impl FnOnce() -> String) {
-        let at = self
-            .not_separable
-            .iter_mut()
-            .find(|n| n.time == time && n.assumption.as_deref() == Some(assumption));
-        match at {
-            Some(n) if n.sizes.contains(&size) => {}
-            Some(n) => n.sizes.push(size),
-            None => self.not_separable.push(NotSeparable {
-                time: time.into(),
-                reason: why(),
-                sizes: vec![size],
-                assumption: Some(assumption.into()),
-            }),
-        }
+        let entry = |sizes| NotSeparable {
+            time: time.into(),
+            reason: why(),
+            sizes,
+            assumption: Some(assumption.into()),
+        };
+        let same = |n: &NotSeparable| n.time == time && n.assumption.as_deref() == Some(assumption);
+        merge_size(&mut self.not_separable, same, |n| &mut n.sizes, size, entry);
     }
 
     /// `time` at `size` was solved another way, or its line is outside its validity.
     pub fn note(&mut self, time: &str, size: u64, assumption: &str, why: impl FnOnce() -> String) {
-        let at = self
-            .notes
-            .iter_mut()
-            .find(|n| n.time == time && n.assumption == assumption);
-        match at {
-            Some(n) if n.sizes.contains(&size) => {}
-            Some(n) => n.sizes.push(size),
-            None => self.notes.push(SolveNote {
-                time: time.into(),
-                sizes: vec![size],
-                assumption: assumption.into(),
-                note: why(),
-            }),
-        }
+        let entry = |sizes| SolveNote {
+            time: time.into(),
+            sizes,
+            assumption: assumption.into(),
+            note: why(),
+        };
+        let same = |n: &SolveNote| n.time == time && n.assumption == assumption;
+        merge_size(&mut self.notes, same, |n| &mut n.sizes, size, entry);
     }
 
     /// Whether `time` is already not separable at `size`.
@@ -166,6 +154,25 @@ impl Findings {
         self.not_separable
             .iter()
             .any(|n| n.time == time && (n.sizes.is_empty() || n.sizes.contains(&size)))
+    }
+}
+
+/// `size` added to the entry of `list` that is `same`, or a new entry made of `[size]`.
+fn merge_size<T>(
+    list: &mut Vec<T>,
+    same: impl Fn(&T) -> bool,
+    sizes: impl Fn(&mut T) -> &mut Vec<u64>,
+    size: u64,
+    entry: impl FnOnce(Vec<u64>) -> T,
+) {
+    match list.iter_mut().find(|n| same(n)) {
+        Some(n) => {
+            let v = sizes(n);
+            if !v.contains(&size) {
+                v.push(size);
+            }
+        }
+        None => list.push(entry(vec![size])),
     }
 }
 

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{
-    assert_ok, bounded, commbench, ok_json, sizes_given_or_flagged, stderr, stdout, tmpdir,
-    wait_for, with_json, EXE, QUICK, QUICK_TRIALS,
+    assert_ok, bounded, commbench, measured_or_noted, ok_json, sizes_given_or_flagged, stderr,
+    stdout, tmpdir, wait_for, with_json, EXE, QUICK, QUICK_TRIALS,
 };
 use serde_json::Value;
 use std::process::{Command, Stdio};
@@ -445,7 +445,7 @@ fn seed001_overhead_and_interference_on_mpi() {
     );
     assert!(doc["params"]["R"].is_object() || ns.iter().any(|n| n["time"] == "R"));
     for k in ["F+S", "A+U", "2(F+E+U)", "o_r"] {
-        assert!(doc["sixtimes"]["measured"][k].is_object(), "{k}");
+        assert!(measured_or_noted(&doc, k), "{k}: {}", doc["sixtimes"]);
     }
     let j = tmpdir("seed001-mpi-interference").join("r.json");
     let args = [

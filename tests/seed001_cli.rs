@@ -194,7 +194,7 @@ fn overhead_on_shm_says_what_is_not_separable() {
     let (given, flagged) = sizes_given_or_flagged(&doc, "R");
     assert_eq!(given + flagged, 2, "{}", doc["sixtimes"]);
     for k in ["F+S", "A+U", "o_r", "o_s", "2(F+E+U)", "Q"] {
-        assert!(doc["sixtimes"]["measured"][k].is_object(), "{k}");
+        assert!(measured_or_noted(&doc, k), "{k}: {}", doc["sixtimes"]);
     }
     let o = run(&["report", j.to_str().unwrap()]);
     assert!(

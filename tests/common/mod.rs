@@ -214,3 +214,13 @@ pub fn sizes_given_or_flagged(doc: &serde_json::Value, time: &str) -> (usize, us
     });
     (given, flagged)
 }
+
+/// Whether seed 001's measured value `key` is in a result document, or named in a note
+/// instead (below zero beyond its noise at every size on a busy host); `o_s` is F+S's.
+pub fn measured_or_noted(doc: &serde_json::Value, key: &str) -> bool {
+    let noted_as = if key == "o_s" { "F+S" } else { key };
+    doc["sixtimes"]["measured"][key].is_object()
+        || doc["sixtimes"]["notes"]
+            .as_array()
+            .is_some_and(|ns| ns.iter().any(|n| n["time"] == noted_as))
+}

@@ -403,6 +403,7 @@ pub(crate) mod synthetic {
                             queue: None,
                             buffers: None,
                             npp_check: None,
+                            trial_start_ns: Vec::new(),
                         },
                     });
                 }

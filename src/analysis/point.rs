@@ -565,6 +565,11 @@ pub struct Point {
     pub trips_per_iteration: u64,
     /// Every raw trial time in ns after subtracting `min_ov`, in the order measured.
     pub trial_ns: Vec<i64>,
+    /// When each trial started, ns after the first trial's start (the engine's clock on
+    /// `source`); absent where the engine did not time the trials and in documents written
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trial_start_ns: Vec<u64>,
     /// Statistics of the one-way time `trial / (trips * npp)`, us.
     pub one_way_us: Summary,
     /// Rates in MB/s (10^6 B/s) using the minimum, median, mean and maximum one-way time.
@@ -636,6 +641,7 @@ impl Point {
             trials: raw.trial_ns.len() as u64,
             trips_per_iteration: raw.trips_per_iteration,
             trial_ns: raw.trial_ns,
+            trial_start_ns: raw.trial_start_ns,
             one_way_us,
             rate_mb_s,
             filtered,
@@ -732,6 +738,7 @@ mod tests {
             queue: None,
             buffers: None,
             npp_check: check,
+            trial_start_ns: Vec::new(),
         };
         let check = NppCheck {
             rejected: vec![est],

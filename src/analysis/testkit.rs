@@ -23,6 +23,7 @@ pub(crate) fn point_of(pattern: &str, size: u64, trial_ns: Vec<i64>) -> Point {
         queue: None,
         buffers: None,
         npp_check: None,
+        trial_start_ns: Vec::new(),
     };
     Point::from_raw(raw, "sim", 2.0).expect("analysable")
 }

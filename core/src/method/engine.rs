@@ -25,7 +25,6 @@
 //! measured survive a failure later in the run.
 
 pub use super::stop::StopFlag;
-use crate::method::alloc::try_with_capacity;
 use crate::method::buffers::{self, CacheState, Evictor, Mismatch};
 use crate::method::limits;
 use crate::method::npp_check::{self, NppCheck, NppEstimate};
@@ -43,7 +42,7 @@ pub use crate::method::progress::{Progress, ProgressFn, Stage};
 pub const TAG_HANDSHAKE: Tag = 2;
 
 /// The raw outcome of one size: what the analysis and the result document are built from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RawPoint {
     /// Pattern name (`pingpong`).
     pub pattern: String,
@@ -59,6 +58,13 @@ pub struct RawPoint {
     pub trips_per_iteration: u64,
     /// Every trial time, ns, `min_ov` subtracted, in the order measured.
     pub trial_ns: Vec<i64>,
+    /// When each trial of `trial_ns` started (its first clock read on `source`), ns after
+    /// the first one's start: the time axis of the sequence, for tests of drift over a
+    /// point's trials. Empty where the engine did not time the trials (seed 001's
+    /// calibration and rates, all-pairs cells) and in documents written before it was
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trial_start_ns: Vec<u64>,
     /// The queue the point was measured in (seed 004's benchmarks, [`Kernel::queue`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<PointQueue>,
@@ -373,15 +379,78 @@ pub fn trials<E: Endpoint, K: Kernel<E>>(
     npp: u64,
     ntrial: u64,
     min_ov: i64,
-    mut tick: impl FnMut(u64),
+    tick: impl FnMut(u64),
 ) -> Result<Vec<i64>> {
+    let mut seq = Sequence::default();
+    trials_into(
+        ep,
+        kernel,
+        cfg,
+        st,
+        (npp, 0, ntrial),
+        min_ov,
+        tick,
+        &mut seq,
+    )?;
+    Ok(seq.ns)
+}
+
+/// A point's trials as `source` measured them, in order: each time (ns, `min_ov` subtracted)
+/// and the clock when it started (ns, as the endpoint's clock reads). Empty elsewhere.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sequence {
+    /// Trial times, ns.
+    pub ns: Vec<i64>,
+    /// The clock at each trial's start, ns.
+    pub start_ns: Vec<u64>,
+}
+
+impl Sequence {
+    /// Room for `n` more trials (on `source` only: elsewhere nothing is kept), or an
+    /// out-of-memory error naming them, never an abort.
+    fn reserve(&mut self, n: u64) -> Result<()> {
+        let more = self.ns.len() as u64 + n;
+        let room = usize::try_from(n).ok();
+        let fail = |what| crate::method::alloc::cannot_allocate(more.saturating_mul(8), what);
+        let ok = |r: std::result::Result<(), std::collections::TryReserveError>| r.is_ok();
+        if !room.is_some_and(|n| ok(self.ns.try_reserve_exact(n))) {
+            return Err(fail(format!("{more} trial times")));
+        }
+        if !room.is_some_and(|n| ok(self.start_ns.try_reserve_exact(n))) {
+            return Err(fail(format!("{more} trial starts")));
+        }
+        Ok(())
+    }
+
+    /// The starts as offsets from the first trial's start (what a point records).
+    pub fn offsets(&self) -> Vec<u64> {
+        let t0 = self.start_ns.first().copied().unwrap_or(0);
+        self.start_ns
+            .iter()
+            .map(|&t| t.saturating_sub(t0))
+            .collect()
+    }
+}
+
+/// [`trials`] numbered from `first`, appending `n` trials to `seq` on `source`: `(npp, first,
+/// n)`. A point measured in blocks (stopping on its confidence interval) is one numbering, so
+/// every trial's messages and errors are named by the trial's place in the point.
+#[allow(clippy::too_many_arguments)]
+pub fn trials_into<E: Endpoint, K: Kernel<E>>(
+    ep: &mut E,
+    kernel: &mut K,
+    cfg: &MethodConfig,
+    st: &mut TrialState,
+    (npp, first, n): (u64, u64, u64),
+    min_ov: i64,
+    mut tick: impl FnMut(u64),
+    seq: &mut Sequence,
+) -> Result<()> {
     let (me, src, dst) = (ep.rank(), cfg.source, cfg.dest);
-    let mut times = if me == src {
-        try_with_capacity(ntrial, || format!("{ntrial} trial times"))?
-    } else {
-        Vec::new()
-    };
-    for k in 0..ntrial {
+    if me == src {
+        seq.reserve(n)?;
+    }
+    for k in first..first.saturating_add(n) {
         ep.barrier_first(dst)
             .phase_with(|| format!("barrier before trial {k}"))?;
         kernel
@@ -397,7 +466,8 @@ pub fn trials<E: Endpoint, K: Kernel<E>>(
             let t1 = ep.now_ns();
             timed_loop(ep, kernel, npp, k)?;
             let t2 = ep.now_ns();
-            times.push(elapsed(t1, t2, k)?.saturating_sub(min_ov));
+            seq.ns.push(elapsed(t1, t2, k)?.saturating_sub(min_ov));
+            seq.start_ns.push(t1);
         } else if me == dst {
             let b = std::mem::take(&mut st.hs);
             st.hs = ep
@@ -411,7 +481,7 @@ pub fn trials<E: Endpoint, K: Kernel<E>>(
         st.after_trial(kernel, k);
         tick(k + 1);
     }
-    Ok(times)
+    Ok(())
 }
 
 /// The `npp` iterations of trial `k`: the only code between the two clock reads (the error,
@@ -542,7 +612,7 @@ fn check_estimate<E: Endpoint>(
     })
 }
 
-/// The `ntrial` timed trials (§3.2) of one size with `npp`: the times on `source`, empty
+/// The `ntrial` timed trials (§3.2) of one size with `npp`: the sequence on `source`, empty
 /// elsewhere.
 fn timed_trials<E: Endpoint, K: Kernel<E>>(
     ep: &mut E,
@@ -550,17 +620,29 @@ fn timed_trials<E: Endpoint, K: Kernel<E>>(
     st: &mut TrialState,
     run: &SizeRun<'_>,
     npp: u64,
-) -> Result<Vec<i64>> {
+) -> Result<Sequence> {
     let cfg = run.cfg;
     (run.progress)(Stage::Trials, 0, cfg.trials);
     let every = (cfg.trials / 200).max(1);
     st.begin(run.size, buffers::PHASE_TRIALS);
-    trials(ep, kernel, cfg, st, npp, cfg.trials, run.min_ov, |k| {
+    let mut seq = Sequence::default();
+    let tick = |k| {
         if k % every == 0 || k == cfg.trials {
             (run.progress)(Stage::Trials, k, cfg.trials)
         }
-    })
-    .phase_with(|| format!("{}, npp {npp}", run.label))
+    };
+    trials_into(
+        ep,
+        kernel,
+        cfg,
+        st,
+        (npp, 0, cfg.trials),
+        run.min_ov,
+        tick,
+        &mut seq,
+    )
+    .phase_with(|| format!("{}, npp {npp}", run.label))?;
+    Ok(seq)
 }
 
 /// npp for one size (§3.3: calculated or given), then the timed trials (§3.2) for each npp; rank 0
@@ -591,7 +673,7 @@ pub fn measure_size<E: Endpoint, K: Kernel<E>>(
     loop {
         let (npp, ppt) = estimate_npp(ep, kernel, st, &run, (res_npp, npp_init, npptrial))?;
         let times = timed_trials(ep, kernel, st, &run, npp)?;
-        let kept = check_estimate(ep, &run, res_npp, (npp, ppt), &times)?;
+        let kept = check_estimate(ep, &run, res_npp, (npp, ppt), &times.ns)?;
         if npp_check::estimate_again(&kept, rejected.len()) {
             rejected.push(kept);
             continue;
@@ -601,6 +683,20 @@ pub fn measure_size<E: Endpoint, K: Kernel<E>>(
     }
 }
 
+/// Trial times and their start offsets as [`keep_point`] sends them from `source`: two
+/// halves of equal length.
+fn split_sequence(b: &[u8]) -> Result<(Vec<i64>, Vec<u64>)> {
+    let all = decode_i64s(b)?;
+    if all.len() % 2 != 0 {
+        return Err(Error::Protocol(format!(
+            "a trial sequence of {} words: times and starts differ in number",
+            all.len()
+        )));
+    }
+    let (ns, start) = all.split_at(all.len() / 2);
+    Ok((ns.to_vec(), start.iter().map(|&t| t as u64).collect()))
+}
+
 /// The point of `npp` measured in `times` (on `source`), gathered to rank 0 and kept there
 /// with the data checks every rank shares.
 fn keep_point<E: Endpoint, K: Kernel<E>>(
@@ -608,20 +704,24 @@ fn keep_point<E: Endpoint, K: Kernel<E>>(
     kernel: &mut K,
     st: &mut TrialState,
     run: &SizeRun<'_>,
-    (npp, times): (u64, Vec<i64>),
+    (npp, seq): (u64, Sequence),
     npp_check: Option<NppCheck>,
 ) -> Result<()> {
     let (cfg, label) = (run.cfg, run.label);
     let (me, src) = (ep.rank(), cfg.source);
-    let times = if src == 0 {
-        times
+    let (times, starts) = if src == 0 {
+        let starts = seq.offsets();
+        (seq.ns, starts)
     } else {
+        // Times, then start offsets: two halves of one message.
+        let mut b = encode_i64s(&seq.ns);
+        b.extend(seq.offsets().iter().flat_map(|t| t.to_le_bytes()));
         let g = ep
-            .gather(0, &encode_i64s(&times))
+            .gather(0, &b)
             .phase_with(|| format!("{label}: collecting trial times"))?;
         match g {
-            Some(all) => decode_i64s(&all[src as usize])?,
-            None => Vec::new(),
+            Some(all) => split_sequence(&all[src as usize])?,
+            None => (Vec::new(), Vec::new()),
         }
     };
     // The point is kept before the ranks share their checks, so that a rank lost now
@@ -636,6 +736,7 @@ fn keep_point<E: Endpoint, K: Kernel<E>>(
                 median_ppt_ns: npp_check.as_ref().map(|c| c.kept.median_ppt_ns),
                 trips_per_iteration: run.trips,
                 trial_ns: times,
+                trial_start_ns: starts,
                 queue: run.queue,
                 buffers: None,
                 npp_check,

@@ -153,6 +153,7 @@ mod tests {
             queue: None,
             buffers: None,
             npp_check: None,
+            trial_start_ns: Vec::new(),
         };
         Point::from_raw(raw, backend, 2.0).unwrap()
     }

@@ -505,10 +505,15 @@ fn measure_cell<E: Endpoint>(
         queue: None,
     };
     measure_size(&mut pair, kernel, &mut st, run)?;
+    // A cell travels to rank 0 with its times only: n (n - 1) cells are kept there.
     Ok(crate::method::engine::take_collected(&collected)
         .points
         .into_iter()
-        .next())
+        .next()
+        .map(|p| crate::method::engine::RawPoint {
+            trial_start_ns: Vec::new(),
+            ..p
+        }))
 }
 
 impl Program for AllPairs<'_> {

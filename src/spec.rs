@@ -514,6 +514,55 @@ pub fn format_size(n: u64) -> String {
     format!("{n} B")
 }
 
+/// A fraction as `--until-ci` takes it: `1%` (per cent) or `0.01` (a fraction), finite and
+/// above 0. The reason of an error names the text and the forms.
+pub fn parse_fraction(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let (num, scale) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), 100.0),
+        None => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x / scale),
+        Ok(_) => Err(format!("`{t}`: must be above 0")),
+        Err(_) => Err(format!(
+            "`{t}` is not a fraction; write a per cent such as 1% or a fraction such as 0.01"
+        )),
+    }
+}
+
+/// A duration as `--max-time` takes it: a number of seconds, or a number with `ns`, `us`,
+/// `ms`, `s`, `m` or `h` (`500ms`, `30s`, `2m`, `1.5h`), above 0 and at most 10^9 s; in ns.
+pub fn parse_duration_ns(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (num, unit) = (t[..split].trim(), t[split..].trim());
+    let per_s = match unit {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" => 1e-6,
+        "ns" => 1e-9,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        u => {
+            return Err(format!(
+                "`{t}`: unknown unit `{u}`; use ns, us, ms, s, m or h (30s, 500ms, 2m)"
+            ))
+        }
+    };
+    let secs = num
+        .parse::<f64>()
+        .map_err(|_| format!("`{t}` is not a duration; for example 30s, 500ms, 2m or 1h"))?
+        * per_s;
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(format!("`{t}`: must be above 0"));
+    }
+    if secs > 1e9 {
+        return Err(format!("`{t}`: at most 10^9 s"));
+    }
+    Ok(((secs * 1e9).round() as u64).max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -737,6 +786,24 @@ mod tests {
             let geo = parse_sizes(&format!("{a}..{b}")).unwrap();
             prop_assert!(geo.iter().all(|&v| v <= b));
             prop_assert!(geo.last().map_or(0, |&l| l) * 2 > b);
+        }
+    }
+
+    #[test]
+    fn fractions_and_durations_read_as_written_and_refuse_the_rest() {
+        assert_eq!(parse_fraction("1%"), Ok(0.01));
+        assert_eq!(parse_fraction(" 0.5 % "), Ok(0.005));
+        assert_eq!(parse_fraction("0.02"), Ok(0.02));
+        for bad in ["", "%", "0%", "-1%", "nan", "inf%", "1x"] {
+            assert!(parse_fraction(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_duration_ns("30"), Ok(30_000_000_000));
+        assert_eq!(parse_duration_ns("500ms"), Ok(500_000_000));
+        assert_eq!(parse_duration_ns("2m"), Ok(120_000_000_000));
+        assert_eq!(parse_duration_ns("1.5h"), Ok(5_400_000_000_000));
+        assert_eq!(parse_duration_ns("10 us"), Ok(10_000));
+        for bad in ["", "s", "0s", "-1s", "1d", "1e10", "nan", "2 m s"] {
+            assert!(parse_duration_ns(bad).is_err(), "{bad}");
         }
     }
 }

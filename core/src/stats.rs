@@ -346,14 +346,30 @@ fn binomial_half_lower_rank(n: u64, alpha_half: f64) -> u64 {
 /// 95 % (`1 - 2^(1-n)`); `(0, n - 1)` is returned anyway and the caller should treat the
 /// interval as indicative only. `None` when `n == 0`.
 pub fn median_ci_ranks(n: u64) -> Option<(u64, u64)> {
-    if n == 0 {
+    median_ci_ranks_at(n, 0.95)
+}
+
+/// [`median_ci_ranks`] at coverage `level` (in `(0, 1)`; 0.95 gives exactly
+/// [`median_ci_ranks`]): the largest `j` with `P(B <= j - 1) <= (1 - level) / 2`, exact for
+/// `n <= 1000`, from the normal approximation above with `z` = [`normal_quantile`]`((1 +
+/// level) / 2)`. `(0, n - 1)` when even the extremes cover less than `level`
+/// ([`min_samples_for_median_ci`] says from which `n` they do not). `None` when `n == 0` or
+/// `level` is outside `(0, 1)`.
+pub fn median_ci_ranks_at(n: u64, level: f64) -> Option<(u64, u64)> {
+    if n == 0 || !(level > 0.0 && level < 1.0) {
         return None;
     }
+    let alpha_half = (1.0 - level) / 2.0;
     let j = if n <= EXACT_MEDIAN_CI_MAX_N {
-        binomial_half_lower_rank(n, 0.025)
+        binomial_half_lower_rank(n, alpha_half)
     } else {
+        let z = if level == 0.95 {
+            Z_975
+        } else {
+            normal_quantile(1.0 - alpha_half)?
+        };
         let nf = n as f64;
-        let x = (nf / 2.0 + 0.5 - Z_975 * nf.sqrt() / 2.0).floor();
+        let x = (nf / 2.0 + 0.5 - z * nf.sqrt() / 2.0).floor();
         if x < 0.0 {
             0
         } else {
@@ -362,6 +378,69 @@ pub fn median_ci_ranks(n: u64) -> Option<(u64, u64)> {
     };
     let j = j.clamp(1, n.div_ceil(2));
     Some((j - 1, n - j))
+}
+
+/// The fewest samples whose extremes `(min, max)` cover the median with probability at least
+/// `level`: the smallest `n` with `1 - 2^(1-n) >= level` (6 at 95 %, 8 at 99 %), below
+/// which no distribution-free interval of the median has that coverage. `None` for a `level`
+/// outside `(0, 1)`.
+pub fn min_samples_for_median_ci(level: f64) -> Option<u64> {
+    if !(level > 0.0 && level < 1.0) {
+        return None;
+    }
+    (1..=64u64).find(|&n| 1.0 - 0.5f64.powi(n as i32 - 1) >= level)
+}
+
+/// The standard normal quantile `Φ^-1(p)` for `p` in `(0, 1)` (Acklam's rational
+/// approximation, relative error below 1.2e-9); `None` outside `(0, 1)`.
+pub fn normal_quantile(p: f64) -> Option<f64> {
+    if !(p > 0.0 && p < 1.0) {
+        return None;
+    }
+    const A: [f64; 6] = [
+        -3.969_683_028_665_376e1,
+        2.209_460_984_245_205e2,
+        -2.759_285_104_469_687e2,
+        1.383_577_518_672_69e2,
+        -3.066_479_806_614_716e1,
+        2.506_628_277_459_239,
+    ];
+    const B: [f64; 5] = [
+        -5.447_609_879_822_406e1,
+        1.615_858_368_580_409e2,
+        -1.556_989_798_598_866e2,
+        6.680_131_188_771_972e1,
+        -1.328_068_155_288_572e1,
+    ];
+    const C: [f64; 6] = [
+        -7.784_894_002_430_293e-3,
+        -3.223_964_580_411_365e-1,
+        -2.400_758_277_161_838,
+        -2.549_732_539_343_734,
+        4.374_664_141_464_968,
+        2.938_163_982_698_783,
+    ];
+    const D: [f64; 4] = [
+        7.784_695_709_041_462e-3,
+        3.224_671_290_700_398e-1,
+        2.445_134_137_142_996,
+        3.754_408_661_907_416,
+    ];
+    let tail = |q: f64| {
+        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+    };
+    let x = if p < 0.02425 {
+        tail((-2.0 * p.ln()).sqrt())
+    } else if p > 1.0 - 0.02425 {
+        -tail((-2.0 * (1.0 - p).ln()).sqrt())
+    } else {
+        let q = p - 0.5;
+        let r = q * q;
+        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
+            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+    };
+    Some(x)
 }
 
 /// Summary of SORTED samples (seed 000 §3.4); `None` when empty.
@@ -998,5 +1077,43 @@ mod tests {
             prop_assert_eq!(h.underflow, below);
         }
 
+    }
+
+    #[test]
+    fn median_intervals_at_other_levels_cover_what_they_say() {
+        for (p, z) in [(0.975, 1.959_963_985), (0.995, 2.575_829_304), (0.5, 0.0)] {
+            assert!((normal_quantile(p).unwrap() - z).abs() < 1e-8, "{p}");
+            assert!((normal_quantile(1.0 - p).unwrap() + z).abs() < 1e-8, "{p}");
+        }
+        assert!((normal_quantile(1e-10).unwrap() + 6.361_340_902).abs() < 1e-6);
+        assert_eq!(normal_quantile(0.0), None);
+        assert_eq!(normal_quantile(f64::NAN), None);
+        assert_eq!(min_samples_for_median_ci(0.95), Some(6));
+        assert_eq!(min_samples_for_median_ci(0.99), Some(8));
+        assert_eq!(min_samples_for_median_ci(1.0), None);
+        // Exact coverage of [x(lo), x(hi)]: 1 - 2 P(B <= lo) for B ~ Binomial(n, 1/2).
+        let coverage = |n: u64, lo: u64| {
+            let (mut pmf, mut cdf) = (0.5f64.powi(n as i32), 0.0);
+            for i in 0..=lo {
+                cdf += pmf;
+                pmf *= (n - i) as f64 / (i + 1) as f64;
+            }
+            1.0 - 2.0 * cdf
+        };
+        for level in [0.5, 0.8, 0.9, 0.95, 0.99, 0.999] {
+            let least = min_samples_for_median_ci(level).unwrap();
+            for n in least..=1000 {
+                let (lo, hi) = median_ci_ranks_at(n, level).unwrap();
+                assert_eq!(lo + hi, n - 1, "{n} at {level}: symmetric ranks");
+                assert!(coverage(n, lo) >= level - 1e-12, "{n} at {level}: {lo}");
+                // The narrowest such: one rank further in covers less.
+                if lo + 1 < hi {
+                    assert!(coverage(n, lo + 1) < level, "{n} at {level}: {lo} not the largest");
+                }
+            }
+        }
+        for n in [1, 7, 1000, 1001, 50_000] {
+            assert_eq!(median_ci_ranks_at(n, 0.95), median_ci_ranks(n));
+        }
     }
 }

@@ -108,6 +108,7 @@ impl Default for RunConfig {
 mod method_keys {
     use super::{MethodConfig, NppChoice};
     use commbench_core::method::buffers::BufferOptions;
+    use commbench_core::method::until::UntilCi;
     use commbench_core::transport::Rank;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -160,6 +161,9 @@ mod method_keys {
         /// Absent from documents written before the buffer options: the default, what
         /// those runs measured.
         buffers: BufferOptions,
+        /// Absent from documents of fixed counts and of versions before it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        until: Option<UntilCi>,
     }
 
     impl Default for Keys {
@@ -180,6 +184,7 @@ mod method_keys {
                 source,
                 dest,
                 buffers,
+                until,
             } = m;
             Keys {
                 sizes,
@@ -191,6 +196,7 @@ mod method_keys {
                 source,
                 dest,
                 buffers,
+                until,
             }
         }
     }
@@ -207,6 +213,7 @@ mod method_keys {
                 source: k.source,
                 dest: k.dest,
                 buffers: k.buffers,
+                until: k.until,
             }
         }
     }

@@ -404,6 +404,7 @@ pub(crate) mod synthetic {
                             buffers: None,
                             npp_check: None,
                             trial_start_ns: Vec::new(),
+                            until_ci: None,
                         },
                     });
                 }

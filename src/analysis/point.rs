@@ -6,6 +6,7 @@
 
 use commbench_core::method::engine::{PointBuffers, RawPoint};
 use commbench_core::method::npp_check::NppEstimate;
+use commbench_core::method::until::{Outcome, Stopping};
 use commbench_core::stats::{self, Summary};
 use commbench_core::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -128,6 +129,33 @@ pub fn analyse(
 /// 2^23 trials); removing more than a few percent means the filtered statistics describe
 /// only part of the distribution.
 pub const FILTER_WARN_FRACTION: f64 = 0.05;
+
+/// The warning of a size that stopped at a bound before its interval was as narrow as asked:
+/// `did_not_converge: the 95% interval of the median is ±2.31% after 10000 trials, not
+/// within 1% (stopped by its most trials)`. `None` for a size that converged.
+pub fn unconverged_warning(u: &Stopping, trials: u64) -> Option<String> {
+    if u.outcome == Outcome::Converged {
+        return None;
+    }
+    let pct = |x: f64| {
+        let t = format!("{:.3}", x * 100.0);
+        format!("{}%", t.trim_end_matches('0').trim_end_matches('.'))
+    };
+    let width = if u.half_width_rel.is_finite() {
+        format!("is ±{}", pct(u.half_width_rel))
+    } else {
+        "has no relative width (a median at or below zero)".to_string()
+    };
+    let by = u
+        .bound
+        .map_or(String::new(), |b| format!(" (stopped by {})", b.words()));
+    Some(format!(
+        "did_not_converge: the {} interval of the median {width} after {trials} trials, not \
+         within {}{by}",
+        pct(u.level),
+        pct(u.rel)
+    ))
+}
 
 /// The warning for a filter that kept `kept` and removed `removed` trials, when it removed
 /// more than [`FILTER_WARN_FRACTION`] of them.
@@ -611,6 +639,12 @@ pub struct Point {
     /// the last re-estimate. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub npp_warning: Option<String>,
+    /// How the size stopped when it was measured until its median's interval was narrow
+    /// enough (`--until-ci`): `outcome` `converged` or `did_not_converge`, the bound that
+    /// stopped it, the half-width reached. Absent for a fixed count and in documents written
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ci: Option<Stopping>,
 }
 
 impl Point {
@@ -654,6 +688,7 @@ impl Point {
                 .queue
                 .and_then(|q| q.traversed_pct.map(|_| q.traversed())),
             buffers: raw.buffers,
+            until_ci: raw.until_ci,
             npp_warning: raw.npp_check.as_ref().and_then(|c| c.warning()),
             npp_rejected: raw.npp_check.map(|c| c.rejected).unwrap_or_default(),
         })
@@ -686,6 +721,11 @@ impl Point {
     /// the mean was clipped at 0 (`ci95_mean_clipped`).
     pub fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
+        w.extend(
+            self.until_ci
+                .as_ref()
+                .and_then(|u| unconverged_warning(u, self.trials)),
+        );
         w.extend(self.npp_warning.clone());
         if let Some(s) = filter_warning(self.filtered.kept, self.filtered.removed) {
             w.push(s);
@@ -739,6 +779,7 @@ mod tests {
             buffers: None,
             npp_check: check,
             trial_start_ns: Vec::new(),
+            until_ci: None,
         };
         let check = NppCheck {
             rejected: vec![est],

@@ -24,6 +24,7 @@ pub(crate) fn point_of(pattern: &str, size: u64, trial_ns: Vec<i64>) -> Point {
         buffers: None,
         npp_check: None,
         trial_start_ns: Vec::new(),
+        until_ci: None,
     };
     Point::from_raw(raw, "sim", 2.0).expect("analysable")
 }

@@ -194,7 +194,43 @@ pub struct PingpongArgs {
     pub cache: CacheArgs,
 
     #[command(flatten)]
+    pub stop: StopArgs,
+
+    #[command(flatten)]
     pub out: OutputArgs,
+}
+
+/// The help heading of the options that stop a size on its confidence interval.
+const STOP: &str = "Measuring until the answer is known (docs/methodology.md)";
+
+/// `--until-ci` and its bounds: trials in blocks until the median's confidence interval is
+/// narrow enough (core `method::until`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct StopArgs {
+    /// Measure each size until the distribution-free confidence interval of its median has a
+    /// half-width within REL of the median, at coverage LEVEL (default 95%): 1%, 0.5%,99%.
+    /// Trials run in blocks (the first --min-trials, then 50 or a twentieth of those
+    /// measured); after each the interval is computed again. A size that reaches
+    /// --max-trials or --max-time first stops there and is marked did_not_converge with the
+    /// width it reached. --trials is then --max-trials.
+    #[arg(long, value_name = "REL[,LEVEL]", help_heading = STOP)]
+    pub until_ci: Option<String>,
+
+    /// With --until-ci: the fewest trials of a size (default 100; at least 6 at 95%, 8 at
+    /// 99%, below which no distribution-free interval of the median has that coverage).
+    #[arg(long, value_name = "N", help_heading = STOP)]
+    pub min_trials: Option<u64>,
+
+    /// With --until-ci: the most trials of a size (default: the command's --trials default).
+    #[arg(long, value_name = "N", help_heading = STOP)]
+    pub max_trials: Option<u64>,
+
+    /// With --until-ci: the most time of one size's trials and, after a comma, of the whole
+    /// run's sizes (10s, 10s,5m or ,5m; units ns, us, ms, s, m, h; a number alone is
+    /// seconds), on the timing rank's clock (virtual time on sim). Once the run's time is
+    /// spent, each size left gets its first block only.
+    #[arg(long, value_name = "SIZE[,RUN]", help_heading = STOP)]
+    pub max_time: Option<String>,
 }
 
 /// The help heading of the message buffer options.
@@ -409,6 +445,9 @@ pub struct SeedArgs {
 
     #[command(flatten)]
     pub refused: RefusedMessageArgs,
+
+    #[command(flatten)]
+    pub stop: StopArgs,
 
     #[command(flatten)]
     pub out: OutputArgs,
@@ -682,6 +721,7 @@ pub fn invalid_method(e: Invalid, hint: impl Into<String>) -> Fatal {
         Setting::Offset => "--offset",
         Setting::CachePool => "--cache-pool",
         Setting::Buffers => "--validate/--buffers",
+        Setting::UntilCi => "--until-ci/--min-trials/--max-trials/--max-time",
     };
     let hint = e.hint.unwrap_or_else(|| hint.into());
     Fatal::usage(format!("{flag}: {}", e.reason), hint)

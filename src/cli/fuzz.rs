@@ -51,6 +51,11 @@ const VALUES: &[&str] = &[
     "auto",
     "0-1",
     "0,0",
+    "1%",
+    "1%,99%",
+    "0.5%,50%",
+    "10s,5m",
+    ",1ms",
 ];
 
 /// Options never generated: they reach other hosts (a rendezvous address is resolved), or

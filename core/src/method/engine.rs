@@ -29,6 +29,7 @@ use crate::method::buffers::{self, CacheState, Evictor, Mismatch};
 use crate::method::limits;
 use crate::method::npp_check::{self, NppCheck, NppEstimate};
 use crate::method::timer::{self, TimerReport};
+use crate::method::until::{self, Stopping};
 use crate::method::{self, MethodConfig, NppChoice};
 use crate::transport::error::{Error, Result, ResultExt};
 use crate::transport::{BackendInfo, Endpoint, Program, Rank, Src, Tag, TagSel};
@@ -75,6 +76,10 @@ pub struct RawPoint {
     /// kept ([`crate::method::npp_check`]); `None` when npp was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub npp_check: Option<NppCheck>,
+    /// How the size stopped when it was measured until its interval was narrow enough
+    /// ([`crate::method::until`]); `None` for a fixed count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ci: Option<Stopping>,
 }
 
 /// The queue a point was measured in: its length and, for a pre-posted queue, the fraction
@@ -529,6 +534,9 @@ pub struct SizeRun<'a> {
     pub progress: &'a dyn Fn(Stage, u64, u64),
     /// The queue the size is measured in ([`Kernel::queue`]).
     pub queue: Option<PointQueue>,
+    /// When the run started on `source`'s clock, for a bound on the run's time
+    /// ([`crate::method::until::UntilCi::run_ns`]); `None`: no such bound applies.
+    pub run_start_ns: Option<u64>,
 }
 
 impl std::fmt::Debug for SizeRun<'_> {
@@ -612,15 +620,18 @@ fn check_estimate<E: Endpoint>(
     })
 }
 
-/// The `ntrial` timed trials (§3.2) of one size with `npp`: the sequence on `source`, empty
-/// elsewhere.
+/// The timed trials (§3.2) of one size with `npp`: the sequence on `source`, empty
+/// elsewhere, and how the size stopped when it runs until its interval is narrow enough.
+/// A fixed count runs its `ntrial` trials in one go; with [`MethodConfig::until`] the trials
+/// run in blocks, and after each `source` decides whether to go on and tells every rank
+/// ([`until_blocks`]).
 fn timed_trials<E: Endpoint, K: Kernel<E>>(
     ep: &mut E,
     kernel: &mut K,
     st: &mut TrialState,
     run: &SizeRun<'_>,
     npp: u64,
-) -> Result<Sequence> {
+) -> Result<(Sequence, Option<Stopping>)> {
     let cfg = run.cfg;
     (run.progress)(Stage::Trials, 0, cfg.trials);
     let every = (cfg.trials / 200).max(1);
@@ -631,18 +642,78 @@ fn timed_trials<E: Endpoint, K: Kernel<E>>(
             (run.progress)(Stage::Trials, k, cfg.trials)
         }
     };
-    trials_into(
-        ep,
-        kernel,
-        cfg,
-        st,
-        (npp, 0, cfg.trials),
-        run.min_ov,
-        tick,
-        &mut seq,
-    )
-    .phase_with(|| format!("{}, npp {npp}", run.label))?;
-    Ok(seq)
+    let named = |e: Error| e.in_phase(format!("{}, npp {npp}", run.label));
+    let Some(rule) = &cfg.until else {
+        trials_into(
+            ep,
+            kernel,
+            cfg,
+            st,
+            (npp, 0, cfg.trials),
+            run.min_ov,
+            tick,
+            &mut seq,
+        )
+        .map_err(named)?;
+        return Ok((seq, None));
+    };
+    let stopping = until_blocks(ep, kernel, st, run, (npp, rule), tick, &mut seq).map_err(named)?;
+    Ok((seq, Some(stopping)))
+}
+
+/// A size's trials in blocks ([`crate::method::until`]): after each block `source` computes
+/// the median's interval of the trials so far and broadcasts its decision (nothing: go on;
+/// else how the size stopped), outside any timed region, so every rank runs the same
+/// trials and all learn how the size ended.
+fn until_blocks<E: Endpoint, K: Kernel<E>>(
+    ep: &mut E,
+    kernel: &mut K,
+    st: &mut TrialState,
+    run: &SizeRun<'_>,
+    (npp, rule): (u64, &until::UntilCi),
+    mut tick: impl FnMut(u64),
+    seq: &mut Sequence,
+) -> Result<Stopping> {
+    let cfg = run.cfg;
+    let src = cfg.source;
+    let started = ep.now_ns();
+    let mut scratch = Vec::new();
+    let (mut done, mut checks) = (0u64, 0u64);
+    loop {
+        let n = rule.next_block(done, cfg.trials);
+        trials_into(
+            ep,
+            kernel,
+            cfg,
+            st,
+            (npp, done, n),
+            run.min_ov,
+            &mut tick,
+            seq,
+        )?;
+        done += n;
+        checks += 1;
+        let mut word = Vec::new();
+        if ep.rank() == src {
+            let now = ep.now_ns();
+            let took = (
+                now.saturating_sub(started),
+                run.run_start_ns.map(|t| now.saturating_sub(t)),
+            );
+            // With the most trials reached, `decide` always stops the size.
+            let d = until::decide(rule, &seq.ns, checks, took, cfg.trials, &mut scratch);
+            if let Some(d) = d {
+                word = serde_json::to_vec(&d)
+                    .map_err(|e| Error::Protocol(format!("encoding a stop: {e}")))?;
+            }
+        }
+        ep.broadcast(src, &mut word)
+            .phase_with(|| format!("the interval after trial {done}"))?;
+        if !word.is_empty() {
+            return serde_json::from_slice(&word)
+                .map_err(|e| Error::Protocol(format!("decoding a stop: {e}")));
+        }
+    }
 }
 
 /// npp for one size (§3.3: calculated or given), then the timed trials (§3.2) for each npp; rank 0
@@ -664,22 +735,22 @@ pub fn measure_size<E: Endpoint, K: Kernel<E>>(
     } = run.cfg.npp
     else {
         for npp in run.cfg.npp.fixed_values() {
-            let times = timed_trials(ep, kernel, st, &run, npp)?;
-            keep_point(ep, kernel, st, &run, (npp, times), None)?;
+            let (times, stop) = timed_trials(ep, kernel, st, &run, npp)?;
+            keep_point(ep, kernel, st, &run, (npp, times, stop), None)?;
         }
         return Ok(());
     };
     let mut rejected = Vec::new();
     loop {
         let (npp, ppt) = estimate_npp(ep, kernel, st, &run, (res_npp, npp_init, npptrial))?;
-        let times = timed_trials(ep, kernel, st, &run, npp)?;
+        let (times, stop) = timed_trials(ep, kernel, st, &run, npp)?;
         let kept = check_estimate(ep, &run, res_npp, (npp, ppt), &times.ns)?;
         if npp_check::estimate_again(&kept, rejected.len()) {
             rejected.push(kept);
             continue;
         }
         let check = NppCheck { rejected, kept };
-        return keep_point(ep, kernel, st, &run, (npp, times), Some(check));
+        return keep_point(ep, kernel, st, &run, (npp, times, stop), Some(check));
     }
 }
 
@@ -704,7 +775,7 @@ fn keep_point<E: Endpoint, K: Kernel<E>>(
     kernel: &mut K,
     st: &mut TrialState,
     run: &SizeRun<'_>,
-    (npp, seq): (u64, Sequence),
+    (npp, seq, until): (u64, Sequence, Option<Stopping>),
     npp_check: Option<NppCheck>,
 ) -> Result<()> {
     let (cfg, label) = (run.cfg, run.label);
@@ -740,6 +811,7 @@ fn keep_point<E: Endpoint, K: Kernel<E>>(
                 queue: run.queue,
                 buffers: None,
                 npp_check,
+                until_ci: until,
             })
         });
     }
@@ -959,6 +1031,9 @@ pub struct Measurement<'a, S> {
     progress: Option<&'a ProgressFn<'a>>,
     stop: Option<&'a StopFlag>,
     collected: Arc<Mutex<Collected>>,
+    /// When the run started ([`Measurement::start`]), on the clock of the ranks of this
+    /// process: what a bound on the run's time counts from.
+    started_ns: std::sync::OnceLock<u64>,
 }
 
 impl<S> std::fmt::Debug for Measurement<'_, S> {
@@ -978,6 +1053,7 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
             progress,
             stop: None,
             collected: Arc::new(Mutex::new(Collected::default())),
+            started_ns: std::sync::OnceLock::new(),
         }
     }
 
@@ -1027,6 +1103,10 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
     /// The start of every run, on every rank: the clock of `cfg.source` characterised (seed
     /// 000 §3.1, [`characterise_timer`]); returns `(min_ov, res_timing)`.
     pub fn start<E: Endpoint>(&self, ep: &mut E, cfg: &MethodConfig) -> Result<(i64, f64)> {
+        // Read outside `get_or_init`: a clock read may yield to another rank of this process
+        // (the simulator's coroutines), which would wait on the initialisation under way.
+        let now = ep.now_ns();
+        self.started_ns.get_or_init(|| now);
         if let (0, Some(cb)) = (ep.rank(), self.progress) {
             cb(Progress {
                 size_index: 0,
@@ -1148,6 +1228,7 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
             collected: &self.collected,
             progress,
             queue: kernel.queue(),
+            run_start_ns: self.started_ns.get().copied(),
         };
         measure_size(ep, kernel, st, run)?;
         if kernel.verifies() {
@@ -1437,6 +1518,7 @@ mod tests {
             collected: &collected,
             progress: &|_, _, _| {},
             queue: None,
+            run_start_ns: Some(0),
         };
         measure_size(&mut ep, &mut kernel, &mut st, run).unwrap();
         let mut c = collected.into_inner().unwrap();
@@ -1505,6 +1587,54 @@ mod tests {
         let p = &measure_one(&cfg, |_| 100);
         assert_eq!((p.npp, p.npp_calculated, &p.npp_check), (3, None, &None));
         assert_eq!(p.trial_ns, vec![600; 5]);
+    }
+
+    /// Until the interval is narrow enough: a steady ping-pong converges at its first block,
+    /// each trial's start recorded; one whose every other message is slow does not, and
+    /// stops at the bound on the size's time, at the end of a block, saying so.
+    #[test]
+    fn a_size_runs_until_its_interval_is_narrow_or_a_bound_stops_it() {
+        let rule = until::UntilCi {
+            min_trials: 12,
+            block: 7,
+            size_ns: Some(300_000),
+            ..until::UntilCi::new(0.01, 0.95)
+        };
+        let cfg = MethodConfig {
+            trials: 10_000,
+            npp: NppChoice::Fixed(1),
+            until: Some(rule.clone()),
+            ..MethodConfig::default()
+        };
+        let p = measure_one(&cfg, |_| 100);
+        assert_eq!(p.trial_ns, vec![200; 12]);
+        let u = p.until_ci.unwrap();
+        assert_eq!(
+            (u.outcome, u.bound, u.checks),
+            (until::Outcome::Converged, None, 1)
+        );
+        assert_eq!(u.half_width_rel, 0.0);
+        assert_eq!(p.trial_start_ns.len(), 12);
+        assert_eq!(p.trial_start_ns[0], 0);
+        assert!(p.trial_start_ns.windows(2).all(|w| w[1] >= w[0] + 200));
+        // Trials of 200 ns and 20 us alternate: the median's interval spans both forever.
+        let p = measure_one(&cfg, |k| if (k / 2) % 2 == 0 { 100 } else { 10_000 });
+        let u = p.until_ci.unwrap();
+        assert_eq!(u.outcome, until::Outcome::DidNotConverge);
+        assert_eq!(u.bound, Some(until::Bound::SizeTime));
+        assert!(u.half_width_rel > 0.5, "{u:?}");
+        let mut ends = vec![];
+        let mut done = 0;
+        while done < 10_000 {
+            done += rule.next_block(done, 10_000);
+            ends.push(done);
+        }
+        let n = p.trial_ns.len() as u64;
+        assert!(ends.contains(&n) && n < 10_000, "{n} trials");
+        assert_eq!(
+            ends.iter().position(|&e| e == n).unwrap() as u64 + 1,
+            u.checks
+        );
     }
 
     #[test]

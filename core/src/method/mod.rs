@@ -19,6 +19,7 @@ pub mod stop;
 pub mod timer;
 pub mod transpose;
 pub mod units;
+pub mod until;
 
 pub use kernels::PatternKind;
 
@@ -81,6 +82,10 @@ pub struct MethodConfig {
     /// ([`buffers`]).
     #[serde(default)]
     pub buffers: buffers::BufferOptions,
+    /// Trials in blocks until the median's interval is narrow enough ([`until`]), `trials`
+    /// then the most a size may take; `None`: every size takes `trials`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<until::UntilCi>,
 }
 
 impl Default for MethodConfig {
@@ -99,6 +104,7 @@ impl Default for MethodConfig {
             source: 0,
             dest: 1,
             buffers: buffers::BufferOptions::default(),
+            until: None,
         }
     }
 }
@@ -133,6 +139,8 @@ pub enum Setting {
     CachePool,
     /// What the kernel can do with its buffers (a check or a reuse it does not have).
     Buffers,
+    /// The rule that stops a size on its confidence interval ([`until`]).
+    UntilCi,
 }
 
 /// A configuration the method cannot run: which setting, and why.
@@ -203,6 +211,11 @@ impl MethodConfig {
     pub fn check(&self, size: u32) -> std::result::Result<(), Invalid> {
         self.check_counts()?;
         self.buffers.check()?;
+        if let Some(u) = &self.until {
+            if let Err(e) = u.validate(self.trials) {
+                return invalid(Setting::UntilCi, e.to_string());
+            }
+        }
         if !(self.cut_coef.is_finite() && self.cut_coef >= 1.0) {
             return invalid(
                 Setting::CutCoef,

@@ -1237,6 +1237,7 @@ fn keep_rates<E: Endpoint>(
             queue: None,
             buffers: None,
             npp_check: None,
+            until_ci: None,
         })
     });
 }
@@ -1285,6 +1286,7 @@ fn calibrate<E: Endpoint>(
                 queue: None,
                 buffers: None,
                 npp_check: None,
+                until_ci: None,
             })
         });
     }

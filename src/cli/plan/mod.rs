@@ -4,7 +4,7 @@
 use super::args::{
     invalid_method, AllpairsArgs, BackendArgs, BuffersArg, CacheArg, CacheArgs, FitArgs, Given,
     MessageArgs, OutputArgs, PatternArgs, PingpongArgs, ProgressWhen, QArg, QueueArgs, ScheduleArg,
-    SeedArgs, SizeArgs,
+    SeedArgs, SizeArgs, StopArgs,
 };
 use super::fatal::Fatal;
 use crate::cli::backend::{self, Chosen, Job};
@@ -18,6 +18,7 @@ use commbench::core::method::limits::MAX_TRIALS;
 use commbench::core::method::queue::{self, QueueBench, QueueKind};
 use commbench::core::method::sixtimes::{self, SixTimes, Suite};
 use commbench::core::method::transpose::Transpose;
+use commbench::core::method::until::{self, UntilCi};
 use commbench::core::method::{MethodConfig, NppChoice, PatternKind};
 use commbench::core::transport::work::QKind;
 use commbench::spec;
@@ -193,11 +194,112 @@ fn npp_choice(a: &PingpongArgs, given: &Given) -> Result<NppChoice, Fatal> {
     })
 }
 
+/// `--until-ci` and its bounds as a rule, and the trials of a size: `count` (what `flag`,
+/// `--trials` or `--repetitions`, says) without the rule, the most with it. The bounds are
+/// refused without `--until-ci`, and `flag` beside it, since the interval then decides the
+/// count.
+fn until_rule(
+    stop: &StopArgs,
+    (flag, count): (&str, u64),
+    given: &Given,
+) -> Result<(Option<UntilCi>, u64), Fatal> {
+    let Some(text) = stop.until_ci.as_deref() else {
+        let bounds = ["--min-trials", "--max-trials", "--max-time"];
+        if let Some(b) = bounds.into_iter().find(|f| given.has(f)) {
+            return Err(Fatal::usage(
+                format!("{b} bounds --until-ci, which was not given"),
+                format!("add --until-ci 1% to measure each size until its interval is within 1%, or drop {b}"),
+            ));
+        }
+        return Ok((None, count));
+    };
+    if given.has(flag) {
+        return Err(Fatal::usage(
+            format!("{flag} fixes the count, but with --until-ci the interval decides it"),
+            format!("give the most with --max-trials N, or drop --until-ci to run {flag} each"),
+        ));
+    }
+    let usage = |why: String| {
+        Fatal::usage(
+            format!("--until-ci {text}: {why}"),
+            "for example --until-ci 1% (a half-width within 1% of the median, 95% coverage) \
+             or --until-ci 1%,99%",
+        )
+    };
+    let mut parts = text.split(',');
+    let rel = spec::parse_fraction(parts.next().unwrap_or("")).map_err(usage)?;
+    let level = match parts.next() {
+        Some(l) => spec::parse_fraction(l).map_err(usage)?,
+        None => until::DEFAULT_LEVEL,
+    };
+    if parts.next().is_some() {
+        return Err(usage("at most two values, REL and LEVEL".into()));
+    }
+    let max = stop.max_trials.unwrap_or(count);
+    if max == 0 || max > MAX_TRIALS {
+        return Err(Fatal::usage(
+            format!("--max-trials {max}: 1 to {MAX_TRIALS} trials per size"),
+            "every trial time is kept; docs/methodology.md (Limits) gives the reason",
+        ));
+    }
+    let (size_ns, run_ns) = match stop.max_time.as_deref() {
+        None => (None, None),
+        Some(t) => max_time(t)?,
+    };
+    let rule = UntilCi {
+        rel,
+        level,
+        min_trials: stop
+            .min_trials
+            .unwrap_or(until::DEFAULT_MIN_TRIALS.min(max)),
+        block: until::DEFAULT_BLOCK,
+        size_ns,
+        run_ns,
+    };
+    rule.validate(max).map_err(|e| {
+        Fatal::usage(
+            format!(
+                "--until-ci/--min-trials/--max-trials/--max-time: {}",
+                e.reason()
+            ),
+            "docs/methodology.md (Measuring until the answer is known) gives each bound",
+        )
+    })?;
+    Ok((Some(rule), max))
+}
+
+/// `--max-time SIZE[,RUN]`: either part may be left out (`10s`, `,5m`), not both.
+fn max_time(text: &str) -> Result<(Option<u64>, Option<u64>), Fatal> {
+    let usage = |why: String| {
+        Fatal::usage(
+            format!("--max-time {text}: {why}"),
+            "for example --max-time 10s (each size), --max-time 10s,5m (and the run) or \
+             --max-time ,5m (the run only)",
+        )
+    };
+    let part = |p: &str| -> Result<Option<u64>, Fatal> {
+        if p.trim().is_empty() {
+            return Ok(None);
+        }
+        spec::parse_duration_ns(p).map(Some).map_err(usage)
+    };
+    let (size, run) = match text.split_once(',') {
+        Some((a, b)) => (part(a)?, part(b)?),
+        None => (part(text)?, None),
+    };
+    if size.is_none() && run.is_none() {
+        return Err(usage("no time given".into()));
+    }
+    Ok((size, run))
+}
+
 /// The method's parameters of a pattern run (sizes, trials, npp, ...).
 fn method(a: &PingpongArgs, sizes: Vec<u64>, given: &Given) -> Result<MethodConfig, Fatal> {
+    let (until, trials) = until_rule(&a.stop, ("--trials", a.trials), given)?;
     Ok(MethodConfig {
         sizes,
-        trials: a.trials,
+        trials,
+        until,
         warmup: a.warmup,
         npp: npp_choice(a, given)?,
         cut_coef: a.cut_coef,
@@ -693,11 +795,14 @@ pub fn seed001(
         source: 0,
         dest: needed - 1,
         cache: a.cache,
+        stop: a.stop.clone(),
         out: a.out,
     };
+    let (until, trials) = until_rule(&a.stop, ("--repetitions", a.repetitions), given)?;
     let method = MethodConfig {
         sizes,
-        trials: a.repetitions,
+        trials,
+        until,
         warmup: a.warmup,
         npp: NppChoice::Fixed(a.messages),
         cut_coef: 2.0,

@@ -154,6 +154,7 @@ mod tests {
             buffers: None,
             npp_check: None,
             trial_start_ns: Vec::new(),
+            until_ci: None,
         };
         Point::from_raw(raw, backend, 2.0).unwrap()
     }

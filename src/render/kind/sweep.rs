@@ -467,6 +467,11 @@ fn table(out: &mut String, rows: &[&Point], warned: &mut Vec<(String, String, St
     if study {
         head.insert(1, ("npp", false));
     }
+    // Sizes measured until their interval was narrow enough each took their own count.
+    let counted = rows.iter().any(|p| p.until_ci.is_some());
+    if counted {
+        head.push(("trials", false));
+    }
     let mut cells: Vec<Vec<String>> = vec![head.iter().map(|(h, _)| h.to_string()).collect()];
     let mut marks = vec![false];
     for p in rows {
@@ -484,6 +489,9 @@ fn table(out: &mut String, rows: &[&Point], warned: &mut Vec<(String, String, St
         ];
         if study {
             line.insert(1, p.npp.to_string());
+        }
+        if counted {
+            line.push(p.trials.to_string());
         }
         let w = p.warnings();
         marks.push(!w.is_empty());

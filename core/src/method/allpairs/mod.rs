@@ -503,6 +503,7 @@ fn measure_cell<E: Endpoint>(
         collected: &collected,
         progress: &|_, _, _| {},
         queue: None,
+        run_start_ns: None,
     };
     measure_size(&mut pair, kernel, &mut st, run)?;
     // A cell travels to rank 0 with its times only: n (n - 1) cells are kept there.

@@ -1108,7 +1108,10 @@ mod tests {
                 assert!(coverage(n, lo) >= level - 1e-12, "{n} at {level}: {lo}");
                 // The narrowest such: one rank further in covers less.
                 if lo + 1 < hi {
-                    assert!(coverage(n, lo + 1) < level, "{n} at {level}: {lo} not the largest");
+                    assert!(
+                        coverage(n, lo + 1) < level,
+                        "{n} at {level}: {lo} not the largest"
+                    );
                 }
             }
         }

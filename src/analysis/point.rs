@@ -130,6 +130,13 @@ pub fn analyse(
 /// only part of the distribution.
 pub const FILTER_WARN_FRACTION: f64 = 0.05;
 
+/// A fraction as a per cent with at most three decimals: `0.0123` as `1.23%`, `0.95` as
+/// `95%`.
+pub fn percent_exact(x: f64) -> String {
+    let t = format!("{:.3}", x * 100.0);
+    format!("{}%", t.trim_end_matches('0').trim_end_matches('.'))
+}
+
 /// The warning of a size that stopped at a bound before its interval was as narrow as asked:
 /// `did_not_converge: the 95% interval of the median is ±2.31% after 10000 trials, not
 /// within 1% (stopped by its most trials)`. `None` for a size that converged.
@@ -137,10 +144,7 @@ pub fn unconverged_warning(u: &Stopping, trials: u64) -> Option<String> {
     if u.outcome == Outcome::Converged {
         return None;
     }
-    let pct = |x: f64| {
-        let t = format!("{:.3}", x * 100.0);
-        format!("{}%", t.trim_end_matches('0').trim_end_matches('.'))
-    };
+    let pct = percent_exact;
     let width = if u.half_width_rel.is_finite() {
         format!("is ±{}", pct(u.half_width_rel))
     } else {

@@ -17,6 +17,7 @@ use crate::render::words::{
     Detail, Measured, CI_NOTE,
 };
 use crate::spec::format_size;
+use commbench_core::method::until::Outcome;
 use commbench_core::method::NppChoice;
 use commbench_core::stats::Summary;
 use std::fmt::Write;
@@ -177,6 +178,29 @@ pub fn point(out: &mut String, p: &Point, m: &Measured, detail: Detail) {
         );
     }
     let _ = writeln!(out, "  timing trials = {}", p.trials);
+    if let Some(u) = &p.until_ci {
+        let pct = crate::analysis::point::percent_exact;
+        let _ = writeln!(
+            out,
+            "  measured until the {} interval of the median was within {}: {} after {} block(s) \
+             (half-width {})",
+            pct(u.level),
+            pct(u.rel),
+            match u.outcome {
+                Outcome::Converged => "converged".to_string(),
+                Outcome::DidNotConverge => format!(
+                    "did_not_converge, stopped by {}",
+                    u.bound.map_or("a bound", |b| b.words())
+                ),
+            },
+            u.checks,
+            if u.half_width_rel.is_finite() {
+                pct(u.half_width_rel)
+            } else {
+                "undefined".into()
+            }
+        );
+    }
     stats_block(out, &p.one_way_us, "TIMING RESULTS AND STATISTICS", m);
     rates(out, p, m);
     let f = &p.filtered;

@@ -945,7 +945,16 @@ impl Program for Validation {
             // A window's message is its slot; a ping-pong or an exchange has one a way.
             let message = if c.windowed { fault.nth % per } else { 0 };
             let want = format!("message {message} of trial {}", fault.nth / per);
+            // What an observer hears of: only points kept for good.
+            let told = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let observer = |told: &std::sync::Arc<std::sync::atomic::AtomicUsize>| {
+                let told = std::sync::Arc::clone(told);
+                crate::method::engine::PointObserver::new(move |_, _| {
+                    told.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                })
+            };
             let m = Measurement::new(c.kind, c.cfg.clone(), None);
+            m.observe(observer(&told));
             match (WithCorruption { program: &m, fault }).run(ep) {
                 Ok(()) => {
                     let why = format!("{what}: the changed byte went unnoticed");
@@ -960,15 +969,23 @@ impl Program for Validation {
                     }
                 },
             }
-            // The size whose check failed is not kept.
-            if !m.take_collected().points.is_empty() {
-                let why = format!("{what}: the point whose check failed was kept");
+            // The size whose check failed is not kept, nor heard of.
+            let heard = told.swap(0, std::sync::atomic::Ordering::SeqCst);
+            if !m.take_collected().points.is_empty() || heard != 0 {
+                let why = format!("{what}: the point whose check failed was kept ({heard} told)");
                 return Err(fail("validation", me, why));
             }
             let m = Measurement::new(c.kind, c.cfg, None);
+            m.observe(observer(&told));
             m.run(ep)
                 .map_err(|e| fail("validation", me, format!("{what} without the fault: {e}")))?;
-            for p in m.take_collected().points {
+            let points = m.take_collected().points;
+            let heard = told.load(std::sync::atomic::Ordering::SeqCst);
+            if me == 0 && heard != points.len() {
+                let why = format!("{what}: {} point(s) kept, {heard} told", points.len());
+                return Err(fail("validation", me, why));
+            }
+            for p in points {
                 let checked = p.buffers.map_or(0, |b| b.validated_trials);
                 if checked != VALIDATION_TRIALS {
                     let why = format!("{what}: {checked} trials recorded as checked");

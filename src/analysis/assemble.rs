@@ -105,6 +105,7 @@ fn gather(runs: Vec<BackendRun>, cut_coef: f64, several: bool) -> Gathered {
             timer,
             backend_info,
             points,
+            ..
         } = run.collected;
         g.timer = g.timer.or(timer);
         if let Some(i) = backend_info {

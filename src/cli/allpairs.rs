@@ -108,11 +108,11 @@ fn backend_run(
 ) -> BackendRun {
     BackendRun {
         backend,
-        collected: Collected {
-            timer: c.timers.first().cloned(),
-            backend_info: c.backend_info.clone(),
-            points: Vec::new(),
-        },
+        collected: Collected::of(
+            c.timers.first().cloned(),
+            c.backend_info.clone(),
+            Vec::new(),
+        ),
         result,
     }
 }

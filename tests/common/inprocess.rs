@@ -76,11 +76,11 @@ pub fn sim_matrix_document(
     let prog = AllPairs::new(method, config.clone(), None).with_retest(&pick);
     let result = commbench_sim::run(machine, &prog).map(drop);
     let collected = prog.take_collected();
-    let timers = Collected {
-        timer: collected.timers.first().cloned(),
-        backend_info: collected.backend_info.clone(),
-        points: Vec::new(),
-    };
+    let timers = Collected::of(
+        collected.timers.first().cloned(),
+        collected.backend_info.clone(),
+        Vec::new(),
+    );
     let doc = document(machine, &recipe, timers, result);
     assemble::with_matrix(doc, collected, config, rule)
 }

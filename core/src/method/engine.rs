@@ -149,6 +149,71 @@ pub struct Collected {
     pub backend_info: Option<BackendInfo>,
     /// One entry per size completed.
     pub points: Vec<RawPoint>,
+    /// Who hears of each point once it is kept for good ([`Collected::observe`]).
+    observer: Option<PointObserver>,
+    /// How many of `points` the observer has heard of.
+    told: usize,
+}
+
+/// What hears, on rank 0, of every point once it is kept for good: its data checks passed
+/// ([`settle`]). Called with everything collected so far and the index of the point in
+/// [`Collected::points`], before the run goes on (and with the collection locked: it must
+/// not lock it again).
+pub type PointFn = dyn Fn(&Collected, usize) + Send + Sync;
+
+/// A [`PointFn`] a [`Collected`] holds.
+#[derive(Clone)]
+pub struct PointObserver(Arc<PointFn>);
+
+impl PointObserver {
+    /// `f` as an observer.
+    pub fn new(f: impl Fn(&Collected, usize) + Send + Sync + 'static) -> Self {
+        PointObserver(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for PointObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PointObserver")
+    }
+}
+
+impl Collected {
+    /// What rank 0 learned, without an observer.
+    pub fn of(
+        timer: Option<TimerReport>,
+        backend_info: Option<BackendInfo>,
+        points: Vec<RawPoint>,
+    ) -> Self {
+        Collected {
+            timer,
+            backend_info,
+            points,
+            ..Collected::default()
+        }
+    }
+
+    /// Let `o` hear of every point kept for good from now on (and of those kept before,
+    /// at the next [`settle`]).
+    pub fn observe(&mut self, o: PointObserver) {
+        self.observer = Some(o);
+    }
+}
+
+/// Tell the observer, if there is one, of every point kept since it last heard: what keeps
+/// a point calls it on rank 0 once the point is final (after the ranks' data checks, which
+/// may take a corrupted point back).
+pub fn settle(c: &Mutex<Collected>) {
+    with_collected(c, |c| {
+        let Some(o) = c.observer.clone() else {
+            return;
+        };
+        while c.told < c.points.len() {
+            let i = c.told;
+            c.told += 1;
+            (o.0)(c, i);
+        }
+    });
 }
 
 /// Trial times as bytes (little-endian), for the control plane.
@@ -828,6 +893,7 @@ fn keep_point<E: Endpoint, K: Kernel<E>>(
             }
             Err(_) => {}
         });
+        settle(run.collected);
     }
     shared.phase_with(|| format!("{label}, npp {npp}"))?;
     Ok(())
@@ -1176,9 +1242,16 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
         Ok(())
     }
 
-    /// Where the collected points go, shared with a program that adds points of its own.
+    /// Where the collected points go, shared with a program that adds points of its own
+    /// (which [`settle`]s each once it is final).
     pub fn collected(&self) -> &Mutex<Collected> {
         &self.collected
+    }
+
+    /// From now on `o` hears, on rank 0, of every point once it is kept for good
+    /// ([`PointFn`]).
+    pub fn observe(&self, o: PointObserver) {
+        with_collected(&self.collected, |c| c.observe(o));
     }
 
     /// One size: barrier, warm-up, npp and trials ([`measure_size`]), then the verification

@@ -34,7 +34,7 @@
 //! is the `commbench` package's.
 
 use crate::method::benchmark::Benchmark;
-use crate::method::engine::{decode_i64s, encode_i64s, with_collected};
+use crate::method::engine::{decode_i64s, encode_i64s, settle, with_collected};
 use crate::method::engine::{Collected, Kernel, KernelSpec, Measurement, RawPoint, Steps};
 use crate::method::limits::PER_MESSAGE_OVERHEAD;
 use crate::method::{MethodConfig, NppChoice};
@@ -1240,6 +1240,7 @@ fn keep_rates<E: Endpoint>(
             until_ci: None,
         })
     });
+    settle(collected);
 }
 
 /// Seed 001 §3.1 / Appendix A: the time of Q without I/O, measured on rank 0 before anything
@@ -1289,6 +1290,7 @@ fn calibrate<E: Endpoint>(
                 until_ci: None,
             })
         });
+        settle(collected);
     }
     ep.broadcast(0, &mut word)
         .phase("sharing Q's calibration")?;

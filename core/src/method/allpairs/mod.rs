@@ -170,6 +170,12 @@ pub type RetestFn<'a> = dyn Fn(&AllPairsCollected, u64) -> Vec<(Rank, Rank)> + S
 /// Progress callback of an all-pairs run.
 pub type AllPairsProgressFn<'a> = dyn Fn(AllPairsProgress) + Sync + 'a;
 
+/// What hears, on rank 0, of every round once its cells are in ([`AllPairs::with_rounds`]):
+/// called with everything collected so far and the index of the round in
+/// [`AllPairsCollected::rounds`] (its cells are the last ones, those whose `round` is that
+/// index), before the next round starts and with the collection locked.
+pub type RoundFn<'a> = dyn Fn(&AllPairsCollected, usize) + Sync + 'a;
+
 /// The all-pairs program: every rank runs it.
 pub struct AllPairs<'a> {
     /// The method's settings (`sizes`, `trials`, `warmup`, `npp`, `timer_samples`).
@@ -179,6 +185,7 @@ pub struct AllPairs<'a> {
     progress: Option<&'a AllPairsProgressFn<'a>>,
     stop: Option<&'a StopFlag>,
     retest: Option<&'a RetestFn<'a>>,
+    rounds_seen: Option<&'a RoundFn<'a>>,
     collected: Arc<Mutex<AllPairsCollected>>,
 }
 
@@ -237,6 +244,7 @@ impl<'a> AllPairs<'a> {
             progress,
             stop: None,
             retest: None,
+            rounds_seen: None,
             collected: Arc::new(Mutex::new(AllPairsCollected::default())),
         }
     }
@@ -251,6 +259,12 @@ impl<'a> AllPairs<'a> {
     /// `pick` names after each size.
     pub fn with_retest(mut self, pick: &'a RetestFn<'a>) -> Self {
         self.retest = Some(pick);
+        self
+    }
+
+    /// Tell `seen` of every round once rank 0 has its cells ([`RoundFn`]).
+    pub fn with_rounds(mut self, seen: &'a RoundFn<'a>) -> Self {
+        self.rounds_seen = Some(seen);
         self
     }
 
@@ -427,6 +441,9 @@ impl AllPairs<'_> {
                 end_ns,
                 pairs: plan.pairs.to_vec(),
             });
+            if let Some(seen) = self.rounds_seen {
+                seen(c, round as usize);
+            }
         });
         Ok(())
     }

@@ -14,6 +14,7 @@ use commbench_core::method::engine::Collected;
 use commbench_core::method::timer::TimerReport;
 use commbench_core::transport::error::Error;
 use commbench_core::transport::BackendInfo;
+use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 /// When a run started, for the document.
@@ -81,6 +82,30 @@ pub struct Recipe {
     pub command: Vec<String>,
 }
 
+impl Recipe {
+    /// What the document's analyses take besides the points.
+    pub fn analyses(&self) -> Analyses {
+        Analyses {
+            breakpoint: self.breakpoint,
+            instructions_per_second: self.instructions_per_second,
+            transport_forwards: self.transport_forwards,
+        }
+    }
+}
+
+/// What the analyses of a document take besides its points and configuration ([`analyse`]):
+/// a stream records them in its first line (`analysis`), so that its document is analysed
+/// as the run's own.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Analyses {
+    /// The Hockney fit's breakpoint.
+    pub breakpoint: Breakpoint,
+    /// `--instructions-per-second`, for the fit's instruction counts.
+    pub instructions_per_second: Option<f64>,
+    /// Whether the first backend routes over a hypercube itself (seed 001's `r+s`).
+    pub transport_forwards: bool,
+}
+
 /// What the backends' runs hold, analysed.
 #[derive(Default)]
 struct Gathered {
@@ -139,44 +164,15 @@ pub fn document(recipe: &Recipe, outcome: Outcome, started: Started) -> ResultDo
     names.dedup();
     let several = names.len() > 1;
     let g = gather(outcome.runs, recipe.cut_coef, several);
-    // One backend: its own record; several: each under its name.
-    let backend_info = if several {
-        g.infos
-    } else {
-        match g.infos.into_iter().next() {
-            Some((_, serde_json::Value::Object(m))) => m,
-            _ => BackendInfo::new(),
-        }
-    };
-    // Fitted models describe one backend's sweep: the first backend's.
-    let first: Vec<Point> = g
-        .points
-        .iter()
-        .filter(|p| names.first() == Some(&p.backend.as_str()))
-        .cloned()
-        .collect();
-    // Seed 001's programs are analysed by their own method (the first backend's points);
-    // a Hockney line through their experiments would mean nothing.
-    let seed001 = recipe.config.sixtimes.is_some().then(|| {
-        let res = g.timer.as_ref().map(|t| t.resolution_ns);
-        sixtimes::analyse(&first, recipe.transport_forwards, res)
-    });
-    let fit = match seed001 {
-        Some(_) => None,
-        None => fit::fit_points(&first, recipe.breakpoint, recipe.instructions_per_second)
-            .into_iter()
-            .next(),
-    };
-    let seed001 = seed001.unwrap_or_default();
     let mut config = recipe.config.clone();
     config.ranks = outcome.ranks;
     config.backend = names.join(",");
-    ResultDoc {
-        fit,
-        params: seed001.params,
-        interference: seed001.interference,
-        sixtimes: seed001.detail,
-        queue: queue::analyse(&g.points),
+    let mut doc = ResultDoc {
+        fit: None,
+        params: None,
+        interference: None,
+        sixtimes: None,
+        queue: None,
         allpairs: None,
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,
@@ -185,7 +181,7 @@ pub fn document(recipe: &Recipe, outcome: Outcome, started: Started) -> ResultDo
         config: Some(config),
         environment: Environment::probe(
             &names.join(","),
-            backend_info,
+            described(g.infos, several),
             outcome.ranks,
             &outcome.launcher,
         ),
@@ -199,7 +195,56 @@ pub fn document(recipe: &Recipe, outcome: Outcome, started: Started) -> ResultDo
         points: g.points,
         started_unix_s: started.unix_s,
         wall_s: started.at.elapsed().as_secs_f64(),
+    };
+    analyse(&mut doc, &recipe.analyses());
+    doc
+}
+
+/// The document's `environment.backend_info` of the backends' descriptions by name: one
+/// backend's own record, or several each under its name.
+pub fn described(infos: BackendInfo, several: bool) -> BackendInfo {
+    if several {
+        return infos;
     }
+    match infos.into_iter().next() {
+        Some((_, serde_json::Value::Object(m))) => m,
+        _ => BackendInfo::new(),
+    }
+}
+
+/// The sections a document's analyses add to its points, made from the points and the
+/// configuration alone (a run's document and a stream's are analysed alike): seed 001's
+/// analysis of the first backend's points where the run was seed 001's, else the fitted
+/// model of the first backend's sweep; seed 004's queue lines.
+pub fn analyse(doc: &mut ResultDoc, how: &Analyses) {
+    let config = doc.config.as_ref();
+    let first_backend = config
+        .and_then(|c| c.backend.split(',').next())
+        .unwrap_or_default();
+    // Fitted models describe one backend's sweep: the first backend's.
+    let first: Vec<Point> = doc
+        .points
+        .iter()
+        .filter(|p| p.backend == first_backend)
+        .cloned()
+        .collect();
+    // Seed 001's programs are analysed by their own method (the first backend's points);
+    // a Hockney line through their experiments would mean nothing.
+    let seed001 = config.is_some_and(|c| c.sixtimes.is_some()).then(|| {
+        let res = doc.timer.as_ref().map(|t| t.resolution_ns);
+        sixtimes::analyse(&first, how.transport_forwards, res)
+    });
+    doc.fit = match seed001 {
+        Some(_) => None,
+        None => fit::fit_points(&first, how.breakpoint, how.instructions_per_second)
+            .into_iter()
+            .next(),
+    };
+    let seed001 = seed001.unwrap_or_default();
+    doc.params = seed001.params;
+    doc.interference = seed001.interference;
+    doc.sixtimes = seed001.detail;
+    doc.queue = queue::analyse(&doc.points);
 }
 
 /// `doc` with the matrix section of the all-pairs run that `collected` holds, attributed

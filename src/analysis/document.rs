@@ -421,7 +421,7 @@ impl ResultDoc {
     /// Counts no run can have written, which the analysis would overflow on: `npp` times the
     /// trips per iteration (the divisor of every one-way time) or the trials kept plus those
     /// removed beyond `u64`.
-    fn check_counts(&self) -> Result<()> {
+    pub(crate) fn check_counts(&self) -> Result<()> {
         for (i, p) in self.points.iter().enumerate() {
             let bad = |what: String| {
                 Err(Error::Config(format!(

@@ -87,8 +87,10 @@ fn segment_of(l: &Line, from_bytes: u64, to_bytes: u64) -> HockneySegment {
     s
 }
 
-/// Where the sweep is split into two regimes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where the sweep is split into two regimes. In JSON (a stream's `analysis`): `"none"`,
+/// `"auto"` or `{"at": BYTES}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Breakpoint {
     /// One regime.
     None,

@@ -4,8 +4,11 @@
 //! verdicts, merged over the sizes.
 
 use crate::analysis::allpairs::{self, CellObs, Fit, Rule, Topology, Verdict};
-use commbench_core::method::allpairs::{AllPairsCollected, AllPairsConfig, RoundRaw, Schedule};
-use commbench_core::method::engine::one_way_us_sorted;
+use commbench_core::method::allpairs::{
+    AllPairsCollected, AllPairsConfig, CellRaw, RoundRaw, Schedule,
+};
+use commbench_core::method::engine::{one_way_us_sorted, RawPoint};
+use commbench_core::method::PatternKind;
 use commbench_core::stats::{self, Summary};
 use commbench_core::transport::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -46,6 +49,52 @@ pub struct MatrixCell {
 }
 
 impl MatrixCell {
+    /// The record of cell `x` as measured, its statistics computed; `retest`: whether its
+    /// round measured a suspect again.
+    pub fn of(x: &CellRaw, retest: bool) -> Result<Self> {
+        let sorted = x.point.one_way_us_sorted();
+        let one_way_us = stats::summarize(&sorted).ok_or_else(|| {
+            Error::Protocol(format!(
+                "cell {} -> {} at {} B has no trials",
+                x.source, x.dest, x.point.size
+            ))
+        })?;
+        Ok(MatrixCell {
+            source: x.source,
+            dest: x.dest,
+            size: x.point.size,
+            round: x.round,
+            retest,
+            npp: x.point.npp,
+            npp_calculated: x.point.npp_calculated,
+            trips_per_iteration: x.point.trips_per_iteration,
+            trial_ns: x.point.trial_ns.clone(),
+            one_way_us,
+            buffers: x.point.buffers.clone(),
+        })
+    }
+
+    /// The cell as measured, back from its record: what [`MatrixSection::build`] takes (a
+    /// stream's cells become a document's again). A ping-pong; the estimate npp came from
+    /// is not recorded in a cell.
+    pub fn raw(&self) -> CellRaw {
+        CellRaw {
+            source: self.source,
+            dest: self.dest,
+            round: self.round,
+            point: RawPoint {
+                pattern: PatternKind::PingPong.name().into(),
+                size: self.size,
+                npp: self.npp,
+                npp_calculated: self.npp_calculated,
+                trips_per_iteration: self.trips_per_iteration,
+                trial_ns: self.trial_ns.clone(),
+                buffers: self.buffers.clone(),
+                ..RawPoint::default()
+            },
+        }
+    }
+
     /// The one-way time of every trial, us, sorted.
     pub fn one_way_us_sorted(&self) -> Vec<f64> {
         one_way_us_sorted(&self.trial_ns, self.npp, self.trips_per_iteration)
@@ -183,28 +232,7 @@ impl MatrixSection {
         let cells = c
             .cells
             .iter()
-            .map(|x| {
-                let sorted = x.point.one_way_us_sorted();
-                let one_way_us = stats::summarize(&sorted).ok_or_else(|| {
-                    Error::Protocol(format!(
-                        "cell {} -> {} at {} B has no trials",
-                        x.source, x.dest, x.point.size
-                    ))
-                })?;
-                Ok(MatrixCell {
-                    source: x.source,
-                    dest: x.dest,
-                    size: x.point.size,
-                    round: x.round,
-                    retest: c.rounds.get(x.round as usize).is_some_and(|r| r.retest),
-                    npp: x.point.npp,
-                    npp_calculated: x.point.npp_calculated,
-                    trips_per_iteration: x.point.trips_per_iteration,
-                    trial_ns: x.point.trial_ns.clone(),
-                    one_way_us,
-                    buffers: x.point.buffers.clone(),
-                })
-            })
+            .map(|x| MatrixCell::of(x, c.rounds.get(x.round as usize).is_some_and(|r| r.retest)))
             .collect::<Result<Vec<_>>>()?;
         Ok(MatrixSection {
             config,

@@ -15,6 +15,8 @@
 //!   hypercube dimension, serial confirmation and verdicts.
 //! * [`assemble`]: a run's outcome on rank 0 -> its document (with the all-pairs matrix
 //!   section), the one step the command line, the tests and in-process runs share.
+//! * [`stream`]: the JSON Lines a run writes as it goes (`--stream`), and the document a
+//!   stream stands for, read back.
 //!
 //! Nothing here sees an `Endpoint`: backends never compile this module.
 
@@ -30,5 +32,6 @@ pub mod model;
 pub mod point;
 pub mod queue;
 pub mod sixtimes;
+pub mod stream;
 #[cfg(test)]
 pub(crate) mod testkit;

@@ -71,6 +71,17 @@ pub(super) struct Who {
 
 impl Who {
     pub(super) fn of(plan: &Plan) -> Self {
+        // A backend that starts its ranks itself (the simulator) fixes how many.
+        let own = plan.backends.first().and_then(|b| {
+            let (n, _) = b.fixed_ranks()?;
+            Some((n, b.own_launcher()?))
+        });
+        if let Some((ranks, launcher)) = own {
+            return Who {
+                ranks,
+                launcher: launcher.to_string(),
+            };
+        }
         let env = RankEnv::detect(plan.job.manual, None, plan.job.ranks).ok();
         Who {
             ranks: env.as_ref().map_or(plan.job.ranks, |e| e.size),

@@ -225,6 +225,12 @@ pub trait Backend: Sized {
         None
     }
 
+    /// Who starts the ranks, as the document names it, when the backend starts them itself
+    /// (the simulator); `None` when commbench's local launcher or an external one does.
+    fn own_launcher(&self) -> Option<&'static str> {
+        None
+    }
+
     /// A note for the user when `ranks` local ranks on `cpus` CPUs will measure the host's
     /// scheduler rather than the transport (ranks that busy-wait, more of them than CPUs).
     fn crowding(&self, ranks: u32, cpus: usize) -> Option<String> {
@@ -385,6 +391,11 @@ impl Chosen {
     /// See [`Backend::fixed_ranks`].
     pub fn fixed_ranks(&self) -> Option<(u32, String)> {
         dispatch!(self, b => b.fixed_ranks())
+    }
+
+    /// See [`Backend::own_launcher`].
+    pub fn own_launcher(&self) -> Option<&'static str> {
+        dispatch!(self, b => b.own_launcher())
     }
 
     /// See [`Backend::crowding`].

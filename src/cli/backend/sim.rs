@@ -20,6 +20,9 @@ pub struct Sim(Box<SimConfig>, Option<String>);
 /// The machine simulated when `--sim-config` is not given.
 const DEFAULT_MACHINE: &str = "ncube7";
 
+/// Who starts a simulated run's ranks, as the document names it.
+const LAUNCHER: &str = "simulator";
+
 impl Backend for Sim {
     const NAME: &'static str = "sim";
 
@@ -50,6 +53,10 @@ impl Backend for Sim {
             n,
             format!("the simulated machine `{}` has {n} nodes", self.0.name),
         ))
+    }
+
+    fn own_launcher(&self) -> Option<&'static str> {
+        Some(LAUNCHER)
     }
 
     fn hypercube(&self) -> Option<Cube> {
@@ -99,7 +106,7 @@ impl Backend for Sim {
         let result = commbench_sim::run_until(&self.0, prog, &signals::STOP).map(drop);
         Ok(Ran {
             ranks: self.0.nodes(),
-            launcher: "simulator".into(),
+            launcher: LAUNCHER.into(),
             rank: 0,
             result,
         })

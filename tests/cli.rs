@@ -823,7 +823,11 @@ fn options_the_run_would_ignore_are_refused() {
     );
     refused(&["pingpong", "--output", "-"], "--output -", "--json -");
     let o = run(&["pingpong", "--quiet"]);
-    common::assert_usage_output(&o, "--quiet without --output or --json", "--quiet");
+    common::assert_usage_output(
+        &o,
+        "--quiet without --output, --json or --stream",
+        "--quiet",
+    );
     assert!(stderr(&o).contains("hint: add --json FILE or --output DIR"));
     // transpose has no sizes to give.
     refused(

@@ -6,7 +6,7 @@ use super::fatal::Fatal;
 use super::plan::{AllPairsWork, Plan};
 use super::progress::ProgressBar;
 use super::run::{checkpoint, deliver, other_rank, reporting_rank, Ending, Who};
-use super::signals;
+use super::{signals, stream};
 use commbench::analysis::allpairs::Rule;
 use commbench::analysis::assemble::{self, BackendRun, Outcome, Started};
 use commbench::analysis::document::ResultDoc;
@@ -18,10 +18,7 @@ use commbench::core::{Error, Rank};
 /// Run the all-pairs plan and report it (rank 0; other ranks report only their failure).
 pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
     let started = Started::now();
-    let rule = Rule {
-        z: work.z,
-        min_factor: work.min_factor,
-    };
+    let rule = work.rule();
     let bar = ProgressBar::new(plan.outputs.progress, plan.outputs.quiet);
     let cb = |p: AllPairsProgress| {
         bar.update(Progress {
@@ -48,6 +45,9 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
         prog = prog.with_retest(&pick);
     }
     let b = &plan.backends[0];
+    let name = b.name();
+    let seen = |c: &AllPairsCollected, i: usize| stream::round(name, c, i);
+    prog = prog.with_rounds(&seen);
     if reporting_rank(plan) {
         signals::set_safe_point("the round under way");
         save_on_signal(plan, work, rule, b.name(), &prog, started);

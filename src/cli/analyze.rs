@@ -1,5 +1,5 @@
-//! `commbench report`, `plot` and `compare`: reading result documents back without
-//! re-measuring (design §5). Exit codes: 0 success, 1 a failed step or a regression found by
+//! `commbench report`, `plot` and `compare`: reading result documents (or a run's stream, as
+//! the document of what it holds) back without re-measuring (design §5). Exit codes: 0 success, 1 a failed step or a regression found by
 //! `--fail-if-slower`, 2 bad usage (a missing or malformed document, an unknown choice).
 
 use crate::cli::args::{Colour, CompareArgs, Format, Kind, PlotArgs, ReportArgs};
@@ -9,6 +9,7 @@ use commbench::analysis::compare::{self, SizeComparison};
 use commbench::analysis::document::ResultDoc;
 use commbench::analysis::fit;
 use commbench::analysis::matrix_compare;
+use commbench::analysis::stream;
 use commbench::render;
 use commbench::render::{Csv, Detail, Markdown, MatrixColour, Plot, PlotKind, Renderer, Text};
 use commbench::spec;
@@ -18,12 +19,14 @@ use std::path::{Path, PathBuf};
 /// Seed of the bootstrap, fixed so that a comparison is reproducible.
 const COMPARE_SEED: u64 = 0x00c0_ffee_5eed;
 
-/// Read a result document; a missing or malformed file is a usage error naming it.
+/// Read a result document, or a run's stream as the document of the points it holds (a
+/// killed run's: status `partial`); a missing or malformed file is a usage error naming it.
 pub fn load(path: &Path) -> Result<ResultDoc, Fatal> {
-    let hint = "give the result.json a run wrote (commbench pingpong --output DIR, or --json FILE)";
+    let hint = "give the result.json a run wrote (commbench pingpong --output DIR, or --json \
+                FILE), or its --stream FILE";
     let text = std::fs::read_to_string(path)
         .map_err(|e| Fatal::usage(format!("cannot read {}: {e}", path.display()), hint))?;
-    ResultDoc::read_json(&text)
+    stream::read_document(&text)
         .map_err(|e| Fatal::usage(format!("{}: {}", path.display(), e.reason()), hint))
 }
 

@@ -637,11 +637,20 @@ pub struct OutputArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
+    /// Write one JSON line per point (per round of allpairs) to this file as soon as it is
+    /// measured, so a run killed before its end keeps what it measured ('-' for standard
+    /// output, the report then going to standard error); `commbench report` reads it as a
+    /// document (docs/result-format.md). A file already there is replaced when the run
+    /// starts: a new file is renamed over it, never truncated in place.
+    #[arg(long, value_name = "FILE")]
+    pub stream: Option<PathBuf>,
+
     /// Print the full output (distributions included) instead of the summary.
     #[arg(long)]
     pub full: bool,
 
-    /// Print nothing on success but the output files' names (with --output or --json).
+    /// Print nothing on success but the output files' names (with --output, --json or
+    /// --stream).
     #[arg(long, short = 'q')]
     pub quiet: bool,
 

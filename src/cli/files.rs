@@ -1,5 +1,6 @@
-//! The files of a run: `--output DIR` (the JSON document and its two text renderings) and
-//! `--json FILE`, and JSON written to a file or standard output.
+//! The files of a run: `--output DIR` (the JSON document and its two text renderings),
+//! `--json FILE` and the file `--stream FILE` starts, and JSON written to a file or standard
+//! output.
 //!
 //! A file is never destroyed by the write that was to replace it: a regular file (or a path
 //! not there yet) is written to a temporary file beside it, flushed to disk and renamed over
@@ -9,7 +10,7 @@
 //! it, since every open of a pipe is a document its reader takes.
 
 use super::fatal::Fatal;
-use super::plan::Outputs;
+use super::plan::{Outputs, OUTPUT_FILES};
 use commbench::analysis::document::ResultDoc;
 use commbench::render::{Detail, Text};
 use std::io::Write;
@@ -61,7 +62,10 @@ pub fn probe(out: &Outputs) -> Result<(), Fatal> {
         probe_dir(dir)?;
     }
     if let Some(p) = out.json.as_ref().filter(|_| !out.json_to_stdout()) {
-        probe_file(p)?;
+        probe_file("--json", p)?;
+    }
+    if let Some(p) = out.stream.as_ref().filter(|_| !out.stream_to_stdout()) {
+        probe_file("--stream", p)?;
     }
     Ok(())
 }
@@ -113,17 +117,18 @@ fn parent_of(p: &Path) -> PathBuf {
     }
 }
 
-fn probe_file(p: &Path) -> Result<(), Fatal> {
+/// `flag`'s file `p` ([`probe`]).
+fn probe_file(flag: &str, p: &Path) -> Result<(), Fatal> {
     let cannot = |e: &dyn std::fmt::Display| {
         unwritable(
-            format!("--json {}: cannot write it: {e}", p.display()),
+            format!("{flag} {}: cannot write it: {e}", p.display()),
             "choose a path in a directory that exists and you can write",
         )
     };
     match kind(p) {
         Kind::Directory => Err(unwritable(
-            format!("--json {} is a directory", p.display()),
-            "give a file name for --json, or --output DIR for a directory of results",
+            format!("{flag} {} is a directory", p.display()),
+            &format!("give a file name for {flag}, or --output DIR for a directory of results"),
         )),
         Kind::Stream | Kind::Regular => {
             nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).map_err(|e| cannot(&e))?;
@@ -165,13 +170,7 @@ pub fn write_file(
         return f.write_all(&bytes).and_then(|()| f.flush()).map_err(fail);
     }
     let dest = target(p);
-    let name = dest
-        .file_name()
-        .map_or_else(|| std::ffi::OsString::from("file"), |n| n.to_os_string());
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(&name);
-    tmp_name.push(format!(".commbench-{}.tmp", std::process::id()));
-    let tmp = parent_of(&dest).join(tmp_name);
+    let tmp = beside(&dest);
     let written = (|| {
         let f = std::fs::OpenOptions::new()
             .write(true)
@@ -195,6 +194,49 @@ pub fn write_file(
     Ok(())
 }
 
+/// The temporary file a new `dest` is written to before it is renamed over it.
+fn beside(dest: &Path) -> PathBuf {
+    let name = dest
+        .file_name()
+        .map_or_else(|| std::ffi::OsString::from("file"), |n| n.to_os_string());
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(&name);
+    tmp_name.push(format!(".commbench-{}.tmp", std::process::id()));
+    parent_of(dest).join(tmp_name)
+}
+
+/// A new file at `p` that starts with `first`, open for what follows (`--stream`): a regular
+/// file, or a path not there yet, is a new file made beside it and renamed over it at once,
+/// so what `p` held is replaced, never truncated in place (a reader that has it open keeps
+/// the old one); a pipe or a device is opened and written as it is.
+pub fn create_stream(p: &Path, first: &[u8]) -> Result<std::fs::File, String> {
+    let fail = |e: std::io::Error| format!("cannot write {}: {e}", p.display());
+    if kind(p) == Kind::Stream {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(p)
+            .map_err(fail)?;
+        f.write_all(first).map_err(fail)?;
+        return Ok(f);
+    }
+    let dest = target(p);
+    let tmp = beside(&dest);
+    let made = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(first)?;
+        std::fs::rename(&tmp, &dest)?;
+        Ok(f)
+    })();
+    made.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        fail(e)
+    })
+}
+
 /// What a write of `--output DIR` left.
 #[derive(Debug, Default)]
 pub struct Written {
@@ -213,7 +255,8 @@ pub fn write_dir(dir: &Path, doc: &ResultDoc) -> Written {
         w.problem = Some(format!("cannot create {}: {e}", dir.display()));
         return w;
     }
-    let json = dir.join("result.json");
+    let [doc_name, full_name, summary_name] = OUTPUT_FILES;
+    let json = dir.join(doc_name);
     if let Err(e) = write_doc(&json, doc) {
         w.problem = Some(format!(
             "{e}; nothing was written to {} (a result.json already there is unchanged)",
@@ -222,10 +265,7 @@ pub fn write_dir(dir: &Path, doc: &ResultDoc) -> Written {
         return w;
     }
     w.files.push(json.display().to_string());
-    for (name, detail) in [
-        ("commbench.output.txt", Detail::Full),
-        ("commbench.summary.txt", Detail::Summary),
-    ] {
+    for (name, detail) in [(full_name, Detail::Full), (summary_name, Detail::Summary)] {
         let p = dir.join(name);
         let text = Text::new(detail).report(doc, doc.fit.as_slice());
         if let Err(e) = write_file(&p, &|f| f.write_all(text.as_bytes())) {
@@ -244,6 +284,17 @@ pub fn write_dir(dir: &Path, doc: &ResultDoc) -> Written {
 /// Write the result document to `p`.
 pub fn write_doc(p: &Path, doc: &ResultDoc) -> Result<(), String> {
     write_file(p, &|f| doc.write_json(f).map_err(std::io::Error::other))
+}
+
+/// Print the text `s` for people: on standard output, or on standard error when the stream
+/// goes to standard output (`--stream -`), which then holds JSON lines only.
+pub fn for_people(out: &Outputs, s: &str) {
+    if out.stream_to_stdout() {
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(s.as_bytes()).and_then(|()| err.flush());
+    } else {
+        to_stdout(s);
+    }
 }
 
 /// Print `s` on standard output. A reader that went away (`commbench ... | head`) ends the

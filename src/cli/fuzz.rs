@@ -56,6 +56,8 @@ const VALUES: &[&str] = &[
     "0.5%,50%",
     "10s,5m",
     ",1ms",
+    // Standard output, for the options that name a file (--json, --stream, --output).
+    "-",
 ];
 
 /// Options never generated: they reach other hosts (a rendezvous address is resolved), or

@@ -29,6 +29,7 @@ pub mod plan;
 mod progress;
 mod run;
 mod signals;
+mod stream;
 
 use args::{Cli, Command, Given, QueueWhich, TimerArgs};
 use backend::BACKENDS;
@@ -193,14 +194,20 @@ fn measure(plan: plan::Plan) -> Result<(), Fatal> {
     signals::install(reports).map_err(|e| Fatal::run(e, None))?;
     if reports {
         files::probe(&plan.outputs)?;
+        let who = run::Who::of(&plan);
+        stream::open(&plan, who.ranks, &who.launcher)?;
+        live::observe_with(stream::observer);
     }
-    match plan.work.clone() {
+    let ended = match plan.work.clone() {
         Work::Pattern(kind) => run::measure_spec(&plan, kind),
         Work::Transpose(t) => run::measure_spec(&plan, t),
         Work::SixTimes(x) => run::measure_spec(&plan, x),
         Work::Queue(q) => run::measure_spec(&plan, q),
         Work::AllPairs(w) => allpairs::run(&plan, &w),
-    }
+    };
+    // A run that wrote its document ended its stream with it.
+    stream::end_failed(&ended);
+    ended
 }
 
 /// `commbench backends`.

@@ -5,7 +5,7 @@ use super::fatal::Fatal;
 use super::files;
 use super::plan::{Outputs, Plan};
 use super::progress::ProgressBar;
-use super::{live, signals};
+use super::{live, signals, stream};
 use crate::cli::backend;
 use commbench::analysis::assemble::{self, BackendRun, Outcome, Started};
 use commbench::analysis::document::ResultDoc;
@@ -65,8 +65,10 @@ fn save_on_signal(plan: &Plan, started: Started) {
 /// document written at a signal.
 #[derive(Debug, Clone)]
 pub(super) struct Who {
-    ranks: u32,
-    launcher: String,
+    /// Ranks in the run.
+    pub(super) ranks: u32,
+    /// Who started them, as the document names it.
+    pub(super) launcher: String,
 }
 
 impl Who {
@@ -203,23 +205,33 @@ impl Ending {
 /// results printed and written all the same).
 pub(super) fn deliver(out: &Outputs, doc: &ResultDoc, ending: Ending) -> Result<(), Fatal> {
     let mut written = Vec::new();
+    // Where the whole document went, for the stream's end line.
+    let mut documents = Vec::new();
     let mut write_problem = None;
     if let Some(dir) = &out.dir {
         let w = files::write_dir(dir, doc);
+        documents.extend(w.files.first().cloned());
         written.extend(w.files);
         write_problem = w.problem;
     }
     match &out.json {
         Some(_) if out.json_to_stdout() => {
-            let _ = doc.write_json(std::io::stdout().lock());
+            let sent = doc.write_json(std::io::stdout().lock());
+            documents.extend(sent.ok().map(|()| "-".to_string()));
         }
         Some(p) => match files::write_doc(p, doc) {
-            Ok(()) => written.push(p.display().to_string()),
+            Ok(()) => {
+                written.push(p.display().to_string());
+                documents.push(p.display().to_string());
+            }
             Err(e) => {
                 write_problem.get_or_insert(format!("{e} (a document already there is unchanged)"));
             }
         },
         None => {}
+    }
+    if let Some(e) = stream::end(doc, documents) {
+        write_problem.get_or_insert(e);
     }
     if !out.quiet && !out.json_to_stdout() {
         let detail = if out.full {
@@ -227,7 +239,7 @@ pub(super) fn deliver(out: &Outputs, doc: &ResultDoc, ending: Ending) -> Result<
         } else {
             Detail::Table
         };
-        files::to_stdout(&Text::new(detail).report(doc, doc.fit.as_slice()));
+        files::for_people(out, &Text::new(detail).report(doc, doc.fit.as_slice()));
     }
     for f in &written {
         say!("wrote {f}");
@@ -235,7 +247,7 @@ pub(super) fn deliver(out: &Outputs, doc: &ResultDoc, ending: Ending) -> Result<
     if let Some(e) = write_problem {
         return Err(Fatal::run(
             e,
-            Some("free space on the disk, or choose another --output or --json".into()),
+            Some("free space on the disk, or choose another --output, --json or --stream".into()),
         ));
     }
     failure(doc, ending)

@@ -8,6 +8,7 @@ use super::args::{
 };
 use super::fatal::Fatal;
 use crate::cli::backend::{self, Chosen, Job};
+use commbench::analysis::allpairs::Rule;
 use commbench::analysis::assemble::Recipe;
 use commbench::analysis::document::RunConfig;
 use commbench::analysis::fit::{self, Breakpoint};
@@ -23,7 +24,7 @@ use commbench::core::method::{MethodConfig, NppChoice, PatternKind};
 use commbench::core::transport::work::QKind;
 use commbench::spec;
 use limits::check_limits;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod limits;
@@ -69,6 +70,16 @@ pub struct AllPairsWork {
     pub fail_on_suspect: bool,
 }
 
+impl AllPairsWork {
+    /// The rule suspects are flagged by.
+    pub fn rule(&self) -> Rule {
+        Rule {
+            z: self.z,
+            min_factor: self.min_factor,
+        }
+    }
+}
+
 /// Where the results go.
 #[derive(Debug, Clone)]
 pub struct Outputs {
@@ -76,6 +87,8 @@ pub struct Outputs {
     pub dir: Option<PathBuf>,
     /// `--json FILE` (`-`: standard output).
     pub json: Option<PathBuf>,
+    /// `--stream FILE` (`-`: standard output).
+    pub stream: Option<PathBuf>,
     /// `--full`.
     pub full: bool,
     /// `--quiet`.
@@ -88,6 +101,12 @@ impl Outputs {
     /// Whether the JSON document goes to standard output (and the report does not).
     pub fn json_to_stdout(&self) -> bool {
         self.json.as_ref().is_some_and(|p| p.as_os_str() == "-")
+    }
+
+    /// Whether the stream goes to standard output (and everything for people to standard
+    /// error).
+    pub fn stream_to_stdout(&self) -> bool {
+        self.stream.as_ref().is_some_and(|p| p.as_os_str() == "-")
     }
 }
 
@@ -663,11 +682,14 @@ fn outputs(o: &OutputArgs, b: &BackendArgs) -> Result<Outputs, Fatal> {
     }
     // Rank 0 reports; a rank started by hand as another one prints nothing either way.
     let reporting = b.rank.unwrap_or(0) == 0;
-    if o.quiet && o.output.is_none() && o.json.is_none() && reporting {
+    if o.quiet && o.output.is_none() && o.json.is_none() && o.stream.is_none() && reporting {
         return Err(Fatal::usage(
-            "--quiet without --output or --json would measure and keep nothing",
+            "--quiet without --output, --json or --stream would measure and keep nothing",
             "add --json FILE or --output DIR, or drop --quiet to see the report",
         ));
+    }
+    if let Some(s) = &o.stream {
+        stream_alone(s, o)?;
     }
     let json_stdout = o.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
     if o.full && (o.quiet || json_stdout) {
@@ -680,10 +702,69 @@ fn outputs(o: &OutputArgs, b: &BackendArgs) -> Result<Outputs, Fatal> {
     Ok(Outputs {
         dir: o.output.clone(),
         json: o.json.clone(),
+        stream: o.stream.clone(),
         full: o.full,
         quiet: o.quiet,
         progress: o.progress,
     })
+}
+
+/// `--stream s` names a path of its own: not empty, and neither where the document goes nor
+/// one of the files of `--output` (the later write would replace the stream).
+fn stream_alone(s: &Path, o: &OutputArgs) -> Result<(), Fatal> {
+    if s.as_os_str().is_empty() {
+        return Err(Fatal::usage(
+            "--stream needs a file name, or - for standard output",
+            "for example --stream run.jsonl",
+        ));
+    }
+    if s.as_os_str() == "-" {
+        if o.json.as_ref().is_some_and(|j| j.as_os_str() == "-") {
+            return Err(Fatal::usage(
+                "--stream - with --json -: both would go to standard output",
+                "send one of them to a file, for example --json result.json --stream -",
+            ));
+        }
+        return Ok(());
+    }
+    let mut taken: Vec<(PathBuf, &str)> = Vec::new();
+    if let Some(j) = &o.json {
+        taken.push((j.clone(), "--json"));
+    }
+    if let Some(d) = &o.output {
+        for f in OUTPUT_FILES {
+            taken.push((d.join(f), "--output"));
+        }
+    }
+    let s_at = resolved(s);
+    if let Some((_, flag)) = taken.iter().find(|(p, _)| resolved(p) == s_at) {
+        return Err(Fatal::usage(
+            format!("--stream {} is a file {flag} writes too", s.display()),
+            "give the stream a file of its own, for example --stream run.jsonl",
+        ));
+    }
+    Ok(())
+}
+
+/// The files `--output DIR` holds: the document, the full output and the summary
+/// (`cli::files::write_dir`).
+pub const OUTPUT_FILES: [&str; 3] = [
+    "result.json",
+    "commbench.output.txt",
+    "commbench.summary.txt",
+];
+
+/// Where `p` is, for telling two paths to one file apart: its directory resolved when it
+/// exists (nothing is created or opened).
+fn resolved(p: &Path) -> PathBuf {
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(dir), p.file_name()) {
+        (Ok(d), Some(name)) => d.join(name),
+        _ => p.to_path_buf(),
+    }
 }
 
 /// The default sizes of seed 001's experiments: Table 1's.

@@ -949,7 +949,7 @@ impl Program for Validation {
             let told = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
             let observer = |told: &std::sync::Arc<std::sync::atomic::AtomicUsize>| {
                 let told = std::sync::Arc::clone(told);
-                crate::method::engine::PointObserver::new(move |_, _| {
+                crate::method::engine::PointObserver::new(move |_| {
                     told.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 })
             };

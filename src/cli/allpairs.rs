@@ -11,7 +11,7 @@ use commbench::analysis::allpairs::Rule;
 use commbench::analysis::assemble::{self, BackendRun, Outcome, Started};
 use commbench::analysis::document::ResultDoc;
 use commbench::analysis::matrix;
-use commbench::core::method::allpairs::{AllPairs, AllPairsCollected, AllPairsProgress};
+use commbench::core::method::allpairs::{AllPairs, AllPairsCollected, AllPairsProgress, RoundSeen};
 use commbench::core::method::engine::{Collected, Progress, Stage};
 use commbench::core::{Error, Rank};
 
@@ -46,7 +46,7 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
     }
     let b = &plan.backends[0];
     let name = b.name();
-    let seen = |c: &AllPairsCollected, i: usize| stream::round(name, c, i);
+    let seen = |r: RoundSeen| stream::round(name, r);
     prog = prog.with_rounds(&seen);
     if reporting_rank(plan) {
         signals::set_safe_point("the round under way");

@@ -19,8 +19,8 @@ use commbench::analysis::stream::{
     self, AllPairsStart, BackendLine, End, PointLine, RanksLine, RoundLine, Start, STREAM,
     STREAM_VERSION,
 };
-use commbench::core::method::allpairs::AllPairsCollected;
-use commbench::core::method::engine::{Collected, PointObserver};
+use commbench::core::method::allpairs::RoundSeen;
+use commbench::core::method::engine::{Kept, PointObserver};
 use commbench::core::transport::BackendInfo;
 use serde::Serialize;
 use std::io::Write;
@@ -135,15 +135,13 @@ pub fn open(plan: &Plan, ranks: u32, launcher: &str) -> Result<(), Fatal> {
 /// What writes a line for each point `backend` keeps, when this process streams.
 pub fn observer(backend: &'static str) -> Option<PointObserver> {
     let s = OPEN.get()?;
-    Some(PointObserver::new(move |c: &Collected, i| {
-        s.point(backend, c, i)
-    }))
+    Some(PointObserver::new(move |k: Kept| s.point(backend, k)))
 }
 
-/// The line of all-pairs round `i` of `backend`, as `c` holds it (when this process streams).
-pub fn round(backend: &'static str, c: &AllPairsCollected, i: usize) {
+/// The line of an all-pairs round of `backend` (when this process streams).
+pub fn round(backend: &'static str, seen: RoundSeen) {
     if let Some(s) = OPEN.get() {
-        s.round(backend, c, i);
+        s.round(backend, seen);
     }
 }
 
@@ -204,13 +202,10 @@ impl Stream {
         }
     }
 
-    /// Point `i` of `c`, kept for good by `backend`, analysed as the document analyses it;
-    /// the backend's line first if this is its first point. A point the analysis refuses
-    /// is left out, as the document leaves it out (saying why).
-    fn point(&self, backend: &str, c: &Collected, i: usize) {
-        let Some(raw) = c.points.get(i) else {
-            return;
-        };
+    /// A point `backend` kept for good, analysed as the document analyses it; the backend's
+    /// line first if this is its first point. A point the analysis refuses is left out, as
+    /// the document leaves it out (saying why).
+    fn point(&self, backend: &str, k: Kept) {
         let mut st = self.state();
         if st.sink.is_none() {
             return;
@@ -219,12 +214,12 @@ impl Stream {
             st.backends.push(backend.to_string());
             let b = BackendLine {
                 backend: backend.to_string(),
-                timer: c.timer.clone().map(Into::into),
-                backend_info: c.backend_info.clone().unwrap_or_default(),
+                timer: k.timer.map(Into::into),
+                backend_info: k.backend_info.unwrap_or_default(),
             };
             self.write(&mut st, "backend", &b);
         }
-        let Ok(point) = Point::from_raw(raw.clone(), backend, self.cut_coef) else {
+        let Ok(point) = Point::from_raw(k.point, backend, self.cut_coef) else {
             return;
         };
         let line = PointLine {
@@ -238,41 +233,36 @@ impl Stream {
         }
     }
 
-    /// Round `i` of `c` with its cells; the ranks' line first, before the first round.
-    fn round(&self, backend: &str, c: &AllPairsCollected, i: usize) {
-        let Some(round) = c.rounds.get(i) else {
-            return;
-        };
+    /// A round with its cells; the ranks' line first, before the first round.
+    fn round(&self, backend: &str, seen: RoundSeen) {
         let mut st = self.state();
         if st.sink.is_none() {
             return;
         }
         if !st.ranks {
             st.ranks = true;
+            let run = seen.run;
             let r = RanksLine {
                 backend: backend.to_string(),
-                ranks: c.ranks,
-                hosts: c.hosts.clone(),
-                hypercube: c.hypercube,
-                timers: c.timers.clone(),
-                backend_info: c.backend_info.clone().unwrap_or_default(),
+                ranks: run.ranks,
+                hosts: run.hosts,
+                hypercube: run.hypercube,
+                timers: run.timers,
+                backend_info: run.backend_info.unwrap_or_default(),
             };
             self.write(&mut st, "ranks", &r);
         }
-        // The round's cells are the last ones collected.
-        let mut cells: Vec<MatrixCell> = c
+        let retest = seen.round.retest;
+        let cells: Vec<MatrixCell> = seen
             .cells
             .iter()
-            .rev()
-            .take_while(|x| x.round as usize == i)
-            .filter_map(|x| MatrixCell::of(x, round.retest).ok())
+            .filter_map(|x| MatrixCell::of(x, retest).ok())
             .collect();
-        cells.reverse();
         let line = RoundLine {
-            index: i as u64,
+            index: seen.index as u64,
             unix_s: unix_now(),
             elapsed_s: self.started.elapsed().as_secs_f64(),
-            round: round.clone(),
+            round: seen.round,
             cells,
         };
         if self.write(&mut st, "round", &line) {

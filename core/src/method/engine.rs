@@ -155,11 +155,22 @@ pub struct Collected {
     told: usize,
 }
 
+/// A point kept for good, as an observer hears of it ([`settle`]).
+#[derive(Debug, Clone)]
+pub struct Kept {
+    /// Its index in [`Collected::points`].
+    pub index: usize,
+    /// The point.
+    pub point: RawPoint,
+    /// The timer characterisation collected.
+    pub timer: Option<TimerReport>,
+    /// Rank 0's backend description, as it was when the point was kept.
+    pub backend_info: Option<BackendInfo>,
+}
+
 /// What hears, on rank 0, of every point once it is kept for good: its data checks passed
-/// ([`settle`]). Called with everything collected so far and the index of the point in
-/// [`Collected::points`], before the run goes on (and with the collection locked: it must
-/// not lock it again).
-pub type PointFn = dyn Fn(&Collected, usize) + Send + Sync;
+/// ([`settle`]). Called before the run goes on, the collection not locked.
+pub type PointFn = dyn Fn(Kept) + Send + Sync;
 
 /// A [`PointFn`] a [`Collected`] holds.
 #[derive(Clone)]
@@ -167,7 +178,7 @@ pub struct PointObserver(Arc<PointFn>);
 
 impl PointObserver {
     /// `f` as an observer.
-    pub fn new(f: impl Fn(&Collected, usize) + Send + Sync + 'static) -> Self {
+    pub fn new(f: impl Fn(Kept) + Send + Sync + 'static) -> Self {
         PointObserver(Arc::new(f))
     }
 }
@@ -202,18 +213,31 @@ impl Collected {
 
 /// Tell the observer, if there is one, of every point kept since it last heard: what keeps
 /// a point calls it on rank 0 once the point is final (after the ranks' data checks, which
-/// may take a corrupted point back).
+/// may take a corrupted point back). The observer is called with the collection unlocked, so
+/// one that blocks (a reader that stopped reading) never holds up a copy taken meanwhile
+/// (a signal's save).
 pub fn settle(c: &Mutex<Collected>) {
+    let mut told = None;
     with_collected(c, |c| {
         let Some(o) = c.observer.clone() else {
             return;
         };
-        while c.told < c.points.len() {
-            let i = c.told;
-            c.told += 1;
-            (o.0)(c, i);
-        }
+        let kept: Vec<Kept> = (c.told..c.points.len())
+            .map(|index| Kept {
+                index,
+                point: c.points[index].clone(),
+                timer: c.timer.clone(),
+                backend_info: c.backend_info.clone(),
+            })
+            .collect();
+        c.told = c.points.len();
+        told = Some((o, kept));
     });
+    if let Some((o, kept)) = told {
+        for k in kept {
+            (o.0)(k);
+        }
+    }
 }
 
 /// Trial times as bytes (little-endian), for the control plane.

@@ -170,11 +170,23 @@ pub type RetestFn<'a> = dyn Fn(&AllPairsCollected, u64) -> Vec<(Rank, Rank)> + S
 /// Progress callback of an all-pairs run.
 pub type AllPairsProgressFn<'a> = dyn Fn(AllPairsProgress) + Sync + 'a;
 
+/// A round whose cells are in, as an observer hears of it ([`AllPairs::with_rounds`]).
+#[derive(Debug, Clone)]
+pub struct RoundSeen {
+    /// Its index in [`AllPairsCollected::rounds`].
+    pub index: usize,
+    /// The round.
+    pub round: RoundRaw,
+    /// Its cells, in order.
+    pub cells: Vec<CellRaw>,
+    /// What was collected of the run besides its rounds and cells (left empty here): the
+    /// ranks, hosts, clocks and backend description.
+    pub run: AllPairsCollected,
+}
+
 /// What hears, on rank 0, of every round once its cells are in ([`AllPairs::with_rounds`]):
-/// called with everything collected so far and the index of the round in
-/// [`AllPairsCollected::rounds`] (its cells are the last ones, those whose `round` is that
-/// index), before the next round starts and with the collection locked.
-pub type RoundFn<'a> = dyn Fn(&AllPairsCollected, usize) + Sync + 'a;
+/// called before the next round starts, the collection not locked.
+pub type RoundFn<'a> = dyn Fn(RoundSeen) + Sync + 'a;
 
 /// The all-pairs program: every rank runs it.
 pub struct AllPairs<'a> {
@@ -415,8 +427,9 @@ impl AllPairs<'_> {
                 .map_err(|e| Error::Protocol(format!("rank {r}'s cells: {e}")))?;
             cells.push((r as Rank, v));
         }
-        with(&self.collected, |c| {
+        let seen = with(&self.collected, |c| {
             let round = c.rounds.len() as u32;
+            let first_cell = c.cells.len();
             for (source, points) in cells {
                 let dests = plan
                     .pairs
@@ -441,10 +454,26 @@ impl AllPairs<'_> {
                 end_ns,
                 pairs: plan.pairs.to_vec(),
             });
-            if let Some(seen) = self.rounds_seen {
-                seen(c, round as usize);
-            }
+            self.rounds_seen.map(|_| RoundSeen {
+                index: round as usize,
+                round: c.rounds[round as usize].clone(),
+                cells: c.cells[first_cell..].to_vec(),
+                run: AllPairsCollected {
+                    ranks: c.ranks,
+                    hosts: c.hosts.clone(),
+                    timers: c.timers.clone(),
+                    backend_info: c.backend_info.clone(),
+                    hypercube: c.hypercube,
+                    rounds: Vec::new(),
+                    cells: Vec::new(),
+                },
+            })
         });
+        // Told with the collection unlocked: an observer that blocks never holds up a copy
+        // taken meanwhile (a signal's save).
+        if let (Some(tell), Some(seen)) = (self.rounds_seen, seen) {
+            tell(seen);
+        }
         Ok(())
     }
 }

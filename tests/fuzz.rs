@@ -1,12 +1,13 @@
 //! Hostile input to every parser of what a user gives: size and count lists (`--sizes`,
 //! `--npp`), single sizes (`--size`, `--breakpoint`), CPU lists (`--cpus`) and result
-//! documents (`commbench report`, `plot`, `compare`). Each must answer with a value or a clean
+//! documents and streams (`commbench report`, `plot`, `compare`). Each must answer with a value or a clean
 //! error, never a panic, and what it accepts must hold: lists within their bound, sizes that
 //! format and parse back, documents that render in every form, fit, compare and write back.
 
 use commbench::analysis::compare;
 use commbench::analysis::document::ResultDoc;
 use commbench::analysis::fit::{self, Breakpoint};
+use commbench::analysis::stream;
 use commbench::core::launch::affinity;
 use commbench::render;
 use commbench::render::svg::PlotKind;
@@ -832,6 +833,76 @@ proptest! {
         }
     }
 
+}
+
+/// Streams to mutate: a simulated sweep and an all-pairs run, as `--stream` wrote them.
+const STREAMS: [&str; 2] = [
+    include_str!("data/sim-pingpong.jsonl"),
+    include_str!("data/sim-allpairs.jsonl"),
+];
+
+proptest! {
+    #![proptest_config(config(64, 4000))]
+
+    /// A real stream with lines mutated as documents are, then a line dropped, repeated or
+    /// moved, or the text cut at any character (a kill in the middle of a write): it reads as
+    /// a document or is a clean error, and what reads renders, fits, compares and writes back.
+    #[test]
+    fn mutated_streams_read_or_fail_cleanly(
+        which in 0..STREAMS.len(),
+        other in 0..DOCS.len(),
+        muts in prop::collection::vec((any::<prop::sample::Index>(), mutation()), 0..4),
+        (how, at, to) in (0..4u8, any::<prop::sample::Index>(), any::<prop::sample::Index>()),
+    ) {
+        let mut lines: Vec<Value> = STREAMS[which]
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        for (line, (path, m)) in &muts {
+            let i = line.index(lines.len());
+            apply(&mut lines[i], path, m);
+        }
+        let (i, j) = (at.index(lines.len()), to.index(lines.len()));
+        match how {
+            0 => {
+                lines.remove(i);
+            }
+            1 => lines.insert(j, lines[i].clone()),
+            2 => lines.swap(i, j),
+            _ => {}
+        }
+        let mut text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        if how == 3 {
+            let cut = at.index(text.len() + 1);
+            let cut = (0..=cut).rev().find(|&k| text.is_char_boundary(k)).unwrap_or(0);
+            text.truncate(cut);
+        }
+        match stream::read_document(&text) {
+            Ok(doc) => {
+                let other = ResultDoc::read_json(DOCS[other]).unwrap();
+                exercise(&doc, &other)?;
+                if let Some(m) = &doc.allpairs {
+                    for &size in m.sizes.iter().take(2) {
+                        let _ = m.medians(size);
+                    }
+                    let _ = Plot::new(PlotKind::Matrix, None).render(&doc, &[]);
+                }
+            }
+            Err(e) => check_doc_error(&e)?,
+        }
+    }
+}
+
+#[test]
+fn streams_read_as_their_documents() {
+    for text in STREAMS {
+        let doc = stream::read_document(text).unwrap();
+        assert_eq!(doc.status, "complete");
+        let other = ResultDoc::read_json(DOCS[2]).unwrap();
+        exercise(&doc, &other).unwrap();
+    }
+    let doc = stream::read_document(STREAMS[1]).unwrap();
+    assert_eq!(doc.allpairs.unwrap().cells.len(), 12);
 }
 
 proptest! {

@@ -381,6 +381,19 @@ fn document(start: Start, got: Lines, cut_short: bool) -> Result<ResultDoc> {
         wall_s,
     };
     doc.check_counts()?;
+    for c in &got.cells {
+        if c.npp
+            .max(1)
+            .checked_mul(c.trips_per_iteration.max(1))
+            .is_none()
+        {
+            return Err(Error::Config(format!(
+                "malformed stream: cell {} -> {} ({} B): npp {} times trips_per_iteration {} \
+                 is beyond 64 bits",
+                c.source, c.dest, c.size, c.npp, c.trips_per_iteration
+            )));
+        }
+    }
     assemble::analyse(&mut doc, &start.analysis);
     let (Some(ap), Some(r)) = (start.allpairs, got.ranks) else {
         return Ok(doc);

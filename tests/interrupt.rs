@@ -29,13 +29,20 @@ fn long_sweep(out: &std::path::Path, trials: &str) -> std::process::Command {
         "always",
         "--timeout",
         "20",
-        "--output",
+        "--stream",
     ]);
-    c.arg(out)
+    c.arg(stream_of(out))
+        .arg("--output")
+        .arg(out)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .process_group(0);
     c
+}
+
+/// Where [`long_sweep`] streams, beside its output directory.
+fn stream_of(out: &std::path::Path) -> std::path::PathBuf {
+    out.with_file_name("stream.jsonl")
 }
 
 /// Read the child's progress lines until it reports size `n` (1-based) of the sweep.
@@ -69,6 +76,24 @@ fn check_interrupted(out: &std::path::Path, signal: &str) -> usize {
     }
     let text = std::fs::read_to_string(out.join("commbench.output.txt")).expect("output");
     assert!(text.contains("RUN STOPPED: interrupted by"), "{text}");
+    // The stream holds the same sizes and ends as the document does.
+    let stream = std::fs::read_to_string(stream_of(out)).expect("the stream");
+    let lines: Vec<serde_json::Value> = stream
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a whole line"))
+        .collect();
+    let streamed: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["line"] == "point")
+        .map(|l| &l["point"])
+        .collect();
+    assert_eq!(streamed, points.iter().collect::<Vec<_>>());
+    let end = lines.last().expect("lines");
+    assert_eq!(
+        (&end["line"], &end["status"]),
+        (&"end".into(), &doc["status"])
+    );
+    assert_eq!(end["error"], doc["error"]);
     points.len()
 }
 

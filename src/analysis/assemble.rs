@@ -8,6 +8,7 @@ use crate::analysis::allpairs::Rule;
 use crate::analysis::document::{Environment, Point, ResultDoc, RunConfig, SCHEMA, SCHEMA_VERSION};
 use crate::analysis::fit::{self, Breakpoint};
 use crate::analysis::matrix::MatrixSection;
+use crate::analysis::steady::DropWarmup;
 use crate::analysis::{queue, sixtimes};
 use commbench_core::method::allpairs::{AllPairsCollected, AllPairsConfig};
 use commbench_core::method::engine::Collected;
@@ -121,8 +122,9 @@ struct Gathered {
     interrupted: bool,
 }
 
-/// Analyse every point of every backend's run and keep the first failure.
-fn gather(runs: Vec<BackendRun>, cut_coef: f64, several: bool) -> Gathered {
+/// Analyse every point of every backend's run (its trials tested for a change on the
+/// clock its run characterised, a warm-up dropped under `drop`) and keep the first failure.
+fn gather(runs: Vec<BackendRun>, cut_coef: f64, drop: DropWarmup, several: bool) -> Gathered {
     let mut g = Gathered::default();
     let mut analysis_error = None;
     for run in runs {
@@ -132,13 +134,14 @@ fn gather(runs: Vec<BackendRun>, cut_coef: f64, several: bool) -> Gathered {
             points,
             ..
         } = run.collected;
+        let clock_ns = timer.as_ref().map_or(0.0, |t| t.resolution_ns);
         g.timer = g.timer.or(timer);
         if let Some(i) = backend_info {
             g.infos
                 .insert(run.backend.to_string(), serde_json::Value::Object(i));
         }
         for raw in points {
-            match Point::from_raw(raw, run.backend, cut_coef) {
+            match Point::from_raw_dropping(raw, run.backend, cut_coef, drop, clock_ns) {
                 Ok(p) => g.points.push(p),
                 Err(e) => analysis_error = Some(e.to_string()),
             }
@@ -163,7 +166,8 @@ pub fn document(recipe: &Recipe, outcome: Outcome, started: Started) -> ResultDo
     let mut names: Vec<&str> = outcome.runs.iter().map(|r| r.backend).collect();
     names.dedup();
     let several = names.len() > 1;
-    let g = gather(outcome.runs, recipe.cut_coef, several);
+    let drop = recipe.config.drop_warmup;
+    let g = gather(outcome.runs, recipe.cut_coef, drop, several);
     let mut config = recipe.config.clone();
     config.ranks = outcome.ranks;
     config.backend = names.join(",");

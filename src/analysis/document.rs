@@ -76,6 +76,11 @@ pub struct RunConfig {
     /// queue, its lengths, the fractions traversed and whether receives take any source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<commbench_core::method::queue::QueueBench>,
+    /// `--drop-warmup`: whether the trials before the steady state of a `warm-up` point were
+    /// left out of its statistics (`auto`) or kept (`none`; documents written before it read
+    /// so).
+    #[serde(default)]
+    pub drop_warmup: crate::analysis::steady::DropWarmup,
 }
 
 impl Default for RunConfig {
@@ -97,6 +102,7 @@ impl Default for RunConfig {
             transpose_n: None,
             sixtimes: None,
             queue: None,
+            drop_warmup: Default::default(),
         }
     }
 }

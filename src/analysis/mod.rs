@@ -11,6 +11,8 @@
 //! * [`compare`]: two documents size by size (ratio of medians, bootstrap CI, rank test);
 //! * [`inference`]: the least-squares line, the bootstrap and the rank test these build on;
 //! * [`sixtimes`] and [`queue`]: seed 001's six times and seed 004's per-entry queue costs.
+//! * [`steady`]: drift over one point's trials: change points, their levels and the class
+//!   (steady, warm-up, slow-down, no steady state), and the warm-up `--drop-warmup auto` drops.
 //! * [`allpairs`]: an all-pairs matrix -> median polish, attribution to a node, link or
 //!   hypercube dimension, serial confirmation and verdicts.
 //! * [`assemble`]: a run's outcome on rank 0 -> its document (with the all-pairs matrix
@@ -32,6 +34,7 @@ pub mod model;
 pub mod point;
 pub mod queue;
 pub mod sixtimes;
+pub mod steady;
 pub mod stream;
 #[cfg(test)]
 pub(crate) mod testkit;

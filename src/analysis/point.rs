@@ -4,6 +4,7 @@
 //! the document's record of that size ([`Point`]), which the result document, seed 001's and
 //! seed 004's analyses and the renderers all read.
 
+use crate::analysis::steady::{self, DropWarmup, Stationarity, WarmupDropped};
 use commbench_core::method::engine::{PointBuffers, RawPoint};
 use commbench_core::method::npp_check::NppEstimate;
 use commbench_core::method::until::{Outcome, Stopping};
@@ -591,17 +592,29 @@ pub struct Point {
     pub npp_calculated: Option<u64>,
     /// `median_ppt`, ns (null when npp was fixed).
     pub median_ppt_ns: Option<f64>,
-    /// Number of trials.
+    /// Number of trials (those kept, when a warm-up was dropped: `warmup_dropped`).
     pub trials: u64,
     /// One-way trips per loop iteration (2 for ping-pong).
     pub trips_per_iteration: u64,
-    /// Every raw trial time in ns after subtracting `min_ov`, in the order measured.
+    /// Every raw trial time in ns after subtracting `min_ov`, in the order measured (after a
+    /// warm-up dropped, the trials kept).
     pub trial_ns: Vec<i64>,
     /// When each trial started, ns after the first trial's start (the engine's clock on
-    /// `source`); absent where the engine did not time the trials and in documents written
-    /// before it was recorded.
+    /// `source`; the first trial measured, also when a warm-up was dropped); absent where
+    /// the engine did not time the trials and in documents written before it was recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trial_start_ns: Vec<u64>,
+    /// Whether the trials' distribution changed while they were measured, where and between
+    /// which levels, and the class (steady, warm-up, slow-down, no-steady-state;
+    /// [`steady::stationarity`]), of every trial measured. Absent where the trials have no
+    /// start times, with fewer than [`steady::MIN_TRIALS`], and in documents written before
+    /// it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stationarity: Option<Stationarity>,
+    /// The trials before the steady state of a `warm-up` point, taken out of the statistics
+    /// under `--drop-warmup auto` and kept here. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_dropped: Option<WarmupDropped>,
     /// Statistics of the one-way time `trial / (trips * npp)`, us.
     pub one_way_us: Summary,
     /// Rates in MB/s (10^6 B/s) using the minimum, median, mean and maximum one-way time.
@@ -652,8 +665,30 @@ pub struct Point {
 }
 
 impl Point {
-    /// Analyse a raw point (seed 000 §3.4).
+    /// Analyse a raw point (seed 000 §3.4), every trial kept, its trials tested for a change
+    /// as read from a clock of unknown resolution.
     pub fn from_raw(raw: RawPoint, backend: &str, cut_coef: f64) -> Result<Point> {
+        Self::from_raw_dropping(raw, backend, cut_coef, DropWarmup::None, 0.0)
+    }
+
+    /// Analyse a raw point (seed 000 §3.4) after testing its trials, read from a clock of
+    /// resolution `clock_ns` (`res_timing`; 0 when unknown), for a change
+    /// ([`steady::stationarity`]); under [`DropWarmup::Auto`] the trials before the steady
+    /// state of a `warm-up` point are left out of the statistics and kept in
+    /// `warmup_dropped`.
+    pub fn from_raw_dropping(
+        mut raw: RawPoint,
+        backend: &str,
+        cut_coef: f64,
+        drop: DropWarmup,
+        clock_ns: f64,
+    ) -> Result<Point> {
+        let per_trial = raw.trips_per_iteration.saturating_mul(raw.npp);
+        let stationarity =
+            steady::stationarity(&raw.trial_ns, &raw.trial_start_ns, per_trial, clock_ns);
+        let k = steady::warmup_to_drop(stationarity.as_ref(), drop);
+        let warmup_dropped =
+            steady::take_warmup(&mut raw.trial_ns, &mut raw.trial_start_ns, k, per_trial);
         let Analysis {
             one_way_us,
             rate_mb_s,
@@ -680,6 +715,8 @@ impl Point {
             trips_per_iteration: raw.trips_per_iteration,
             trial_ns: raw.trial_ns,
             trial_start_ns: raw.trial_start_ns,
+            stationarity,
+            warmup_dropped,
             one_way_us,
             rate_mb_s,
             filtered,
@@ -718,7 +755,9 @@ impl Point {
         })
     }
 
-    /// One-line warnings about what the statistics of this point hide: the `cut_coef`
+    /// One-line warnings about what the statistics of this point hide: its trials changed
+    /// while they were measured ([`steady::stationarity_warning`]: `nonstationary`, the
+    /// class, where and between which levels), the `cut_coef`
     /// filter removed more than [`FILTER_WARN_FRACTION`] of the trials, the
     /// one-way times have more than one mode ([`modality`]; computed from the trial
     /// times when the document predates the `modality` key), or the confidence interval of
@@ -731,6 +770,12 @@ impl Point {
                 .and_then(|u| unconverged_warning(u, self.trials)),
         );
         w.extend(self.npp_warning.clone());
+        if let Some(s) = &self.stationarity {
+            w.extend(steady::stationarity_warning(
+                s,
+                self.warmup_dropped.as_ref(),
+            ));
+        }
         if let Some(s) = filter_warning(self.filtered.kept, self.filtered.removed) {
             w.push(s);
         }

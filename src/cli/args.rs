@@ -6,6 +6,7 @@ use super::fatal::Fatal;
 pub use crate::cli::backend::args::BackendArgs;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use commbench::analysis::fit::Breakpoint;
+use commbench::analysis::steady::DropWarmup;
 use commbench::core::method::{Invalid, Setting};
 use commbench::render::svg::PlotKind;
 use std::path::PathBuf;
@@ -180,6 +181,9 @@ pub struct PingpongArgs {
     pub cut_coef: f64,
 
     #[command(flatten)]
+    pub drift: DriftArgs,
+
+    #[command(flatten)]
     pub clock: ClockSamples,
 
     /// The rank that times the ping-pongs.
@@ -231,6 +235,37 @@ pub struct StopArgs {
     /// spent, each size left gets its first block only.
     #[arg(long, value_name = "SIZE[,RUN]", help_heading = STOP)]
     pub max_time: Option<String>,
+}
+
+/// What is done with a point's trials when they changed while they were measured (every
+/// point's trials are tested for a change: docs/methodology.md §4a).
+#[derive(Debug, Args, Clone, Default)]
+pub struct DriftArgs {
+    /// A point whose trials settled after a warm-up (a slower start, then a steady state
+    /// holding at least the last quarter of its trials): none (keep every trial; the report
+    /// names the warm-up) or auto (leave the trials before the steady state out of its
+    /// statistics, kept beside them in the document).
+    #[arg(long, value_enum, default_value_t = DropWarmupArg::None, value_name = "WHEN")]
+    pub drop_warmup: DropWarmupArg,
+}
+
+/// `--drop-warmup`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum DropWarmupArg {
+    /// Keep every trial.
+    #[default]
+    None,
+    /// Drop the trials before the steady state of a point that warmed up.
+    Auto,
+}
+
+impl From<DropWarmupArg> for DropWarmup {
+    fn from(a: DropWarmupArg) -> Self {
+        match a {
+            DropWarmupArg::None => DropWarmup::None,
+            DropWarmupArg::Auto => DropWarmup::Auto,
+        }
+    }
 }
 
 /// The help heading of the message buffer options.
@@ -439,6 +474,9 @@ pub struct SeedArgs {
 
     #[command(flatten)]
     pub clock: ClockSamples,
+
+    #[command(flatten)]
+    pub drift: DriftArgs,
 
     #[command(flatten)]
     pub cache: CacheArgs,
@@ -972,7 +1010,8 @@ fn with_counts(cmd: clap::Command, c: Counts) -> clap::Command {
 }
 
 /// The command line's definition: [`Cli`] with each measuring command's own counts.
-/// `allpairs` hides `--source` and `--dest`, which it accepts only to refuse them.
+/// `allpairs` hides `--source`, `--dest` and `--drop-warmup`, which it accepts only to
+/// refuse them.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
     let queue = |q: clap::Command| {
@@ -990,5 +1029,6 @@ pub fn command() -> clap::Command {
             with_counts(c, ALLPAIRS_COUNTS)
                 .mut_arg("source", hide)
                 .mut_arg("dest", hide)
+                .mut_arg("drop_warmup", hide)
         })
 }

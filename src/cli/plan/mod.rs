@@ -2,9 +2,9 @@
 //! found here, before anything starts, and is a usage error (exit 2) with one line and a hint.
 
 use super::args::{
-    invalid_method, AllpairsArgs, BackendArgs, BuffersArg, CacheArg, CacheArgs, FitArgs, Given,
-    MessageArgs, OutputArgs, PatternArgs, PingpongArgs, ProgressWhen, QArg, QueueArgs, ScheduleArg,
-    SeedArgs, SizeArgs, StopArgs,
+    invalid_method, AllpairsArgs, BackendArgs, BuffersArg, CacheArg, CacheArgs, DropWarmupArg,
+    FitArgs, Given, MessageArgs, OutputArgs, PatternArgs, PingpongArgs, ProgressWhen, QArg,
+    QueueArgs, ScheduleArg, SeedArgs, SizeArgs, StopArgs,
 };
 use super::fatal::Fatal;
 use crate::cli::backend::{self, Chosen, Job};
@@ -667,6 +667,7 @@ fn record(
         transpose_n,
         sixtimes,
         queue,
+        drop_warmup: a.drift.drop_warmup.into(),
         ..RunConfig::default()
     }
 }
@@ -872,6 +873,7 @@ pub fn seed001(
         npp_init: 4,
         npp_trials: 200,
         cut_coef: 2.0,
+        drift: a.drift,
         clock: a.clock,
         source: 0,
         dest: needed - 1,
@@ -1061,13 +1063,21 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
     Ok(plan)
 }
 
-/// All-pairs' own options, checked: no `--source`/`--dest`, a positive z, a factor of at
-/// above 1, a positive round timeout, a pass at least, one npp at most.
+/// All-pairs' own options, checked: no `--source`/`--dest` or `--drop-warmup auto`, a
+/// positive z, a factor of at above 1, a positive round timeout, a pass at least, one npp at
+/// most.
 fn check_allpairs(a: &AllpairsArgs, given: &Given) -> Result<(), Fatal> {
     if let Some(flag) = ["--source", "--dest"].into_iter().find(|f| given.has(f)) {
         return Err(Fatal::usage(
             format!("{flag} is not used by allpairs: every rank is a source and a dest"),
             format!("drop {flag}"),
+        ));
+    }
+    if a.common.drift.drop_warmup != DropWarmupArg::None {
+        return Err(Fatal::usage(
+            "--drop-warmup auto: allpairs does not test its cells for a change over their \
+             trials (a cell keeps its trial times, not when each started)",
+            "drop --drop-warmup; pingpong --source I --dest J measures one pair with it",
         ));
     }
     if !(a.z.is_finite() && a.z > 0.0) {

@@ -192,6 +192,8 @@ fn a_slow_node_on_the_simulator_is_named_and_fails_a_health_check() {
         &[Fault::SlowNode {
             node: 6,
             factor: 4.0,
+            from_us: None,
+            until_us: None,
         }],
     );
     let j = dir.join("r.json");

@@ -69,15 +69,25 @@ fn faults(dimensions: u32, lo: f64, hi: f64, rng: &mut Xoshiro256) -> Vec<Fault>
             0 => Fault::SlowNode {
                 node: node(rng),
                 factor,
+                from_us: None,
+                until_us: None,
             },
             1 => {
                 let from = node(rng);
                 let to = from ^ (1 << dim(rng));
-                Fault::SlowLink { from, to, factor }
+                Fault::SlowLink {
+                    from,
+                    to,
+                    factor,
+                    from_us: None,
+                    until_us: None,
+                }
             }
             _ => Fault::SlowDimension {
                 dimension: dim(rng),
                 factor,
+                from_us: None,
+                until_us: None,
             },
         };
         if out.iter().all(|g| apart(&f, g)) {

@@ -44,6 +44,8 @@ fn machine(faulty: bool) -> Machine {
         m.fault(Fault::SlowNode {
             node: SLOW,
             factor: 3.0,
+            from_us: None,
+            until_us: None,
         })
     } else {
         m

@@ -149,6 +149,8 @@ fn simulated() -> Vec<(&'static str, ResultDoc)> {
         .fault(Fault::SlowNode {
             node: 3,
             factor: 3.0,
+            from_us: None,
+            until_us: None,
         })
         .config();
     vec![

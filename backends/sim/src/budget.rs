@@ -3,7 +3,8 @@
 //! its timing loops, and that the messages it simulates can be simulated within the week a
 //! run may take. The estimates are from the machine's own times: a message of `n` bytes to a
 //! neighbour takes at least `T_1(n) = F(n) + max(E(n), R(n)) + U(n)` (§4) and at most every
-//! time it has, scaled by the worst fault, across every dimension.
+//! time it has, scaled by the worst product of faults on one channel or node (every fault in
+//! effect at once, whatever its window), across every dimension.
 //!
 //! What the estimates do not cover (matching costs of long queues, compute loops) the kernel
 //! still guards at run time: a run that would pass the clock's limit ends with an error
@@ -21,7 +22,8 @@ fn message_ns(cfg: &SimConfig, n: u64) -> (f64, f64) {
     let ns = |l: &crate::config::Linear| l.ns(n) as f64;
     let (f, s, r, a, u, e) = (ns(&t.f), ns(&t.s), ns(&t.r), ns(&t.a), ns(&t.u), ns(&t.e));
     let least = (f + e.max(r) + u).max(1.0);
-    let worst = cfg.faults.iter().map(|x| x.factor()).fold(1.0f64, f64::max);
+    // Every fault in effect at once, windows ignored: faults on one channel or node multiply.
+    let worst = crate::config::worst_factor(cfg);
     let hops = f64::from(cfg.dimensions.max(1));
     let most = worst * (f + s + a + u + hops * (e + r))
         + hops * cfg.jitter_ns as f64

@@ -203,9 +203,11 @@ impl Times {
 }
 
 /// One injected fault: part of the machine is slower than the rest by `factor` (finite,
-/// `1 <= factor <= 1e6`). Several faults on the same channel or node multiply. A scaled time
-/// is [`scaled_ns`]`(base, product of factors)`. In TOML, one `[[faults]]` entry tagged by
-/// `kind` (docs/simulator.md §6a).
+/// `1 <= factor <= 1e6`), from virtual time `from_us` until `until_us` (each optional: by
+/// default always, a static fault). Several faults on the same channel or node multiply. A
+/// scaled time is [`scaled_ns`]`(base, product of factors)`, the factors those of the faults
+/// whose window holds the virtual time at which the step starts. In TOML, one `[[faults]]`
+/// entry tagged by `kind` (docs/simulator.md §6a).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Fault {
@@ -218,6 +220,12 @@ pub enum Fault {
         to: u32,
         /// How many times slower each hop over the link is.
         factor: f64,
+        /// Virtual time, µs, from which the fault applies (absent: from the start).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_us: Option<f64>,
+        /// Virtual time, µs, from which it no longer applies (absent: never).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until_us: Option<f64>,
     },
     /// F and U of `node`'s program and the R and S it pays as a hop's end (also when it only
     /// forwards) are scaled by `factor`; A is not.
@@ -226,6 +234,12 @@ pub enum Fault {
         node: u32,
         /// How many times slower its copies and handlers are.
         factor: f64,
+        /// Virtual time, µs, from which the fault applies (absent: from the start).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_us: Option<f64>,
+        /// Virtual time, µs, from which it no longer applies (absent: never).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until_us: Option<f64>,
     },
     /// E of every channel in `dimension` (both directions) is scaled by `factor`.
     SlowDimension {
@@ -233,6 +247,12 @@ pub enum Fault {
         dimension: u32,
         /// How many times slower each hop in that dimension is.
         factor: f64,
+        /// Virtual time, µs, from which the fault applies (absent: from the start).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_us: Option<f64>,
+        /// Virtual time, µs, from which it no longer applies (absent: never).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until_us: Option<f64>,
     },
 }
 
@@ -241,6 +261,15 @@ pub const FAULT_KINDS: &[&str] = &["slow_link", "slow_node", "slow_dimension"];
 
 /// Largest factor one fault may have.
 pub const MAX_FAULT_FACTOR: f64 = 1e6;
+
+/// Latest virtual time a fault's window may name, µs: the clock's limit.
+pub const MAX_FAULT_TIME_US: f64 = (CLOCK_LIMIT_NS / 1000) as f64;
+
+/// A window's bound in µs as virtual ns: `round(us * 1000)`.
+fn window_ns(us: f64) -> u64 {
+    // `as` saturates; the bound was checked to be finite and within the clock.
+    (us * 1000.0).round() as u64
+}
 
 impl Fault {
     /// How many times slower the faulty part is.
@@ -252,6 +281,39 @@ impl Fault {
         }
     }
 
+    /// The fault's window as given: `(from_us, until_us)`.
+    pub fn window_us(&self) -> (Option<f64>, Option<f64>) {
+        match *self {
+            Fault::SlowLink {
+                from_us, until_us, ..
+            }
+            | Fault::SlowNode {
+                from_us, until_us, ..
+            }
+            | Fault::SlowDimension {
+                from_us, until_us, ..
+            } => (from_us, until_us),
+        }
+    }
+
+    /// The fault's window in virtual ns, `[from, until)`: from 0 and until `u64::MAX` where
+    /// not given.
+    pub fn window_ns(&self) -> (u64, u64) {
+        let (from, until) = self.window_us();
+        (from.map_or(0, window_ns), until.map_or(u64::MAX, window_ns))
+    }
+
+    /// Whether the fault applies at virtual time `t_ns`.
+    pub fn active_at(&self, t_ns: u64) -> bool {
+        let (from, until) = self.window_ns();
+        from <= t_ns && t_ns < until
+    }
+
+    /// Whether the fault has a window (else it applies throughout).
+    pub fn timed(&self) -> bool {
+        self.window_us() != (None, None)
+    }
+
     /// The entry's `kind` in TOML: `slow_link`, `slow_node` or `slow_dimension`.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -259,6 +321,22 @@ impl Fault {
             Fault::SlowNode { .. } => FAULT_KINDS[1],
             Fault::SlowDimension { .. } => FAULT_KINDS[2],
         }
+    }
+
+    /// Whether the fault scales E of the channel leaving node `v` in dimension `k`.
+    fn on_channel(&self, v: u32, k: u32) -> bool {
+        match *self {
+            Fault::SlowLink { from, to, .. } => {
+                (from ^ to).trailing_zeros() == k && (v == from || v == to)
+            }
+            Fault::SlowDimension { dimension, .. } => dimension == k,
+            Fault::SlowNode { .. } => false,
+        }
+    }
+
+    /// Whether the fault scales F, U, R and S of node `v`.
+    fn on_node(&self, v: u32) -> bool {
+        matches!(*self, Fault::SlowNode { node, .. } if node == v)
     }
 
     /// `Ok` when the fault fits a `dimensions`-cube and its factor is in range; else the
@@ -306,22 +384,54 @@ impl Fault {
                  {MAX_FAULT_FACTOR}"
             ));
         }
+        self.check_window()
+    }
+
+    /// `from_us` and `until_us`, when given, are finite, `>= 0`, within the clock's limit,
+    /// and `from_us < until_us`.
+    fn check_window(&self) -> std::result::Result<(), String> {
+        let (from, until) = self.window_us();
+        for (key, v) in [("from_us", from), ("until_us", until)] {
+            let Some(v) = v else { continue };
+            if !v.is_finite() || !(0.0..=MAX_FAULT_TIME_US).contains(&v) {
+                return Err(format!(
+                    "{key} = {v}: a virtual time must be finite, >= 0 and at most \
+                     {MAX_FAULT_TIME_US:e} µs (the clock's limit)"
+                ));
+            }
+        }
+        if let (Some(a), Some(b)) = (from, until) {
+            if window_ns(a) >= window_ns(b) {
+                return Err(format!(
+                    "from_us = {a} is not before until_us = {b}: the fault would never apply"
+                ));
+            }
+        }
         Ok(())
     }
 }
 
 impl std::fmt::Display for Fault {
-    /// `slow_link 3 <-> 7 x4`, `slow_node 5 x3`, `slow_dimension 2 x2.5`.
+    /// `slow_link 3 <-> 7 x4`, `slow_node 5 x3`, `slow_dimension 2 x2.5`, with its window
+    /// when it has one: `slow_node 5 x3 from 1500 us`, `... until 20 us`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Fault::SlowLink { from, to, factor } => {
-                write!(f, "slow_link {from} <-> {to} x{factor}")
-            }
-            Fault::SlowNode { node, factor } => write!(f, "slow_node {node} x{factor}"),
-            Fault::SlowDimension { dimension, factor } => {
-                write!(f, "slow_dimension {dimension} x{factor}")
-            }
+            Fault::SlowLink {
+                from, to, factor, ..
+            } => write!(f, "slow_link {from} <-> {to} x{factor}")?,
+            Fault::SlowNode { node, factor, .. } => write!(f, "slow_node {node} x{factor}")?,
+            Fault::SlowDimension {
+                dimension, factor, ..
+            } => write!(f, "slow_dimension {dimension} x{factor}")?,
         }
+        let (from, until) = self.window_us();
+        if let Some(a) = from {
+            write!(f, " from {a} us")?;
+        }
+        if let Some(b) = until {
+            write!(f, " until {b} us")?;
+        }
+        Ok(())
     }
 }
 
@@ -337,16 +447,73 @@ pub fn scaled_ns(base_ns: u64, factor: f64) -> u64 {
     (base_ns as f64 * factor).round() as u64
 }
 
+/// The products of the factors of `faults` on each channel (`node * dimensions +
+/// dimension`, the one leaving `node`) and each node of `cfg`'s cube; empty tables when
+/// there are none.
+fn products<'a>(cfg: &SimConfig, faults: impl Iterator<Item = &'a Fault>) -> (Vec<f64>, Vec<f64>) {
+    let mut faults = faults.peekable();
+    if faults.peek().is_none() {
+        return (Vec::new(), Vec::new());
+    }
+    let nodes = cfg.nodes() as usize;
+    let d = cfg.dimensions as usize;
+    let mut e = vec![1.0; nodes * d];
+    let mut node = vec![1.0; nodes];
+    for fault in faults {
+        match *fault {
+            Fault::SlowLink {
+                from, to, factor, ..
+            } => {
+                let k = (from ^ to).trailing_zeros() as usize;
+                for v in [from, to] {
+                    if let Some(x) = e.get_mut(v as usize * d + k) {
+                        *x *= factor;
+                    }
+                }
+            }
+            Fault::SlowNode {
+                node: v, factor, ..
+            } => {
+                if let Some(x) = node.get_mut(v as usize) {
+                    *x *= factor;
+                }
+            }
+            Fault::SlowDimension {
+                dimension, factor, ..
+            } => {
+                for x in e.iter_mut().skip(dimension as usize).step_by(d.max(1)) {
+                    *x *= factor;
+                }
+            }
+        }
+    }
+    (e, node)
+}
+
+/// The largest product of factors on one channel or node of `cfg` with every fault in
+/// effect at once, windows ignored (1 without faults): an upper bound of how much slower
+/// any step of the machine may be.
+pub(crate) fn worst_factor(cfg: &SimConfig) -> f64 {
+    let (e, node) = products(cfg, cfg.faults.iter());
+    e.iter().chain(&node).copied().fold(1.0, f64::max)
+}
+
 /// The faults of a configuration, per channel and per node, for the kernel: the products of
-/// the factors that apply. Empty tables when the machine has no faults, so that a run without
-/// faults only tests for that.
+/// the factors of the faults that always apply, and the faults with a window, whose factors
+/// are multiplied in when a step starts inside it. Empty tables when the machine has no
+/// static faults, so that a run without faults only tests for that.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FaultTable {
-    /// E factor of channel `node * dimensions + dimension` (the one leaving `node`).
+    /// E factor of channel `node * dimensions + dimension` (the one leaving `node`), of
+    /// the static faults.
     e: Vec<f64>,
-    /// F, U, R, S factor of each node.
+    /// F, U, R, S factor of each node, of the static faults.
     node: Vec<f64>,
-    /// Largest of `e` and of `node` (1 when empty).
+    /// The faults with a window, each with its window in virtual ns, `[from, until)`.
+    timed: Vec<(Fault, u64, u64)>,
+    /// The cube's dimensions, to find a channel's node and dimension.
+    dimensions: u32,
+    /// Largest factor of a channel and of a node with every fault in effect (1 when none).
     max_e: f64,
     max_node: f64,
 }
@@ -354,64 +521,55 @@ pub(crate) struct FaultTable {
 impl FaultTable {
     /// The table of `cfg`'s faults (which [`SimConfig::validate`] has checked).
     pub(crate) fn new(cfg: &SimConfig) -> Self {
-        if cfg.faults.is_empty() {
-            return FaultTable {
-                max_e: 1.0,
-                max_node: 1.0,
-                ..Self::default()
-            };
-        }
-        let nodes = cfg.nodes() as usize;
-        let d = cfg.dimensions as usize;
-        let mut e = vec![1.0; nodes * d];
-        let mut node = vec![1.0; nodes];
-        for fault in &cfg.faults {
-            match *fault {
-                Fault::SlowLink { from, to, factor } => {
-                    let k = (from ^ to).trailing_zeros() as usize;
-                    for v in [from, to] {
-                        if let Some(x) = e.get_mut(v as usize * d + k) {
-                            *x *= factor;
-                        }
-                    }
-                }
-                Fault::SlowNode { node: v, factor } => {
-                    if let Some(x) = node.get_mut(v as usize) {
-                        *x *= factor;
-                    }
-                }
-                Fault::SlowDimension { dimension, factor } => {
-                    for x in e.iter_mut().skip(dimension as usize).step_by(d.max(1)) {
-                        *x *= factor;
-                    }
-                }
-            }
-        }
+        let (e, node) = products(cfg, cfg.faults.iter().filter(|f| !f.timed()));
+        let timed: Vec<(Fault, u64, u64)> = cfg
+            .faults
+            .iter()
+            .filter(|f| f.timed())
+            .map(|f| {
+                let (a, b) = f.window_ns();
+                (f.clone(), a, b)
+            })
+            .collect();
+        let (all_e, all_node) = if timed.is_empty() {
+            (e.clone(), node.clone())
+        } else {
+            products(cfg, cfg.faults.iter())
+        };
         let max = |v: &[f64]| v.iter().copied().fold(1.0, f64::max);
         FaultTable {
-            max_e: max(&e),
-            max_node: max(&node),
+            max_e: max(&all_e),
+            max_node: max(&all_node),
             e,
             node,
+            timed,
+            dimensions: cfg.dimensions,
         }
     }
 
-    /// E of `base_ns` over channel `c`, scaled.
+    /// E of `base_ns` over channel `c` for a hop starting at `now`, scaled.
     #[inline]
-    pub(crate) fn channel_ns(&self, c: u32, base_ns: u64) -> u64 {
-        match self.e.get(c as usize) {
-            None => base_ns,
-            Some(&f) => scaled_ns(base_ns, f),
+    pub(crate) fn channel_ns(&self, now: u64, c: u32, base_ns: u64) -> u64 {
+        let mut f = self.e.get(c as usize).copied().unwrap_or(1.0);
+        let d = self.dimensions.max(1);
+        for (fault, from, until) in &self.timed {
+            if (*from..*until).contains(&now) && fault.on_channel(c / d, c % d) {
+                f *= fault.factor();
+            }
         }
+        scaled_ns(base_ns, f)
     }
 
-    /// F, U, R or S of `base_ns` on `node`, scaled.
+    /// F, U, R or S of `base_ns` on `node` for a step starting at `now`, scaled.
     #[inline]
-    pub(crate) fn node_ns(&self, node: u32, base_ns: u64) -> u64 {
-        match self.node.get(node as usize) {
-            None => base_ns,
-            Some(&f) => scaled_ns(base_ns, f),
+    pub(crate) fn node_ns(&self, now: u64, node: u32, base_ns: u64) -> u64 {
+        let mut f = self.node.get(node as usize).copied().unwrap_or(1.0);
+        for (fault, from, until) in &self.timed {
+            if (*from..*until).contains(&now) && fault.on_node(node) {
+                f *= fault.factor();
+            }
         }
+        scaled_ns(base_ns, f)
     }
 
     /// As [`Times::check_size`], on the slowest channel and node: `Ok` when every scaled
@@ -805,35 +963,48 @@ impl SimConfig {
 
     /// The product of the factors that scale E of the channel `from -> to`: the `slow_link`
     /// faults between these two nodes (either way round) and the `slow_dimension` faults of
-    /// the dimension they differ in. 1 when none does, or when the nodes are not neighbours.
+    /// the dimension they differ in, every one whatever its window (the machine with all its
+    /// faults in effect; [`link_factor_at`](Self::link_factor_at) for one time). 1 when none
+    /// does, or when the nodes are not neighbours.
     pub fn link_factor(&self, from: u32, to: u32) -> f64 {
+        self.link_factor_where(from, to, |_| true)
+    }
+
+    /// As [`link_factor`](Self::link_factor), of the faults in effect at virtual time
+    /// `t_ns`.
+    pub fn link_factor_at(&self, from: u32, to: u32, t_ns: u64) -> f64 {
+        self.link_factor_where(from, to, |f| f.active_at(t_ns))
+    }
+
+    fn link_factor_where(&self, from: u32, to: u32, on: impl Fn(&Fault) -> bool) -> f64 {
         if distance(from, to) != 1 {
             return 1.0;
         }
         let k = (from ^ to).trailing_zeros();
         self.faults
             .iter()
-            .map(|f| match *f {
-                Fault::SlowLink {
-                    from: a,
-                    to: b,
-                    factor,
-                } if (a, b) == (from, to) || (a, b) == (to, from) => factor,
-                Fault::SlowDimension { dimension, factor } if dimension == k => factor,
-                _ => 1.0,
-            })
+            .filter(|f| on(f) && f.on_channel(from, k))
+            .map(Fault::factor)
             .product()
     }
 
     /// The product of the factors of the `slow_node` faults of `node`, which scale its F, U,
-    /// R and S (1 when none).
+    /// R and S (1 when none), every one whatever its window
+    /// ([`node_factor_at`](Self::node_factor_at) for one time).
     pub fn node_factor(&self, node: u32) -> f64 {
+        self.node_factor_where(node, |_| true)
+    }
+
+    /// As [`node_factor`](Self::node_factor), of the faults in effect at virtual time `t_ns`.
+    pub fn node_factor_at(&self, node: u32, t_ns: u64) -> f64 {
+        self.node_factor_where(node, |f| f.active_at(t_ns))
+    }
+
+    fn node_factor_where(&self, node: u32, on: impl Fn(&Fault) -> bool) -> f64 {
         self.faults
             .iter()
-            .map(|f| match *f {
-                Fault::SlowNode { node: v, factor } if v == node => factor,
-                _ => 1.0,
-            })
+            .filter(|f| on(f) && f.on_node(node))
+            .map(Fault::factor)
             .product()
     }
 
@@ -891,16 +1062,28 @@ impl SimConfig {
     /// A node that only forwards adds nothing: its (scaled) R and S are off the path.
     /// Saturates at `u64::MAX`.
     pub fn pingpong_one_way_between_ns(&self, n: u64, from: u32, to: u32) -> u64 {
+        self.one_way_where(n, from, to, |_| true)
+    }
+
+    /// As [`pingpong_one_way_between_ns`](Self::pingpong_one_way_between_ns) on the machine
+    /// as it is at virtual time `t_ns`: with the faults whose window holds `t_ns` (a message
+    /// whose steps all start in the same windows).
+    pub fn pingpong_one_way_between_at_ns(&self, n: u64, from: u32, to: u32, t_ns: u64) -> u64 {
+        self.one_way_where(n, from, to, |f| f.active_at(t_ns))
+    }
+
+    fn one_way_where(&self, n: u64, from: u32, to: u32, on: impl Fn(&Fault) -> bool) -> u64 {
         let t = &self.times;
-        let f = scaled_ns(t.f.ns(n), self.node_factor(from));
-        let u = scaled_ns(t.u.ns(n), self.node_factor(to));
+        let node = |v| self.node_factor_where(v, &on);
+        let f = scaled_ns(t.f.ns(n), node(from));
+        let u = scaled_ns(t.u.ns(n), node(to));
         let path = route(from, to);
         let mut total = f;
         for (i, hop) in path.windows(2).enumerate() {
-            let e = scaled_ns(t.e.ns(n), self.link_factor(hop[0], hop[1]));
+            let e = scaled_ns(t.e.ns(n), self.link_factor_where(hop[0], hop[1], &on));
             let last = i + 2 == path.len();
             let step = if last {
-                e.max(scaled_ns(t.r.ns(n), self.node_factor(to)))
+                e.max(scaled_ns(t.r.ns(n), node(to)))
             } else {
                 e
             };
@@ -1184,15 +1367,21 @@ mod tests {
                 Fault::SlowLink {
                     from: 3,
                     to: 7,
-                    factor: 4.0
+                    factor: 4.0,
+                    from_us: None,
+                    until_us: None
                 },
                 Fault::SlowNode {
                     node: 5,
-                    factor: 3.0
+                    factor: 3.0,
+                    from_us: None,
+                    until_us: None
                 },
                 Fault::SlowDimension {
                     dimension: 2,
-                    factor: 2.5
+                    factor: 2.5,
+                    from_us: None,
+                    until_us: None
                 },
             ]
         );
@@ -1252,11 +1441,11 @@ mod tests {
         assert_eq!(c.link_factor(40, 41), 3.0);
         assert_eq!(c.node_factor(63), 4.0);
         let t = FaultTable::new(&c);
-        assert_eq!(t.channel_ns(40 * 6, 1000), 3000);
-        assert_eq!(t.channel_ns(41 * 6, 1000), 3000);
-        assert_eq!(t.channel_ns(41 * 6 + 1, 1000), 1000);
-        assert_eq!(t.node_ns(63, 1001), 4004);
-        assert_eq!(t.node_ns(62, 1001), 1001);
+        assert_eq!(t.channel_ns(0, 40 * 6, 1000), 3000);
+        assert_eq!(t.channel_ns(0, 41 * 6, 1000), 3000);
+        assert_eq!(t.channel_ns(0, 41 * 6 + 1, 1000), 1000);
+        assert_eq!(t.node_ns(0, 63, 1001), 4004);
+        assert_eq!(t.node_ns(0, 62, 1001), 1001);
     }
 
     #[test]
@@ -1273,11 +1462,11 @@ mod tests {
         let t = FaultTable::new(&c);
         for ch in 0..8 * 3u32 {
             let want = if ch % 3 == 1 { 1500 } else { 1000 };
-            assert_eq!(t.channel_ns(ch, 1000), want, "channel {ch}");
+            assert_eq!(t.channel_ns(0, ch, 1000), want, "channel {ch}");
         }
         let none = FaultTable::new(&cube3("").unwrap());
-        assert_eq!(none.channel_ns(5, 1234), 1234);
-        assert_eq!(none.node_ns(5, 1234), 1234);
+        assert_eq!(none.channel_ns(0, 5, 1234), 1234);
+        assert_eq!(none.node_ns(0, 5, 1234), 1234);
     }
 
     #[test]
@@ -1352,8 +1541,93 @@ mod tests {
         c.faults.push(Fault::SlowNode {
             node: 1,
             factor: f64::NAN,
+            from_us: None,
+            until_us: None,
         });
         assert!(c.validate().unwrap_err().to_string().contains("faults[0]"));
+    }
+
+    #[test]
+    fn fault_windows_parse_describe_validate_and_round_trip() {
+        let c = cube3(
+            "[[faults]]\nkind = \"slow_node\"\nnode = 5\nfactor = 3.0\nfrom_us = 1500\n\
+             [[faults]]\nkind = \"slow_link\"\nfrom = 3\nto = 7\nfactor = 2\nuntil_us = 20.5\n\
+             [[faults]]\nkind = \"slow_dimension\"\ndimension = 1\nfactor = 4\n\
+             from_us = 10\nuntil_us = 30\n",
+        )
+        .unwrap();
+        let shown: Vec<String> = c.faults().iter().map(|f| f.to_string()).collect();
+        assert_eq!(
+            shown,
+            [
+                "slow_node 5 x3 from 1500 us",
+                "slow_link 3 <-> 7 x2 until 20.5 us",
+                "slow_dimension 1 x4 from 10 us until 30 us"
+            ]
+        );
+        assert_eq!(c.faults()[0].window_ns(), (1_500_000, u64::MAX));
+        assert_eq!(c.faults()[1].window_ns(), (0, 20_500));
+        assert!(c.faults().iter().all(Fault::timed));
+        // In effect from its start, up to (not at) its end.
+        let n = &c.faults()[0];
+        assert!(!n.active_at(1_499_999) && n.active_at(1_500_000) && n.active_at(u64::MAX - 1));
+        let d = &c.faults()[2];
+        assert!(!d.active_at(9_999) && d.active_at(10_000) && d.active_at(29_999));
+        assert!(!d.active_at(30_000));
+        // The factors at a time, and every fault at once without one.
+        assert_eq!(c.node_factor_at(5, 0), 1.0);
+        assert_eq!(c.node_factor_at(5, 1_500_000), 3.0);
+        assert_eq!(c.node_factor(5), 3.0);
+        assert_eq!(c.link_factor_at(3, 7, 0), 2.0);
+        // Link 3-7 is in dimension 2, not the slow dimension 1.
+        assert_eq!(c.link_factor_at(7, 3, 20_000), 2.0);
+        assert_eq!(c.link_factor_at(3, 7, 25_000), 1.0);
+        assert_eq!(c.link_factor(1, 3), 4.0);
+        assert_eq!(c.link_factor_at(1, 3, 40_000), 1.0);
+        assert_eq!(worst_factor(&c), 4.0);
+        let t = FaultTable::new(&c);
+        assert_eq!(t.node_ns(0, 5, 1000), 1000);
+        assert_eq!(t.node_ns(1_500_000, 5, 1000), 3000);
+        assert_eq!(t.channel_ns(10_000, 3 * 3 + 2, 1000), 2000);
+        assert_eq!(t.channel_ns(25_000, 3 * 3 + 2, 1000), 1000);
+        assert_eq!(t.channel_ns(25_000, 3 * 3 + 1, 1000), 4000);
+        assert_eq!(t.channel_ns(30_000, 3 * 3 + 1, 1000), 1000);
+        // Written and read back, in TOML and JSON; absent bounds are not written.
+        let back = toml::to_string(&c).unwrap();
+        assert!(back.contains("from_us = 1500.0") && !back.contains("until_us = 30.0\nfrom"));
+        assert_eq!(SimConfig::from_toml_str(&back).unwrap(), c);
+        let json = serde_json::to_value(&c).unwrap();
+        assert!(json["faults"][0].get("until_us").is_none(), "{json}");
+        assert_eq!(serde_json::from_value::<SimConfig>(json).unwrap(), c);
+        // Bad bounds name the entry and the key.
+        let node = |window: &str| {
+            config_error(&format!(
+                "[[faults]]\nkind = \"slow_node\"\nnode = 1\nfactor = 2\n{window}\n"
+            ))
+        };
+        for v in ["-1", "-1e-9", "nan", "inf", "-inf", "1e300", "4.7e15"] {
+            let e = node(&format!("from_us = {v}"));
+            assert!(
+                e.contains("faults[0]") && e.contains("from_us = "),
+                "{v}: {e}"
+            );
+            assert!(e.contains("a virtual time must be finite"), "{v}: {e}");
+            let e = node(&format!("until_us = {v}"));
+            assert!(e.contains("until_us = "), "{v}: {e}");
+        }
+        let e = node("from_us = 30\nuntil_us = 30");
+        assert!(
+            e.contains("from_us = 30 is not before until_us = 30"),
+            "{e}"
+        );
+        let e = node("from_us = 30\nuntil_us = 20");
+        assert!(e.contains("would never apply"), "{e}");
+        let e = node("from_us = \"soon\"");
+        assert!(e.contains("faults[0]: slow_node"), "{e}");
+        // A window from 0 with no end is the static fault, in effect throughout.
+        let c0 = cube3("[[faults]]\nkind = \"slow_node\"\nnode = 5\nfactor = 3.0\nfrom_us = 0\n")
+            .unwrap();
+        assert!(c0.faults()[0].active_at(0) && c0.faults()[0].active_at(u64::MAX - 1));
     }
 
     #[test]

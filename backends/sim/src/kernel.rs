@@ -16,8 +16,10 @@
 //!   delivery) or unexpected queue (at a post) walks it in order and charges
 //!   `match_ns_per_entry` per entry inspected to that node's CPU as a handler.
 //! * Faults (optional): E of each channel and F, U, R, S of each node are scaled by the
-//!   product of the factors of the faults on them (a table built once per run; empty, and
-//!   skipped, when there are none). A and hop jitter are never scaled.
+//!   product of the factors of the faults on them whose window holds the virtual time at
+//!   which the step starts (a table of the static ones built once per run, empty and skipped
+//!   when there are none; the few with a window looked up at each step). A and hop jitter
+//!   are never scaled.
 //! * Receive buffers (optional bound): the last hop starts only when the destination has room
 //!   for the message; the room is given back when the program has collected it (after U).
 
@@ -558,13 +560,15 @@ impl<'c> Kernel<'c> {
     /// U of an `len`-byte message collected by `node`'s program (scaled by its faults).
     #[inline]
     fn u_ns(&self, node: u32, len: u64) -> u64 {
-        self.faults.node_ns(node, self.cfg.times.u.ns(len))
+        self.faults
+            .node_ns(self.now, node, self.cfg.times.u.ns(len))
     }
 
     /// F of an `len`-byte message sent by `node` (scaled by its faults).
     #[inline]
     fn f_ns(&self, node: u32, len: u64) -> u64 {
-        self.faults.node_ns(node, self.cfg.times.f.ns(len))
+        self.faults
+            .node_ns(self.now, node, self.cfg.times.f.ns(len))
     }
 
     /// The next message of send span `req` of `node`, copied out of its buffer as a separate
@@ -976,10 +980,10 @@ impl<'c> Kernel<'c> {
             }
         }
         let msg = &self.msgs[m as usize];
-        let e = self.faults.channel_ns(c, msg.e_ns);
+        let e = self.faults.channel_ns(self.now, c, msg.e_ns);
         let (r, s) = (
-            self.faults.node_ns(w, msg.r_ns),
-            self.faults.node_ns(v, msg.s_ns),
+            self.faults.node_ns(self.now, w, msg.r_ns),
+            self.faults.node_ns(self.now, v, msg.s_ns),
         );
         let ch = &mut self.chans[c as usize];
         ch.stalled = false;

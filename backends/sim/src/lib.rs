@@ -17,8 +17,10 @@
 //!   its unexpected-message queue (a receive posted), as on a NIC that matches slowly
 //!   (Underwood & Brightwell, *The impact of MPI queue usage on message latency*, §5).
 //! * Optional injected faults (`[[faults]]`): a slow link, node or dimension whose E (or F, U,
-//!   R and S) is scaled by a factor ([`Fault`]), so a detector can be tested on known ground
-//!   truth ([`SimConfig::pingpong_one_way_between_ns`]).
+//!   R and S) is scaled by a factor ([`Fault`]), throughout or within a window of virtual time
+//!   (`from_us`, `until_us`: a machine that slows down, or warms up, at a known time), so a
+//!   detector can be tested on known ground truth
+//!   ([`SimConfig::pingpong_one_way_between_ns`], `..._at_ns`).
 //! * Spans (`isend_span`, `irecv_span`): a message at an offset of its buffer, and one buffer
 //!   posted `count` times, cost exactly what `count` separate posts cost; the simulator does
 //!   not model memory, so a window on one buffer times as a window on many.
@@ -37,7 +39,8 @@ mod kernel;
 pub use budget::check_run;
 pub use config::{
     distance, route, scaled_ns, Fault, Linear, Piece, SimConfig, Times, FAULT_KINDS,
-    MAX_COMPUTE_NS_PER_ITER, MAX_FAULT_FACTOR, MAX_MATCH_NS_PER_ENTRY, NCUBE_TICK_NS,
+    MAX_COMPUTE_NS_PER_ITER, MAX_FAULT_FACTOR, MAX_FAULT_TIME_US, MAX_MATCH_NS_PER_ENTRY,
+    NCUBE_TICK_NS,
 };
 pub use endpoint::SimEndpoint;
 pub use kernel::{run, run_until, run_with_stats, SimStats};

@@ -365,7 +365,9 @@ fn faults_on_a_preset_file() {
         &[Fault::SlowLink {
             from: 0,
             to: 1,
-            factor: 3.0
+            factor: 3.0,
+            from_us: None,
+            until_us: None
         }]
     );
     let t = &c.times;
@@ -439,4 +441,125 @@ fn a_fault_that_would_overflow_the_clock_is_refused() {
     let mut ok = c.clone();
     ok.faults.clear();
     run(&ok, &pingpong(0, 1, 8)).unwrap();
+}
+
+/// [`PingPong`] that also says when each trial started: `(start, elapsed)` per trial on
+/// `src`, both from the virtual clock.
+struct Stamped(PingPong);
+
+impl commbench_core::Program for Stamped {
+    type Output = Vec<(u64, u64)>;
+    fn run<E: commbench_core::Endpoint>(&self, ep: &mut E) -> commbench_core::Result<Self::Output> {
+        use commbench_core::{Src, TagSel};
+        let p = &self.0;
+        let me = ep.rank();
+        let (mut buf, mut hs) = (vec![0u8; p.n], vec![0u8; 1]);
+        let mut out = Vec::new();
+        for _ in 0..p.trials {
+            ep.barrier()?;
+            if me == p.src {
+                hs = ep.recv(Src::Rank(p.dst), TagSel::Tag(2), hs)?.buf;
+                let t1 = ep.now_ns();
+                for _ in 0..p.npp {
+                    buf = ep.send(p.dst, 1, buf)?;
+                    buf = ep.recv(Src::Rank(p.dst), TagSel::Tag(1), buf)?.buf;
+                }
+                out.push((t1, ep.now_ns() - t1));
+            } else if me == p.dst {
+                hs = ep.send(p.src, 2, hs)?;
+                for _ in 0..p.npp {
+                    buf = ep.recv(Src::Rank(p.src), TagSel::Tag(1), buf)?.buf;
+                    buf = ep.send(p.src, 1, buf)?;
+                }
+            }
+        }
+        ep.barrier()?;
+        Ok(out)
+    }
+}
+
+/// The stamped trials of `p` on `c`, as `src` timed them.
+fn stamped(c: &SimConfig, p: &PingPong) -> Vec<(u64, u64)> {
+    let out = run(
+        c,
+        &Stamped(PingPong {
+            src: p.src,
+            dst: p.dst,
+            n: p.n,
+            npp: p.npp,
+            trials: p.trials,
+        }),
+    )
+    .expect("the ping-pong runs");
+    out[p.src as usize].clone()
+}
+
+/// A fault drawn at random that slows the pair `s <-> t`: one of its nodes, a link of its
+/// route there, or the dimension of one, as `[[faults]]` text without its window.
+fn fault_on_pair(rng: &mut Xoshiro256, s: u32, t: u32) -> String {
+    let f = draw_factor(rng);
+    let path = ecube(s, t);
+    let hop = rng.below(path.len() - 1);
+    match rng.below(3) {
+        0 => slow_node([s, t][rng.below(2)], f),
+        1 => slow_link(path[hop], path[hop + 1], f),
+        _ => slow_dimension((path[hop] ^ path[hop + 1]).trailing_zeros(), f),
+    }
+}
+
+#[test]
+fn a_fault_with_a_window_slows_exactly_the_trials_inside_it() {
+    // Every kind of fault, on a pair drawn at random, from and until a time drawn at random.
+    for seed in 41..=52u64 {
+        let mut rng = Xoshiro256::new(seed);
+        let (s, t) = pairs()[rng.below(pairs().len())];
+        let fault = fault_on_pair(&mut rng, s, t);
+        let p = PingPong {
+            src: s,
+            dst: t,
+            n: [0, 1000][rng.below(2)],
+            npp: 2,
+            trials: 12,
+        };
+        let (plain, slow) = (machine(""), machine(&fault));
+        let (before, after) = (stamped(&plain, &p), stamped(&slow, &p));
+        let k = 1 + rng.below(p.trials as usize - 1);
+        // From a time in the gap before trial k (on the machine that is fast until then):
+        // trials before k as without the fault, from k on as with it throughout.
+        let gap = (before[k - 1].0 + before[k - 1].1, before[k].0);
+        let at = gap.0 + rng.below((gap.1 - gap.0) as usize) as u64;
+        let from = machine(&format!("{fault}from_us = {}\n", at as f64 / 1000.0));
+        let got = stamped(&from, &p);
+        let ctx = format!("seed {seed}: {:?} from {at} ns, trial {k}", from.faults());
+        assert_eq!(&got[..k], &before[..k], "{ctx}");
+        for (j, (g, a)) in got.iter().zip(&after).enumerate().skip(k) {
+            assert_eq!(g.1, a.1, "{ctx}: trial {j}");
+            assert!(g.0 >= at, "{ctx}: trial {j} started at {}", g.0);
+        }
+        assert!(after[0].1 > before[0].1, "{ctx}: the fault slows the pair");
+        // The closed form at a time inside the window and before it.
+        let (n, npp) = (p.n as u64, p.npp);
+        let rt = |c: &SimConfig, t_ns| {
+            c.clock_read_ns
+                + npp
+                    * (c.pingpong_one_way_between_at_ns(n, s, t, t_ns)
+                        + c.pingpong_one_way_between_at_ns(n, t, s, t_ns))
+        };
+        assert_eq!(rt(&from, at), after[k].1, "{ctx}");
+        assert_eq!(rt(&from, at - 1), before[0].1, "{ctx}");
+        // Until a time in the gap before trial k (on the machine slow until then): the
+        // other way round.
+        let gap = (after[k - 1].0 + after[k - 1].1, after[k].0);
+        let until = gap.0 + rng.below((gap.1 - gap.0) as usize) as u64;
+        let c = machine(&format!("{fault}until_us = {}\n", until as f64 / 1000.0));
+        let got = stamped(&c, &p);
+        assert_eq!(&got[..k], &after[..k], "{ctx}: until {until} ns");
+        for (j, (g, b)) in got.iter().zip(&before).enumerate().skip(k) {
+            assert_eq!(g.1, b.1, "{ctx}: until {until} ns, trial {j}");
+        }
+        // A window the run never reaches changes nothing, and the run is deterministic.
+        let late = machine(&format!("{fault}from_us = 1e9\n"));
+        assert_eq!(stamped(&late, &p), before, "{ctx}");
+        assert_eq!(stamped(&c, &p), got, "{ctx}: the same run again");
+    }
 }

@@ -591,7 +591,12 @@ proptest! {
         cfg.jitter_ns = jitter_ns;
         cfg.compute_ns_per_iter = compute_ns_per_iter;
         cfg.match_ns_per_entry = match_ns_per_entry;
-        cfg.faults = vec![commbench_sim::Fault::SlowNode { node: 0, factor }];
+        cfg.faults = vec![commbench_sim::Fault::SlowNode {
+            node: 0,
+            factor,
+            from_us: None,
+            until_us: None,
+        }];
         let mut ok = true;
         for (slot, l) in [
             &mut cfg.times.f,

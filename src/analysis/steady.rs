@@ -24,9 +24,10 @@
 //!   side of the split (inflated by further changes within a side), and from the first
 //!   differences of the ranks, whose lag-1 autocorrelation is `-(1 - ρ) / 2` whatever levels
 //!   the noise moves between (inflated by trials tied in runs, as on a coarse clock; the
-//!   differences that are jumps between levels left out). So the changes the test looks for
-//!   (one step, several, a gradual trend) do not count as dependence. Negative `ρ` leaves
-//!   the z as it is.
+//!   differences that are jumps between levels left out, and those between trials within one
+//!   clock step of each other counted as none, which the clock cannot tell apart however far
+//!   apart their ranks are). So the changes the test looks for (one step, several, a gradual
+//!   trend) do not count as dependence. Negative `ρ` leaves the z as it is.
 //! * **Significance.** The candidate is the largest of `n - 2 m + 1` z-scores (`m` =
 //!   [`MIN_SEGMENT`]), so it is tested at [`ALPHA`] with a Bonferroni correction over them:
 //!   `|z| >= Φ^-1(1 - ALPHA / (2 (n - 2 m + 1)))`, about 4.4 at 100 trials, 5.3 at 10^4 and
@@ -268,7 +269,7 @@ pub fn segments(x: &[i64], clock: f64) -> Option<Segments> {
         if splits.len() >= MAX_SPLITS {
             break;
         }
-        let Some(s) = best_split(&x[a..b]) else {
+        let Some(s) = best_split(&x[a..b], quantum) else {
             continue;
         };
         if s.z.abs() < critical_z(b - a) {
@@ -288,7 +289,7 @@ pub fn segments(x: &[i64], clock: f64) -> Option<Segments> {
         .collect();
     let support = |starts: &[usize], i: usize| {
         let (a, k, b) = (starts[i], starts[i + 1], end(starts, i + 1, n));
-        let z = z_between(&x[a..b], k - a);
+        let z = z_between(&x[a..b], k - a, quantum);
         (z, z / critical_z(b - a))
     };
     let mut z: Vec<(f64, f64)> = (0..splits.len()).map(|i| support(&starts, i)).collect();
@@ -442,6 +443,8 @@ fn doubled_ranks(x: &[i64]) -> Vec<i64> {
 struct Ranked {
     /// Twice each trial's mid-rank.
     r: Vec<i64>,
+    /// Whether each trial differs from the next by more than one clock step.
+    moved: Vec<bool>,
     /// Twice the mean rank, `n + 1`.
     centre: i64,
     /// The variance of the sum of the first `k` ranks is `k (n - k) scale`.
@@ -450,7 +453,8 @@ struct Ranked {
 
 impl Ranked {
     /// `None` when the segment is shorter than [`MIN_TRIALS`] or all its trials are equal.
-    fn new(x: &[i64]) -> Option<Self> {
+    /// `clock` is the clock's step.
+    fn new(x: &[i64], clock: f64) -> Option<Self> {
         let n = x.len();
         if n < MIN_TRIALS {
             return None;
@@ -463,8 +467,13 @@ impl Ranked {
             .sum::<f64>()
             / 4.0;
         let nf = n as f64;
+        let moved = x
+            .windows(2)
+            .map(|w| w[1].abs_diff(w[0]) as f64 > clock)
+            .collect();
         (ss > 0.0).then_some(Ranked {
             r,
+            moved,
             centre,
             scale: ss / (nf * (nf - 1.0)),
         })
@@ -483,7 +492,7 @@ impl Ranked {
     /// [`noise_autocorrelation`]), clamped to `0 ..= MAX_RHO`.
     fn corrected(&self, k: usize, z: f64) -> f64 {
         let rho = side_autocorrelation(&self.r, k)
-            .min(noise_autocorrelation(&self.r))
+            .min(noise_autocorrelation(&self.r, &self.moved))
             .clamp(0.0, MAX_RHO);
         z * ((1.0 - rho) / (1.0 + rho)).sqrt()
     }
@@ -492,8 +501,8 @@ impl Ranked {
 /// The split of `x` (one segment) where the standardised rank statistic is largest, with
 /// its z-score corrected for dependence; `None` when the segment is too short to split or
 /// all its trials are equal.
-fn best_split(x: &[i64]) -> Option<Split> {
-    let rk = Ranked::new(x)?;
+fn best_split(x: &[i64], clock: f64) -> Option<Split> {
+    let rk = Ranked::new(x, clock)?;
     let n = x.len();
     let mut s2 = 0i64;
     let mut best: Option<Split> = None;
@@ -517,8 +526,8 @@ fn best_split(x: &[i64]) -> Option<Split> {
 
 /// The absolute z-score of the split of `x` after `k` trials (two neighbouring segments),
 /// corrected for dependence as [`best_split`]'s; 0 when it cannot be computed.
-fn z_between(x: &[i64], k: usize) -> f64 {
-    let Some(rk) = Ranked::new(x) else {
+fn z_between(x: &[i64], k: usize, clock: f64) -> f64 {
+    let Some(rk) = Ranked::new(x, clock) else {
         return 0.0;
     };
     if k == 0 || k >= x.len() {
@@ -560,10 +569,18 @@ const JUMP: f64 = 20.0;
 /// few or gradual (a trend only moves the differences' mean). A step between levels whose
 /// noise is small (trials tied at a few clock values) is one difference far larger than the
 /// others: differences beyond [`JUMP`] times their mean absolute deviation are left out.
-/// Trials tied in runs inflate it (their differences are 0 but where the value changes).
-/// 0 for fewer than three trials or differences without spread.
-fn noise_autocorrelation(r: &[i64]) -> f64 {
-    let d: Vec<f64> = r.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+/// Two trials within one clock step of each other (`moved` false) are the same time as far
+/// as the clock can tell, however far apart their ranks: their difference counts as 0, so
+/// that a deterministic machine whose readings alternate between two neighbouring ticks in
+/// runs is not taken for dependent noise. Trials tied in runs inflate it (their differences
+/// are 0 but where the value changes). 0 for fewer than three trials or differences without
+/// spread.
+fn noise_autocorrelation(r: &[i64], moved: &[bool]) -> f64 {
+    let d: Vec<f64> = r
+        .windows(2)
+        .zip(moved)
+        .map(|(w, &m)| if m { (w[1] - w[0]) as f64 } else { 0.0 })
+        .collect();
     if d.len() < 2 {
         return 0.0;
     }

@@ -404,3 +404,75 @@ fn drift_on_random_machines_is_found_within_a_block() {
     }
     assert!(dropped > 0, "no warm-up dropped");
 }
+
+#[test]
+fn a_warmup_is_named_and_dropped_through_the_command_line() {
+    let dir = common::tmpdir("drift-drop-warmup");
+    // A generic 2-node machine whose node 0, the source, is 1.6 times slower for its first
+    // 9 ms of virtual time: its 2000 trials start after about 3 ms and take some 10 us each.
+    let m = Machine::new("warming", 1)
+        .jitter(200, 3)
+        .fault(Fault::SlowNode {
+            node: 0,
+            factor: 1.6,
+            from_us: None,
+            until_us: Some(9000.0),
+        })
+        .write(&dir.join("warming.toml"));
+    let m = m.to_str().expect("UTF-8 path");
+    let mut kept = Vec::new();
+    for drop in ["none", "auto"] {
+        let j = dir.join(format!("{drop}.json"));
+        let doc = common::run_json(
+            &j,
+            &[
+                "pingpong",
+                "--backend",
+                "sim",
+                "--sim-config",
+                m,
+                "--trials",
+                "2000",
+                "--samples",
+                "1000",
+                "--drop-warmup",
+                drop,
+            ],
+        );
+        assert_eq!(doc["config"]["drop_warmup"], drop);
+        let p = &doc["points"][0];
+        let s = &p["stationarity"];
+        assert_eq!(s["class"], "warm-up", "{s}");
+        let k = s["warmup_trials"].as_u64().expect("warmup_trials");
+        assert!((100..1500).contains(&k), "{s}");
+        assert_eq!(s["changes"][0]["index"], k, "{s}");
+        let d = &p["warmup_dropped"];
+        let text = common::stdout(&common::run(&["report", j.to_str().unwrap()]));
+        assert!(text.contains("nonstationary (warm-up)"), "{text}");
+        if drop == "auto" {
+            assert_eq!(d["trials"], k);
+            assert_eq!(p["trials"].as_u64(), Some(2000 - k));
+            assert_eq!(
+                p["trial_ns"].as_array().map(Vec::len),
+                Some(2000 - k as usize)
+            );
+            assert_eq!(d["trial_ns"].as_array().map(Vec::len), Some(k as usize));
+            assert_eq!(d["until_ns"], p["trial_start_ns"][0]);
+            assert!(text.contains(&format!("the first {k} trials")), "{text}");
+            assert!(text.contains("were dropped from the statistics"), "{text}");
+        } else {
+            assert!(d.is_null(), "{d}");
+            assert_eq!(p["trials"], 2000);
+            assert!(text.contains("the statistics include the first"), "{text}");
+        }
+        kept.push(p["one_way_us"]["median"].as_f64().expect("median"));
+    }
+    // Without the warm-up the median is the steady state's: no slower.
+    assert!(kept[1] <= kept[0], "{kept:?}");
+    // All-pairs keeps no start times to test; a value that is not a choice is clap's error.
+    common::assert_usage_error(
+        &["allpairs", "--backend", "sim", "--drop-warmup", "auto"],
+        "--drop-warmup auto",
+    );
+    common::assert_usage_error(&["pingpong", "--drop-warmup", "yes"], "--drop-warmup");
+}

@@ -885,6 +885,84 @@ mod tests {
         assert!(v.get("npp_rejected").is_none() && v.get("npp_warning").is_none());
     }
 
+    /// A point that warmed up: recorded, warned of in the reports, and under
+    /// `--drop-warmup auto` its warm-up out of the statistics and kept beside them; a
+    /// document without the keys reads as before.
+    #[test]
+    fn a_drifting_point_is_recorded_warned_and_dropped() {
+        use crate::analysis::steady::SteadyClass;
+        let raw = RawPoint {
+            pattern: "pingpong".into(),
+            size: 8,
+            npp: 1,
+            trips_per_iteration: 2,
+            // 300 trials near 2000 ns, then 700 near 1000 ns, one every 5 us.
+            trial_ns: (0..1000)
+                .map(|i| if i < 300 { 2000 } else { 1000 } + (i * 7 % 13))
+                .collect(),
+            trial_start_ns: (0..1000).map(|i| i * 5000).collect(),
+            ..RawPoint::default()
+        };
+        let p = Point::from_raw(raw.clone(), "sim", 2.0).unwrap();
+        let s = p.stationarity.clone().unwrap();
+        assert_eq!((s.class, s.warmup_trials), (SteadyClass::WarmUp, 300));
+        assert_eq!((p.trials, p.warmup_dropped.is_none()), (1000, true));
+        let w = p.warnings();
+        assert!(
+            w[0].starts_with(
+                "nonstationary (warm-up): the one-way time changed at trial 300 (1.50 ms after \
+                 the first) from 1.00 us to 0.503 us (-50%)"
+            ) && w[0].ends_with("the statistics include the first 300 trials, a warm-up slower than the steady state"),
+            "{w:?}"
+        );
+        let doc = crate::analysis::testkit::doc(vec![p.clone()]);
+        let mut out = String::new();
+        crate::render::kind::sweep::table_report(&mut out, &doc, &[]);
+        assert!(out.contains(&format!("! 8 B: {}", w[0])), "{out}");
+        // Dropped: the statistics are the steady state's, and nothing is lost.
+        let d = Point::from_raw_dropping(raw, "sim", 2.0, DropWarmup::Auto, 1.0).unwrap();
+        let wd = d.warmup_dropped.clone().unwrap();
+        assert_eq!(
+            (d.trials, d.trial_ns.len(), d.trial_start_ns[0]),
+            (700, 700, 1_500_000)
+        );
+        assert_eq!(
+            (wd.trials, wd.until_ns, wd.trial_ns.len()),
+            (300, 1_500_000, 300)
+        );
+        assert!((wd.level_us - 1.003).abs() < 0.002, "{wd:?}");
+        assert!(
+            (d.one_way_us.median - 0.503).abs() < 0.002,
+            "{}",
+            d.one_way_us.median
+        );
+        assert_eq!(d.stationarity, p.stationarity);
+        assert!(d.warnings()[0].contains(
+            "the first 300 trials (median 1.00 us), slower than the steady state, were dropped"
+        ));
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(v["stationarity"]["changes"][0]["index"], 300);
+        assert_eq!(v["warmup_dropped"]["trials"], 300);
+        assert_eq!(serde_json::from_value::<Point>(v.clone()).unwrap(), d);
+        let mut old = v;
+        old.as_object_mut().unwrap().remove("stationarity");
+        old.as_object_mut().unwrap().remove("warmup_dropped");
+        let old: Point = serde_json::from_value(old).unwrap();
+        assert!(old.stationarity.is_none() && old.warmup_dropped.is_none());
+        assert!(!old.warnings().iter().any(|w| w.contains("nonstationary")));
+        // Without start times (an all-pairs cell, seed 001's calibration) nothing is judged.
+        let bare = point_of_times(
+            (0..1000)
+                .map(|i| if i < 300 { 2000 } else { 1000 })
+                .collect(),
+        );
+        assert!(bare.stationarity.is_none());
+    }
+
+    fn point_of_times(trial_ns: Vec<i64>) -> Point {
+        crate::analysis::testkit::point_of("pingpong", 8, trial_ns)
+    }
+
     #[test]
     fn point_warnings_from_recorded_and_older_documents() {
         use crate::analysis::testkit::point_of;

@@ -42,11 +42,11 @@
 //!   their medians differ by at least [`REL_FLOOR`] (1 %) of the lower one and by more than
 //!   one step of the clock (its resolution, `res_timing`: on a coarse clock most trials tie
 //!   at a few values, and a median moves by a step when a few trials cross from one to the
-//!   next). 1 % because the distribution-free 95 %
-//!   interval of a median of 10^4 trials is already a few tenths of a per cent wide, runs of
-//!   the same benchmark differ by more than that (which is why `compare` wants several runs),
-//!   and a 1 % precision is what stopping on the confidence interval asks for by default: a
-//!   drift below it is below what the point claims. Neighbours closer than that are merged,
+//!   next). 1 % because the distribution-free 95 % interval of a median of 10^4 trials is
+//!   already a few tenths of a per cent wide, runs of the same benchmark differ by more than
+//!   that (which is why `compare` wants several runs), and a 1 % precision is what stopping
+//!   on the confidence interval asks for by default: a drift below it is below what the
+//!   point claims. Neighbours closer than that are merged,
 //!   closest first, and the medians taken again; then so are neighbours whose own rank test
 //!   (the two segments alone, at the same level) no longer tells them apart, weakest first.
 //!
@@ -55,13 +55,17 @@
 //! [`STEADY_MIN_SHARE`] of the trials (a quarter, as their last 500 of 2000 in-process
 //! iterations) is `no-steady-state`; otherwise the last segment is the steady state, and the
 //! point is `warm-up` when no earlier segment is faster than it by the floor (the segments
-//! before it were slower), `slow-down` when one is.
+//! before it were slower), `slow-down` when one is. A `warm-up` point's leading segments
+//! slower than its steady state are its warm-up ([`Segments::warmup_trials`]), what
+//! `--drop-warmup auto` takes out of its statistics ([`take_warmup`]); none when its first
+//! segment is already as fast (a point slow only for a while in its middle).
 //!
 //! **Resolution.** The split that maximises the standardised statistic is where a single
 //! change is, in expectation, and where the shift between the levels is at least about one
-//! interquartile range of the trials it is found within a few trials; [`BLOCK_TRIALS`] is the
-//! resolution the detector is held to (`tests/drift.rs`, `benches/drift_sim.sh`). A segment
-//! of completely separated trials is found from about `z² / 3` trials: 10 to 13.
+//! interquartile range of the trials it is found, after the refinement, within a few trials;
+//! [`BLOCK_TRIALS`] is the resolution the detector is held to (`tests/drift.rs`,
+//! `benches/drift_sim.sh`). A segment of completely separated trials is found from about
+//! `z² / 3` trials: 10 to 13.
 //!
 //! Cost: per segment searched one sort of its trials and two passes over them,
 //! `O(n log n)`; each level of the segmentation covers the trials at most once.
@@ -71,9 +75,9 @@ use commbench_core::stats::f64_or_nan;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
-/// Trials in a block: the resolution the change-point detector is held to (a change is found
-/// within one block of where it happened). The same block as trials added in blocks when a
-/// point stops on its confidence interval.
+/// Trials in a block: the block of the detector's resolution target (a change is found within
+/// one block of where it happened), and the reach of the refinement of a split. Meant to be
+/// the block in which trials are added when a point stops on its confidence interval.
 pub const BLOCK_TRIALS: u64 = 50;
 
 /// Level of the test for a change in one segment, Bonferroni-corrected over its splits.

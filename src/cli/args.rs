@@ -243,8 +243,8 @@ pub struct StopArgs {
 pub struct DriftArgs {
     /// A point whose trials settled after a warm-up (a slower start, then a steady state
     /// holding at least the last quarter of its trials): none (keep every trial; the report
-    /// names the warm-up) or auto (leave the trials before the steady state out of its
-    /// statistics, kept beside them in the document).
+    /// names the warm-up) or auto (leave its leading trials slower than the steady state out
+    /// of its statistics, kept beside them in the document).
     #[arg(long, value_enum, default_value_t = DropWarmupArg::None, value_name = "WHEN")]
     pub drop_warmup: DropWarmupArg,
 }

@@ -67,8 +67,10 @@
 //! `benches/drift_sim.sh`). A segment of completely separated trials is found from about
 //! `z² / 3` trials: 10 to 13.
 //!
-//! Cost: per segment searched one sort of its trials and two passes over them,
-//! `O(n log n)`; each level of the segmentation covers the trials at most once.
+//! Cost: per segment searched one sort of its trials and a few passes over them,
+//! `O(n log n)`; each level of the segmentation covers the trials at most once. Memory: the
+//! ranks (4 bytes a trial, 4 more while sorting) and a copy of a segment for its median (8),
+//! within the 16 bytes a trial the plan allows a point's analysis at its peak.
 
 use crate::analysis::inference::student_t_quantile;
 use commbench_core::stats::f64_or_nan;
@@ -99,6 +101,10 @@ pub const STEADY_MIN_SHARE: f64 = 0.25;
 
 /// Most significant splits searched in one point, whether or not they are kept.
 pub const MAX_SPLITS: usize = 64;
+
+/// Most trials the test judges (ranks are kept in 32 bits), far above the 10^8 a point may
+/// have: a longer sequence is not judged.
+pub const MAX_TESTED: usize = 1 << 30;
 
 /// The largest lag-1 autocorrelation the test allows for, so that the variance factor stays
 /// finite (at most 99).
@@ -256,10 +262,11 @@ fn practical(a: f64, b: f64, quantum: f64) -> bool {
 }
 
 /// The segments of trial times `x` in the order measured, read from a clock whose step is
-/// `clock` (see the module's documentation). `None` with fewer than [`MIN_TRIALS`].
+/// `clock` (see the module's documentation). `None` with fewer than [`MIN_TRIALS`] or more
+/// than [`MAX_TESTED`].
 pub fn segments(x: &[i64], clock: f64) -> Option<Segments> {
     let n = x.len();
-    if n < MIN_TRIALS {
+    if !(MIN_TRIALS..=MAX_TESTED).contains(&n) {
         return None;
     }
     let quantum = if clock.is_finite() {
@@ -425,18 +432,23 @@ struct Split {
     z: f64,
 }
 
-/// Twice the mid-rank of each of `x` (integers: a mid-rank is a multiple of 1/2), 2 to 2n.
-fn doubled_ranks(x: &[i64]) -> Vec<i64> {
-    let mut order: Vec<usize> = (0..x.len()).collect();
-    order.sort_unstable_by_key(|&i| x[i]);
-    let mut r = vec![0i64; x.len()];
+/// Twice the mid-rank of each of `x` (integers: a mid-rank is a multiple of 1/2), 2 to 2n;
+/// 4 bytes a trial (and 4 more while sorting), within the 16 a trial the plan allows the
+/// analysis of a point. `x` holds fewer than [`MAX_TESTED`] trials.
+fn doubled_ranks(x: &[i64]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..x.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| x[i as usize]);
+    let mut r = vec![0u32; x.len()];
     let mut i = 0;
     while i < order.len() {
-        let v = x[order[i]];
-        let j = i + order[i..].iter().take_while(|&&k| x[k] == v).count();
+        let v = x[order[i] as usize];
+        let j = i + order[i..]
+            .iter()
+            .take_while(|&&k| x[k as usize] == v)
+            .count();
         // Ranks i+1 ..= j share their mean, (i + 1 + j) / 2.
         for &k in &order[i..j] {
-            r[k] = (i + 1 + j) as i64;
+            r[k as usize] = (i + 1 + j) as u32;
         }
         i = j;
     }
@@ -446,7 +458,7 @@ fn doubled_ranks(x: &[i64]) -> Vec<i64> {
 /// A segment's trials as ranks: what the rank statistic needs at any split.
 struct Ranked {
     /// Twice each trial's mid-rank.
-    r: Vec<i64>,
+    r: Vec<u32>,
     /// Whether each trial differs from the next by more than one clock step.
     moved: Vec<bool>,
     /// Twice the mean rank, `n + 1`.
@@ -467,7 +479,7 @@ impl Ranked {
         let centre = n as i64 + 1;
         let ss: f64 = r
             .iter()
-            .map(|&v| ((v - centre) as f64).powi(2))
+            .map(|&v| ((i64::from(v) - centre) as f64).powi(2))
             .sum::<f64>()
             / 4.0;
         let nf = n as f64;
@@ -511,7 +523,7 @@ fn best_split(x: &[i64], clock: f64) -> Option<Split> {
     let mut s2 = 0i64;
     let mut best: Option<Split> = None;
     for (i, &v) in rk.r.iter().enumerate() {
-        s2 += v - rk.centre;
+        s2 += i64::from(v) - rk.centre;
         let k = i + 1;
         if k < MIN_SEGMENT || n - k < MIN_SEGMENT {
             continue;
@@ -537,17 +549,17 @@ fn z_between(x: &[i64], k: usize, clock: f64) -> f64 {
     if k == 0 || k >= x.len() {
         return 0.0;
     }
-    let s2: i64 = rk.r[..k].iter().map(|&v| v - rk.centre).sum();
+    let s2: i64 = rk.r[..k].iter().map(|&v| i64::from(v) - rk.centre).sum();
     rk.corrected(k, rk.z(k, s2)).abs()
 }
 
 /// The lag-1 autocorrelation of `r` around the mean of each side of the split after `k`
 /// trials, the pair across the split left out (0 when the sides have no spread). A change
 /// within a side inflates it: its ranks then move together.
-fn side_autocorrelation(r: &[i64], k: usize) -> f64 {
-    let mean = |s: &[i64]| s.iter().map(|&v| v as f64).sum::<f64>() / s.len().max(1) as f64;
+fn side_autocorrelation(r: &[u32], k: usize) -> f64 {
+    let mean = |s: &[u32]| s.iter().map(|&v| f64::from(v)).sum::<f64>() / s.len().max(1) as f64;
     let (ml, mr) = (mean(&r[..k]), mean(&r[k..]));
-    let e = |i: usize| r[i] as f64 - if i < k { ml } else { mr };
+    let e = |i: usize| f64::from(r[i]) - if i < k { ml } else { mr };
     let (mut num, mut den) = (0.0, 0.0);
     for i in 0..r.len() {
         let ei = e(i);
@@ -579,33 +591,34 @@ const JUMP: f64 = 20.0;
 /// runs is not taken for dependent noise. Trials tied in runs inflate it (their differences
 /// are 0 but where the value changes). 0 for fewer than three trials or differences without
 /// spread.
-fn noise_autocorrelation(r: &[i64], moved: &[bool]) -> f64 {
-    let d: Vec<f64> = r
-        .windows(2)
-        .zip(moved)
-        .map(|(w, &m)| if m { (w[1] - w[0]) as f64 } else { 0.0 })
-        .collect();
-    if d.len() < 2 {
+fn noise_autocorrelation(r: &[u32], moved: &[bool]) -> f64 {
+    let n = r.len().saturating_sub(1);
+    if n < 2 {
         return 0.0;
     }
-    let mean = |v: &mut dyn Iterator<Item = f64>| {
-        let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
-        s / n.max(1) as f64
+    let d = |i: usize| {
+        if moved[i] {
+            f64::from(r[i + 1]) - f64::from(r[i])
+        } else {
+            0.0
+        }
     };
-    let m = mean(&mut d.iter().copied());
-    let mad = mean(&mut d.iter().map(|v| (v - m).abs()));
+    let m = (0..n).map(d).sum::<f64>() / n as f64;
+    let mad = (0..n).map(|i| (d(i) - m).abs()).sum::<f64>() / n as f64;
     let noise = |v: f64| (v - m).abs() <= JUMP * mad;
-    let m = mean(&mut d.iter().copied().filter(|&v| noise(v)));
-    let c0: f64 = d
-        .iter()
-        .filter(|&&v| noise(v))
-        .map(|v| (v - m).powi(2))
-        .sum();
-    let c1: f64 = d
-        .windows(2)
-        .filter(|w| noise(w[0]) && noise(w[1]))
-        .map(|w| (w[0] - m) * (w[1] - m))
-        .sum();
+    let kept = (0..n).filter(|&i| noise(d(i))).count().max(1);
+    let m = (0..n).map(d).filter(|&v| noise(v)).sum::<f64>() / kept as f64;
+    let (mut c0, mut c1) = (0.0, 0.0);
+    for i in 0..n {
+        let v = d(i);
+        if !noise(v) {
+            continue;
+        }
+        c0 += (v - m).powi(2);
+        if i + 1 < n && noise(d(i + 1)) {
+            c1 += (v - m) * (d(i + 1) - m);
+        }
+    }
     if c0 > 0.0 {
         1.0 + 2.0 * c1 / c0
     } else {
@@ -616,8 +629,8 @@ fn noise_autocorrelation(r: &[i64], moved: &[bool]) -> f64 {
 /// Whether and where the trial times `trial_ns` (in the order measured, each started
 /// `trial_start_ns` after the first, read from a clock of resolution `clock_ns`; 0 when
 /// unknown) changed, with the levels in one-way microseconds: a trial time over `per_trial`
-/// (trips per iteration x npp) x 1000. `None` with fewer than [`MIN_TRIALS`] trials, or
-/// without a start for each (all-pairs cells, seed 001's calibrations, documents written
+/// (trips per iteration x npp) x 1000. `None` with fewer than [`MIN_TRIALS`] trials (or more
+/// than [`MAX_TESTED`]), or without a start for each (all-pairs cells, seed 001's calibrations, documents written
 /// before the starts were recorded).
 pub fn stationarity(
     trial_ns: &[i64],

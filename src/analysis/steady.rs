@@ -78,9 +78,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// Trials in a block: the block of the detector's resolution target (a change is found within
-/// one block of where it happened), and the reach of the refinement of a split. Meant to be
-/// the block in which trials are added when a point stops on its confidence interval.
-pub const BLOCK_TRIALS: u64 = 50;
+/// one block of where it happened), and the reach of the refinement of a split: the block in
+/// which trials are added when a size stops on its confidence interval (`--until-ci`,
+/// [`commbench_core::method::until::DEFAULT_BLOCK`]).
+pub const BLOCK_TRIALS: u64 = commbench_core::method::until::DEFAULT_BLOCK;
 
 /// Level of the test for a change in one segment, Bonferroni-corrected over its splits.
 pub const ALPHA: f64 = 1e-3;

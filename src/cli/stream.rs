@@ -15,6 +15,7 @@ use super::plan::{Plan, Work};
 use commbench::analysis::assemble::Started;
 use commbench::analysis::document::{Environment, Point, ResultDoc};
 use commbench::analysis::matrix::MatrixCell;
+use commbench::analysis::steady::DropWarmup;
 use commbench::analysis::stream::{
     self, AllPairsStart, BackendLine, End, PointLine, RanksLine, RoundLine, Start, STREAM,
     STREAM_VERSION,
@@ -38,6 +39,8 @@ struct Stream {
     started: Instant,
     /// The filter's cut, for each point's analysis as the document makes it.
     cut_coef: f64,
+    /// What is done with a warm-up, for the same analysis.
+    drop: DropWarmup,
     state: Mutex<State>,
 }
 
@@ -117,6 +120,7 @@ pub fn open(plan: &Plan, ranks: u32, launcher: &str) -> Result<(), Fatal> {
         name: path.display().to_string(),
         started: Instant::now(),
         cut_coef: plan.method.cut_coef,
+        drop: plan.recipe().config.drop_warmup,
         state: Mutex::new(State {
             sink: Some(sink),
             problem: None,
@@ -206,6 +210,9 @@ impl Stream {
     /// line first if this is its first point. A point the analysis refuses is left out, as
     /// the document leaves it out (saying why).
     fn point(&self, backend: &str, k: Kept) {
+        // The trials tested for a change on the clock the run characterised, as the
+        // document's analysis tests them.
+        let clock_ns = k.timer.as_ref().map_or(0.0, |t| t.resolution_ns);
         let mut st = self.state();
         if st.sink.is_none() {
             return;
@@ -219,7 +226,8 @@ impl Stream {
             };
             self.write(&mut st, "backend", &b);
         }
-        let Ok(point) = Point::from_raw(k.point, backend, self.cut_coef) else {
+        let point = Point::from_raw_dropping(k.point, backend, self.cut_coef, self.drop, clock_ns);
+        let Ok(point) = point else {
             return;
         };
         let line = PointLine {

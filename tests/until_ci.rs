@@ -277,3 +277,104 @@ fn bounds_without_the_rule_and_rules_that_cannot_work_are_usage_errors() {
         "--repetitions fixes the count",
     );
 }
+
+/// The interval `(lo, hi)` at `level` of the median of `trial_ns`, as the rule computes it.
+fn interval(trial_ns: &[i64], level: f64) -> (i64, i64) {
+    let mut v = trial_ns.to_vec();
+    v.sort_unstable();
+    let (lo, hi) = stats::median_ci_ranks_at(v.len() as u64, level).unwrap();
+    (v[lo as usize], v[hi as usize])
+}
+
+#[test]
+fn all_pairs_cells_stop_once_their_interval_leaves_the_threshold_and_borderline_ones_run_on() {
+    use commbench::analysis::allpairs::Rule;
+    use commbench::core::method::allpairs::AllPairsConfig;
+    use commbench_sim::Fault;
+    let mut rng = Xoshiro256::new(0xa11_9a125);
+    let (mut kinds, mut with_threshold) = (std::collections::BTreeSet::new(), 0);
+    for case in 0..scale::cases(3, 40) {
+        let u = |rng: &mut Xoshiro256, lo: f64, hi: f64| {
+            lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let dims = 2 + rng.below(2) as u32;
+        let machine = Machine::new(&format!("until-ap-{case}"), dims)
+            .jitter((u(&mut rng, 0.0, 2.0) * 1000.0) as u64, rng.next_u64())
+            .fault(Fault::SlowNode {
+                node: rng.below(1 << dims) as u32,
+                factor: u(&mut rng, 1.0, 2.5),
+                from_us: None,
+                until_us: None,
+            })
+            .config();
+        let rule = UntilCi {
+            min_trials: 8 + rng.below(30) as u64,
+            ..UntilCi::new(u(&mut rng, 0.002, 0.05), [0.9, 0.95, 0.99][rng.below(3)])
+        };
+        let max = rule.min_trials + rng.below(300) as u64;
+        let factor = u(&mut rng, 1.05, 2.0);
+        let method = MethodConfig {
+            sizes: vec![8],
+            trials: max,
+            warmup: 1,
+            npp: NppChoice::Fixed(1),
+            timer_samples: 1000,
+            until: Some(rule.clone()),
+            ..MethodConfig::default()
+        };
+        let config = AllPairsConfig {
+            retest_trials: max,
+            separate_factor: Some(factor),
+            ..AllPairsConfig::default()
+        };
+        let rule_ap = Rule {
+            min_factor: factor,
+            ..Rule::default()
+        };
+        let doc = common::inprocess::sim_matrix_document(&machine, method, config, rule_ap);
+        assert_eq!(doc.status, "complete", "{:?}", doc.error);
+        let m = doc.allpairs.as_ref().unwrap();
+        let ends = block_ends(&rule, max);
+        for c in &m.cells {
+            let s = c.until_ci.as_ref().expect("a cell's stopping");
+            let what = format!("case {case}, cell {} -> {}: {s:?}", c.source, c.dest);
+            let n = c.trial_ns.len() as u64;
+            let per = 1000.0 * (c.npp * c.trips_per_iteration) as f64;
+            let Some(t_us) = s.threshold_us else {
+                kinds.insert("width");
+                continue;
+            };
+            with_threshold += 1;
+            let t = t_us * per;
+            let apart = |k: u64| {
+                let (lo, hi) = interval(&c.trial_ns[..k as usize], rule.level);
+                (hi as f64) < t || (lo as f64) > t
+            };
+            let first = ends
+                .iter()
+                .position(|&k| k <= n && k >= rule.min_trials && apart(k));
+            match first {
+                Some(i) => {
+                    assert_eq!(n, ends[i], "{what}");
+                    assert_eq!(s.outcome, Outcome::Separated, "{what}");
+                    kinds.insert("separated");
+                }
+                None => {
+                    assert_eq!(n, max, "{what}");
+                    let narrow = width(&c.trial_ns, rule.level) <= rule.rel;
+                    let want = if narrow {
+                        Outcome::Borderline
+                    } else {
+                        Outcome::DidNotConverge
+                    };
+                    assert_eq!(s.outcome, want, "{what}");
+                    kinds.insert("borderline or wide");
+                }
+            }
+        }
+    }
+    assert!(
+        with_threshold > 0 && kinds.contains("separated"),
+        "{kinds:?}"
+    );
+}

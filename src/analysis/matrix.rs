@@ -46,6 +46,12 @@ pub struct MatrixCell {
     /// absent in documents written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffers: Option<commbench_core::method::engine::PointBuffers>,
+    /// How the cell stopped when cells were measured until their interval was narrow enough
+    /// (`--until-ci`): as a point's `until_ci`, with `separated` (its interval wholly on one
+    /// side of `threshold_us`) and `borderline` (as narrow as asked, still holding it at its
+    /// bound). Absent for a fixed count and in documents written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ci: Option<commbench_core::method::until::Stopping>,
 }
 
 impl MatrixCell {
@@ -71,6 +77,7 @@ impl MatrixCell {
             trial_ns: x.point.trial_ns.clone(),
             one_way_us,
             buffers: x.point.buffers.clone(),
+            until_ci: x.point.until_ci.clone(),
         })
     }
 
@@ -90,6 +97,7 @@ impl MatrixCell {
                 trips_per_iteration: self.trips_per_iteration,
                 trial_ns: self.trial_ns.clone(),
                 buffers: self.buffers.clone(),
+                until_ci: self.until_ci.clone(),
                 ..RawPoint::default()
             },
         }

@@ -142,7 +142,7 @@ pub fn percent_exact(x: f64) -> String {
 /// `did_not_converge: the 95% interval of the median is ±2.31% after 10000 trials, not
 /// within 1% (stopped by its most trials)`. `None` for a size that converged.
 pub fn unconverged_warning(u: &Stopping, trials: u64) -> Option<String> {
-    if u.outcome == Outcome::Converged {
+    if matches!(u.outcome, Outcome::Converged | Outcome::Separated) {
         return None;
     }
     let pct = percent_exact;

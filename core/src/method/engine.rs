@@ -626,6 +626,9 @@ pub struct SizeRun<'a> {
     /// When the run started on `source`'s clock, for a bound on the run's time
     /// ([`crate::method::until::UntilCi::run_ns`]); `None`: no such bound applies.
     pub run_start_ns: Option<u64>,
+    /// The one-way time (us) an all-pairs cell measured until its interval is narrow enough
+    /// is held against ([`until::decide`]); `None` for a sweep's sizes.
+    pub threshold_us: Option<f64>,
 }
 
 impl std::fmt::Debug for SizeRun<'_> {
@@ -790,7 +793,18 @@ fn until_blocks<E: Endpoint, K: Kernel<E>>(
                 run.run_start_ns.map(|t| now.saturating_sub(t)),
             );
             // With the most trials reached, `decide` always stops the size.
-            let d = until::decide(rule, &seq.ns, checks, took, cfg.trials, &mut scratch);
+            let threshold = run.threshold_us.map(|us| until::Threshold {
+                trial_ns: us * 1000.0 * (run.trips.max(1) * npp.max(1)) as f64,
+                one_way_us: us,
+            });
+            let d = until::decide(
+                rule,
+                &seq.ns,
+                (checks, threshold),
+                took,
+                cfg.trials,
+                &mut scratch,
+            );
             if let Some(d) = d {
                 word = serde_json::to_vec(&d)
                     .map_err(|e| Error::Protocol(format!("encoding a stop: {e}")))?;
@@ -1330,6 +1344,7 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
             progress,
             queue: kernel.queue(),
             run_start_ns: self.started_ns.get().copied(),
+            threshold_us: None,
         };
         measure_size(ep, kernel, st, run)?;
         if kernel.verifies() {
@@ -1620,6 +1635,7 @@ mod tests {
             progress: &|_, _, _| {},
             queue: None,
             run_start_ns: Some(0),
+            threshold_us: None,
         };
         measure_size(&mut ep, &mut kernel, &mut st, run).unwrap();
         let mut c = collected.into_inner().unwrap();

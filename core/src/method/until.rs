@@ -135,6 +135,12 @@ pub enum Outcome {
     Converged,
     /// A bound came first: the interval is wider than asked ([`Stopping::half_width_rel`]).
     DidNotConverge,
+    /// An all-pairs cell whose interval lies wholly on one side of its threshold
+    /// ([`Stopping::threshold_us`]): what the verdict needs is known, however wide.
+    Separated,
+    /// An all-pairs cell whose interval, as narrow as asked, still held its threshold when a
+    /// bound stopped it: a borderline cell, given every trial it could have.
+    Borderline,
 }
 
 /// What stopped a size that did not converge.
@@ -179,6 +185,11 @@ pub struct Stopping {
     pub half_width_rel: f64,
     /// Times the interval was computed (blocks measured).
     pub checks: u64,
+    /// The one-way time (us) an all-pairs cell's interval was held against: `min_factor`
+    /// times the median of the cells of its size measured before its round. Absent for a
+    /// sweep's sizes and for cells of a first round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold_us: Option<f64>,
 }
 
 /// The half-width of the interval at `level` around the median of `times`, a fraction of the
@@ -211,13 +222,36 @@ pub fn half_width_rel(times: &[i64], level: f64, scratch: &mut Vec<i64>) -> Opti
     Some((median - x_lo).max(x_hi - median) / median)
 }
 
+/// The interval at `level` of the median of `times`: `(lo, hi)` order statistics, as
+/// [`half_width_rel`] selects them. `None` without trials.
+pub fn interval(times: &[i64], level: f64, scratch: &mut Vec<i64>) -> Option<(i64, i64)> {
+    let (lo, hi) = stats::median_ci_ranks_at(times.len() as u64, level)?;
+    scratch.clear();
+    scratch.extend_from_slice(times);
+    let x_hi = *scratch.select_nth_unstable(hi as usize).1;
+    let x_lo = *scratch.select_nth_unstable(lo as usize).1;
+    Some((x_lo, x_hi))
+}
+
+/// A threshold an all-pairs cell's interval is held against: `trial_ns` in the units of its
+/// trial times (what the decision compares), `one_way_us` as recorded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Threshold {
+    /// The threshold as a trial time, ns.
+    pub trial_ns: f64,
+    /// The same as a one-way time, us.
+    pub one_way_us: f64,
+}
+
 /// `source`'s decision after a block: `None` to go on, or how the size stopped. `times` are
 /// the size's trials so far; `size_ns` and `run_ns` the time its trials and the run have
-/// taken; `max_trials` the method's `trials`.
+/// taken; `max_trials` the method's `trials`. With a `threshold` (an all-pairs cell), the
+/// cell stops once its interval lies wholly on one side of it (`separated`), and not before,
+/// however narrow: a borderline cell runs to its bound.
 pub fn decide(
     rule: &UntilCi,
     times: &[i64],
-    checks: u64,
+    (checks, threshold): (u64, Option<Threshold>),
     (size_ns, run_ns): (u64, Option<u64>),
     max_trials: u64,
     scratch: &mut Vec<i64>,
@@ -232,10 +266,20 @@ pub fn decide(
             bound,
             half_width_rel: hw,
             checks,
+            threshold_us: threshold.map(|t| t.one_way_us),
         })
     };
-    if done >= rule.min_trials && hw <= rule.rel {
-        return stop(Outcome::Converged, None);
+    let narrow = hw <= rule.rel;
+    let enough = done >= rule.min_trials;
+    match threshold {
+        Some(t) => {
+            let (lo, hi) = interval(times, rule.level, scratch)?;
+            if enough && ((hi as f64) < t.trial_ns || (lo as f64) > t.trial_ns) {
+                return stop(Outcome::Separated, None);
+            }
+        }
+        None if enough && narrow => return stop(Outcome::Converged, None),
+        None => {}
     }
     let bound = if done >= max_trials {
         Bound::MaxTrials
@@ -246,7 +290,12 @@ pub fn decide(
     } else {
         return None;
     };
-    stop(Outcome::DidNotConverge, Some(bound))
+    let outcome = if threshold.is_some() && narrow {
+        Outcome::Borderline
+    } else {
+        Outcome::DidNotConverge
+    };
+    stop(outcome, Some(bound))
 }
 
 #[cfg(test)]
@@ -294,28 +343,29 @@ mod tests {
         };
         let mut s = Vec::new();
         let tight = vec![100i64; 200];
-        let d = decide(&rule, &tight, 3, (10, Some(10)), 10_000, &mut s).unwrap();
+        let d = decide(&rule, &tight, (3, None), (10, Some(10)), 10_000, &mut s).unwrap();
         assert_eq!(
             (d.outcome, d.bound, d.checks),
             (Outcome::Converged, None, 3)
         );
         // Not before the fewest trials, even when the width is there.
         assert_eq!(
-            decide(&rule, &tight[..50], 1, (0, None), 10_000, &mut s),
+            decide(&rule, &tight[..50], (1, None), (0, None), 10_000, &mut s),
             None
         );
         let wide: Vec<i64> = (0..200).map(|i| 100 + i).collect();
         assert_eq!(
-            decide(&rule, &wide, 1, (10, Some(10)), 10_000, &mut s),
+            decide(&rule, &wide, (1, None), (10, Some(10)), 10_000, &mut s),
             None
         );
-        let bound =
-            |t, r, max| decide(&rule, &wide, 1, (t, r), max, &mut Vec::new()).and_then(|d| d.bound);
+        let bound = |t, r, max| {
+            decide(&rule, &wide, (1, None), (t, r), max, &mut Vec::new()).and_then(|d| d.bound)
+        };
         assert_eq!(bound(10, Some(10), 200), Some(Bound::MaxTrials));
         assert_eq!(bound(1000, Some(10), 10_000), Some(Bound::SizeTime));
         assert_eq!(bound(10, Some(5000), 10_000), Some(Bound::RunTime));
         assert_eq!(bound(10, None, 10_000), None);
-        let d = decide(&rule, &wide, 1, (1000, None), 10_000, &mut s).unwrap();
+        let d = decide(&rule, &wide, (1, None), (1000, None), 10_000, &mut s).unwrap();
         assert_eq!(d.outcome, Outcome::DidNotConverge);
         assert!(d.half_width_rel > 0.01, "{d:?}");
     }
@@ -361,5 +411,52 @@ mod tests {
         };
         assert!(six.validate(6).is_ok());
         assert!(why(six, 5).contains("at most 5"));
+    }
+
+    #[test]
+    fn a_cell_stops_once_its_interval_leaves_its_threshold_and_not_before() {
+        let rule = UntilCi {
+            min_trials: 20,
+            ..UntilCi::new(0.01, 0.95)
+        };
+        let at = |trial_ns: f64| {
+            Some(Threshold {
+                trial_ns,
+                one_way_us: trial_ns / 2000.0,
+            })
+        };
+        let mut s = Vec::new();
+        // Trials of 1000 to 1099 ns: the interval is about [1040, 1059].
+        let wide: Vec<i64> = (0..100).map(|i| 1000 + (i * 37) % 100).collect();
+        let d = |t, max| decide(&rule, &wide, (4, at(t)), (0, None), max, &mut Vec::new());
+        // Wider than 1%, but wholly below a threshold at 1250 ns: separated.
+        let below = d(1250.0, 10_000).unwrap();
+        assert_eq!((below.outcome, below.bound), (Outcome::Separated, None));
+        assert_eq!(below.threshold_us, Some(0.625));
+        assert_eq!(d(800.0, 10_000).unwrap().outcome, Outcome::Separated);
+        // Holding the threshold: go on, and at the bound, not converged.
+        assert_eq!(d(1050.0, 10_000), None);
+        let end = d(1050.0, 100).unwrap();
+        assert_eq!(
+            (end.outcome, end.bound),
+            (Outcome::DidNotConverge, Some(Bound::MaxTrials))
+        );
+        // As narrow as asked but on the threshold: borderline, given every trial.
+        let tight = vec![1000i64; 100];
+        let mut on = |max| decide(&rule, &tight, (1, at(1000.0)), (0, None), max, &mut s);
+        assert_eq!(on(10_000), None);
+        assert_eq!(on(100).unwrap().outcome, Outcome::Borderline);
+        // Not before the fewest trials.
+        assert_eq!(
+            decide(
+                &rule,
+                &wide[..10],
+                (1, at(5000.0)),
+                (0, None),
+                10_000,
+                &mut s
+            ),
+            None
+        );
     }
 }

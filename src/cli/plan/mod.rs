@@ -1042,6 +1042,9 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
             .retest_trials
             .unwrap_or(method.trials.saturating_mul(4).min(MAX_TRIALS)),
         round_timeout_s: a.round_timeout.unwrap_or(0.0),
+        // Cells measured until their interval is narrow enough stop once it lies wholly on
+        // one side of the verdicts' factor over the earlier cells' median.
+        separate_factor: method.until.as_ref().map(|_| a.min_factor),
     };
     let work = Work::AllPairs(AllPairsWork {
         config,

@@ -188,6 +188,8 @@ pub fn point(out: &mut String, p: &Point, m: &Measured, detail: Detail) {
             pct(u.rel),
             match u.outcome {
                 Outcome::Converged => "converged".to_string(),
+                Outcome::Separated => "separated from its threshold".to_string(),
+                Outcome::Borderline => "borderline".to_string(),
                 Outcome::DidNotConverge => format!(
                     "did_not_converge, stopped by {}",
                     u.bound.map_or("a bound", |b| b.words())

@@ -52,6 +52,13 @@ pub struct AllPairsConfig {
     /// rank 0's choice of retests); at least the run's own timeout. 0: 100 times it.
     #[serde(default)]
     pub round_timeout_s: f64,
+    /// With the method's `until` (cells measured until their interval is narrow enough): a
+    /// cell stops once its interval lies wholly on one side of this factor times the median
+    /// of the cells of its size measured in earlier rounds (the verdicts' `min_factor`), and
+    /// a cell whose interval holds it runs to its bound ([`crate::method::until::decide`]).
+    /// `None`: every cell stops on its width alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub separate_factor: Option<f64>,
 }
 
 /// Every ordered pair measured with the ping-pong, each cell a point.
@@ -89,6 +96,7 @@ impl Default for AllPairsConfig {
             seed: 1,
             retest_trials: 0,
             round_timeout_s: 0.0,
+            separate_factor: None,
         }
     }
 }
@@ -199,6 +207,9 @@ pub struct AllPairs<'a> {
     retest: Option<&'a RetestFn<'a>>,
     rounds_seen: Option<&'a RoundFn<'a>>,
     collected: Arc<Mutex<AllPairsCollected>>,
+    /// Rank 0's median one-way time (us) of every cell measured, by size: what a cell's
+    /// threshold is taken from ([`AllPairsConfig::separate_factor`]).
+    medians: Mutex<Vec<(u64, f64)>>,
 }
 
 impl std::fmt::Debug for AllPairs<'_> {
@@ -258,6 +269,7 @@ impl<'a> AllPairs<'a> {
             retest: None,
             rounds_seen: None,
             collected: Arc::new(Mutex::new(AllPairsCollected::default())),
+            medians: Mutex::new(Vec::new()),
         }
     }
 
@@ -394,6 +406,39 @@ impl AllPairs<'_> {
             .phase("start of a round")
     }
 
+    /// The threshold of a round's cells at `size` ([`AllPairsConfig::separate_factor`]):
+    /// rank 0 takes the factor times the median of the cells of that size measured so far and
+    /// tells every rank. `None` without the factor, under a fixed count, and before any cell
+    /// of the size was measured.
+    fn threshold<E: Endpoint>(&self, ep: &mut E, size: u64) -> Result<Option<f64>> {
+        let Some(factor) = self.config.separate_factor else {
+            return Ok(None);
+        };
+        if self.method.until.is_none() {
+            return Ok(None);
+        }
+        let mut word = Vec::new();
+        if ep.rank() == 0 {
+            let m = self.medians.lock().unwrap_or_else(|p| p.into_inner());
+            let mut v: Vec<f64> = m
+                .iter()
+                .filter(|(s, x)| *s == size && x.is_finite())
+                .map(|&(_, x)| x)
+                .collect();
+            crate::stats::sort_samples(&mut v);
+            let t = crate::stats::median(&v).map_or(f64::NAN, |x| x * factor);
+            word = t.to_le_bytes().to_vec();
+        }
+        self.between_rounds(ep, |ep| ep.broadcast(0, &mut word))
+            .phase("sharing the cells' threshold")?;
+        let b: [u8; 8] = word
+            .as_slice()
+            .try_into()
+            .map_err(|_| Error::Protocol(format!("a threshold of {} bytes", word.len())))?;
+        let t = f64::from_le_bytes(b);
+        Ok((t.is_finite() && t > 0.0).then_some(t))
+    }
+
     /// One round on this rank: the cells of its pair measured, sent to rank 0.
     fn round<E: Endpoint>(&self, ep: &mut E, plan: RoundPlan<'_>, ctx: &mut Ctx) -> Result<()> {
         let (t0, timer, kernels) = (ctx.t0, ctx.timer, &mut ctx.kernels);
@@ -406,11 +451,17 @@ impl AllPairs<'_> {
         };
         let mut mine = Vec::new();
         let at = || format!("round {} at {} B", plan.index, plan.size);
+        let threshold = self.threshold(ep, plan.size).phase_with(at)?;
         for p in plan.pairs.iter().filter(|p| p.has(me)) {
             for (s, d) in p.cells() {
-                let cell =
-                    measure_cell(ep, (s, d, plan.size), &self.method, trials, timer, kernels)
-                        .phase_with(|| format!("{}: cell {s} -> {d}", at()))?;
+                let cell = measure_cell(
+                    ep,
+                    (s, d, plan.size),
+                    (&self.method, trials, threshold),
+                    timer,
+                    kernels,
+                )
+                .phase_with(|| format!("{}: cell {s} -> {d}", at()))?;
                 mine.extend(cell);
             }
         }
@@ -426,6 +477,12 @@ impl AllPairs<'_> {
             let v: Vec<crate::method::engine::RawPoint> = serde_json::from_slice(b)
                 .map_err(|e| Error::Protocol(format!("rank {r}'s cells: {e}")))?;
             cells.push((r as Rank, v));
+        }
+        if self.config.separate_factor.is_some() && !plan.retest {
+            let mut m = self.medians.lock().unwrap_or_else(|p| p.into_inner());
+            for (_, points) in &cells {
+                m.extend(points.iter().map(|p| (plan.size, p.median_one_way_us())));
+            }
         }
         let seen = with(&self.collected, |c| {
             let round = c.rounds.len() as u32;
@@ -516,8 +573,7 @@ impl Kernels {
 fn measure_cell<E: Endpoint>(
     ep: &mut E,
     (source, dest, size): (Rank, Rank, u64),
-    method: &MethodConfig,
-    trials: u64,
+    (method, trials, threshold_us): (&MethodConfig, u64, Option<f64>),
     (min_ov, res_timing): (i64, f64),
     kernels: &mut Kernels,
 ) -> Result<Option<crate::method::engine::RawPoint>> {
@@ -550,6 +606,7 @@ fn measure_cell<E: Endpoint>(
         progress: &|_, _, _| {},
         queue: None,
         run_start_ns: None,
+        threshold_us,
     };
     measure_size(&mut pair, kernel, &mut st, run)?;
     // A cell travels to rank 0 with its times only: n (n - 1) cells are kept there.

@@ -25,10 +25,10 @@ struct Rng(Xoshiro256);
 
 impl Rng {
     fn unit(&mut self) -> f64 {
-        ((self.0.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        self.0.unit()
     }
     fn range(&mut self, a: f64, b: f64) -> f64 {
-        a + (b - a) * self.unit()
+        self.0.range(a, b)
     }
     fn log_range(&mut self, a: f64, b: f64) -> f64 {
         self.range(a.ln(), b.ln()).exp()

@@ -94,9 +94,7 @@ fn sizes_stop_at_the_first_block_narrow_enough_or_at_their_bound() {
     let cases = scale::cases(8, 200);
     let (mut converged, mut not) = (0, 0);
     for case in 0..cases {
-        let u = |rng: &mut Xoshiro256, lo: f64, hi: f64| {
-            lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let u = |rng: &mut Xoshiro256, lo: f64, hi: f64| rng.range(lo, hi);
         // Hop times of 1 to 20 us with a jitter of up to three hops' worth: from nearly
         // exact to wide and flat distributions.
         let e = u(&mut rng, 1.0, 20.0);
@@ -294,9 +292,7 @@ fn all_pairs_cells_stop_once_their_interval_leaves_the_threshold_and_borderline_
     let mut rng = Xoshiro256::new(0xa11_9a125);
     let (mut kinds, mut with_threshold) = (std::collections::BTreeSet::new(), 0);
     for case in 0..scale::cases(3, 40) {
-        let u = |rng: &mut Xoshiro256, lo: f64, hi: f64| {
-            lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let u = |rng: &mut Xoshiro256, lo: f64, hi: f64| rng.range(lo, hi);
         let dims = 2 + rng.below(2) as u32;
         let machine = Machine::new(&format!("until-ap-{case}"), dims)
             .jitter((u(&mut rng, 0.0, 2.0) * 1000.0) as u64, rng.next_u64())

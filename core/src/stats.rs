@@ -674,10 +674,15 @@ impl Xoshiro256 {
         }
     }
 
-    /// Uniform in `[0, 1)`.
-    #[cfg(test)]
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    /// Uniform in `(0, 1)`: the middle of one of 2^53 equal steps, never 0 nor 1 (a draw
+    /// that may be taken a logarithm of).
+    pub fn unit(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// Uniform in `(a, b)`.
+    pub fn range(&mut self, a: f64, b: f64) -> f64 {
+        a + (b - a) * self.unit()
     }
 }
 

@@ -1052,10 +1052,10 @@ mod tests {
 
     impl Rng {
         fn unit(&mut self) -> f64 {
-            ((self.0.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+            self.0.unit()
         }
         fn range(&mut self, a: f64, b: f64) -> f64 {
-            a + (b - a) * self.unit()
+            self.0.range(a, b)
         }
         fn normal(&mut self) -> f64 {
             let (u, v) = (self.unit(), self.unit());

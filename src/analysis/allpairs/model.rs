@@ -326,54 +326,11 @@ fn huber(v: &[(f64, f64)], start: Option<f64>) -> Option<Effect> {
     })
 }
 
-/// Upper standard normal quantile: `z` with `P(Z > z) = p` (Acklam's rational
-/// approximation, relative error below 1.2e-9), for `0 < p < 1`.
+/// Upper standard normal quantile: `z` with `P(Z > z) = p`, for `0 < p < 1`: minus the
+/// lower quantile of `p` ([`commbench_core::stats::normal_quantile`], Acklam's rational
+/// approximation), which keeps its precision in the far tail.
 pub(super) fn normal_upper(p: f64) -> f64 {
-    const A: [f64; 6] = [
-        -3.969_683_028_665_376e1,
-        2.209_460_984_245_205e2,
-        -2.759_285_104_469_687e2,
-        1.383_577_518_672_69e2,
-        -3.066_479_806_614_716e1,
-        2.506_628_277_459_239,
-    ];
-    const B: [f64; 5] = [
-        -5.447_609_879_822_406e1,
-        1.615_858_368_580_409e2,
-        -1.556_989_798_598_866e2,
-        6.680_131_188_771_972e1,
-        -1.328_068_155_288_572e1,
-    ];
-    const C: [f64; 6] = [
-        -7.784_894_002_430_293e-3,
-        -3.223_964_580_411_365e-1,
-        -2.400_758_277_161_838,
-        -2.549_732_539_343_734,
-        4.374_664_141_464_968,
-        2.938_163_982_698_783,
-    ];
-    const D: [f64; 4] = [
-        7.784_695_709_041_462e-3,
-        3.224_671_290_700_398e-1,
-        2.445_134_137_142_996,
-        3.754_408_661_907_416,
-    ];
-    let p = p.clamp(1e-300, 1.0 - 1e-16);
-    // The lower quantile of q = 1 - p is the upper quantile of p.
-    let q = 1.0 - p;
-    if q < 0.02425 {
-        let r = (-2.0 * q.ln()).sqrt();
-        (((((C[0] * r + C[1]) * r + C[2]) * r + C[3]) * r + C[4]) * r + C[5])
-            / ((((D[0] * r + D[1]) * r + D[2]) * r + D[3]) * r + 1.0)
-    } else if q <= 1.0 - 0.02425 {
-        let r = (q - 0.5) * (q - 0.5);
-        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * (q - 0.5)
-            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
-    } else {
-        let r = (-2.0 * p.ln()).sqrt();
-        -(((((C[0] * r + C[1]) * r + C[2]) * r + C[3]) * r + C[4]) * r + C[5])
-            / ((((D[0] * r + D[1]) * r + D[2]) * r + D[3]) * r + 1.0)
-    }
+    -commbench_core::stats::normal_quantile(p.clamp(1e-300, 1.0 - 1e-16)).unwrap_or(0.0)
 }
 
 /// Probability that `X >= s` for `X ~ Binomial(m, p)`, summed in log space.

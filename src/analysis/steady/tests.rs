@@ -17,10 +17,10 @@ impl Rng {
         Rng(Xoshiro256::new(seed))
     }
     fn unit(&mut self) -> f64 {
-        ((self.0.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        self.0.unit()
     }
     fn range(&mut self, a: f64, b: f64) -> f64 {
-        a + (b - a) * self.unit()
+        self.0.range(a, b)
     }
     /// Log-uniform in `[a, b]`.
     fn log_range(&mut self, a: f64, b: f64) -> f64 {

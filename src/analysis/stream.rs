@@ -315,8 +315,53 @@ fn take(got: &mut Lines, n: usize, v: serde_json::Value) -> Result<()> {
     Ok(())
 }
 
+/// How a stream's run ended: its end line's `(status, error, wall_s)`, or, without one, a
+/// partial run stopped from outside with the units it holds (a last line `cut_short` left
+/// out).
+fn ending(start: &Start, got: &Lines, cut_short: bool) -> (String, Option<String>, f64) {
+    if let Some(e) = &got.end {
+        return (e.status.clone(), e.error.clone(), e.wall_s);
+    }
+    let units = match &start.allpairs {
+        Some(_) => format!("{} round(s)", got.rounds.len()),
+        None => format!("{} point(s)", got.points.len()),
+    };
+    let torn = if cut_short {
+        "; its last line, cut short, is left out"
+    } else {
+        ""
+    };
+    (
+        "partial".to_string(),
+        Some(format!(
+            "the stream has no end line: the run was stopped before it ended (killed, or its \
+             host lost) with the {units} it holds{torn}"
+        )),
+        got.last_s,
+    )
+}
+
+/// Cells whose one-way times can be computed: `npp x trips_per_iteration` within 64 bits.
+fn check_cells(cells: &[MatrixCell]) -> Result<()> {
+    for c in cells {
+        if c.npp
+            .max(1)
+            .checked_mul(c.trips_per_iteration.max(1))
+            .is_none()
+        {
+            return Err(Error::Config(format!(
+                "malformed stream: cell {} -> {} ({} B): npp {} times trips_per_iteration {} \
+                 is beyond 64 bits",
+                c.source, c.dest, c.size, c.npp, c.trips_per_iteration
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The document of a stream read into `start` and `got`.
 fn document(start: Start, got: Lines, cut_short: bool) -> Result<ResultDoc> {
+    let (status, error, wall_s) = ending(&start, &got, cut_short);
     let several = start.config.backend.contains(',');
     let mut infos = BackendInfo::new();
     let mut timer = None;
@@ -338,28 +383,6 @@ fn document(start: Start, got: Lines, cut_short: bool) -> Result<ResultDoc> {
     if !infos.is_empty() {
         environment.backend_info = assemble::described(infos, several);
     }
-    let units = match &start.allpairs {
-        Some(_) => format!("{} round(s)", got.rounds.len()),
-        None => format!("{} point(s)", got.points.len()),
-    };
-    let (status, error, wall_s) = match got.end {
-        Some(e) => (e.status, e.error, e.wall_s),
-        None => {
-            let torn = if cut_short {
-                "; its last line, cut short, is left out"
-            } else {
-                ""
-            };
-            (
-                "partial".to_string(),
-                Some(format!(
-                    "the stream has no end line: the run was stopped before it ended (killed, \
-                     or its host lost) with the {units} it holds{torn}"
-                )),
-                got.last_s,
-            )
-        }
-    };
     let mut doc = ResultDoc {
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,
@@ -381,19 +404,7 @@ fn document(start: Start, got: Lines, cut_short: bool) -> Result<ResultDoc> {
         wall_s,
     };
     doc.check_counts()?;
-    for c in &got.cells {
-        if c.npp
-            .max(1)
-            .checked_mul(c.trips_per_iteration.max(1))
-            .is_none()
-        {
-            return Err(Error::Config(format!(
-                "malformed stream: cell {} -> {} ({} B): npp {} times trips_per_iteration {} \
-                 is beyond 64 bits",
-                c.source, c.dest, c.size, c.npp, c.trips_per_iteration
-            )));
-        }
-    }
+    check_cells(&got.cells)?;
     assemble::analyse(&mut doc, &start.analysis);
     let (Some(ap), Some(r)) = (start.allpairs, got.ranks) else {
         return Ok(doc);

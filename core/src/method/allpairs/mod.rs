@@ -439,6 +439,18 @@ impl AllPairs<'_> {
         Ok((t.is_finite() && t > 0.0).then_some(t))
     }
 
+    /// Rank 0 keeps the median of each cell of a round at `size` for later rounds'
+    /// thresholds ([`AllPairs::threshold`]), when cells are held against one.
+    fn keep_medians(&self, size: u64, cells: &[(Rank, Vec<crate::method::engine::RawPoint>)]) {
+        if self.config.separate_factor.is_none() || self.method.until.is_none() {
+            return;
+        }
+        let mut m = self.medians.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, points) in cells {
+            m.extend(points.iter().map(|p| (size, p.median_one_way_us())));
+        }
+    }
+
     /// One round on this rank: the cells of its pair measured, sent to rank 0.
     fn round<E: Endpoint>(&self, ep: &mut E, plan: RoundPlan<'_>, ctx: &mut Ctx) -> Result<()> {
         let (t0, timer, kernels) = (ctx.t0, ctx.timer, &mut ctx.kernels);
@@ -478,11 +490,8 @@ impl AllPairs<'_> {
                 .map_err(|e| Error::Protocol(format!("rank {r}'s cells: {e}")))?;
             cells.push((r as Rank, v));
         }
-        if self.config.separate_factor.is_some() && !plan.retest {
-            let mut m = self.medians.lock().unwrap_or_else(|p| p.into_inner());
-            for (_, points) in &cells {
-                m.extend(points.iter().map(|p| (plan.size, p.median_one_way_us())));
-            }
+        if !plan.retest {
+            self.keep_medians(plan.size, &cells);
         }
         let seen = with(&self.collected, |c| {
             let round = c.rounds.len() as u32;

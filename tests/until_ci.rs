@@ -374,3 +374,41 @@ fn all_pairs_cells_stop_once_their_interval_leaves_the_threshold_and_borderline_
         "{kinds:?}"
     );
 }
+
+#[test]
+fn the_all_pairs_report_says_how_its_cells_stopped() {
+    let dir = tmpdir("until-ap-cli");
+    let m = Machine::new("until-ap-cli", 2)
+        .jitter(300, 9)
+        .write(&dir.join("m.toml"));
+    let o = run(&[
+        "allpairs",
+        "--backend",
+        "sim",
+        "--sim-config",
+        m.to_str().unwrap(),
+        "--sizes",
+        "8",
+        "--until-ci",
+        "1%",
+        "--min-trials",
+        "20",
+        "--max-trials",
+        "200",
+        "--warmup",
+        "1",
+        "--samples",
+        "1000",
+    ]);
+    assert_ok(&o);
+    let text = stdout(&o);
+    let line = text
+        .lines()
+        .position(|l| l.contains("cells measured until their 95% interval decided them"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let next = text.lines().nth(line + 1).unwrap();
+    assert!(
+        next.contains("within 1%") && next.contains("trials a cell"),
+        "{text}"
+    );
+}

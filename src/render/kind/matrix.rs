@@ -611,6 +611,41 @@ fn cell_table(
     }
 }
 
+/// How the cells of `size` stopped when they were measured until their interval was narrow
+/// enough (`--until-ci`): how many ended each way, and the trials they took. Nothing for a
+/// fixed count.
+fn stopping(out: &mut String, m: &MatrixSection, size: u64) {
+    use commbench_core::method::until::Outcome;
+    let cells: Vec<_> = m
+        .cells
+        .iter()
+        .filter(|c| c.size == size)
+        .filter_map(|c| c.until_ci.as_ref().map(|u| (u, c.trial_ns.len())))
+        .collect();
+    let Some((first, _)) = cells.first() else {
+        return;
+    };
+    let count = |o: Outcome| cells.iter().filter(|(u, _)| u.outcome == o).count();
+    let pct = crate::analysis::point::percent_exact;
+    let mut trials: Vec<usize> = cells.iter().map(|&(_, n)| n).collect();
+    trials.sort_unstable();
+    let _ = writeln!(
+        out,
+        "  cells measured until their {} interval decided them: {} separated from their \
+         threshold,\n    {} within {}, {} borderline, {} did_not_converge; {} to {} trials a \
+         cell, median {}",
+        pct(first.level),
+        count(Outcome::Separated),
+        count(Outcome::Converged),
+        pct(first.rel),
+        count(Outcome::Borderline),
+        count(Outcome::DidNotConverge),
+        trials[0],
+        trials[trials.len() - 1],
+        trials[trials.len() / 2]
+    );
+}
+
 /// The rounds of `size`: how many, over how long, and the retests.
 fn rounds(out: &mut String, m: &MatrixSection, size: u64) {
     let main: Vec<_> = m
@@ -637,6 +672,7 @@ fn rounds(out: &mut String, m: &MatrixSection, size: u64) {
         span(&main),
         m.config.schedule.name()
     );
+    stopping(out, m, size);
     if again.is_empty() {
         let _ = writeln!(out, "  retests: none");
         return;

@@ -217,51 +217,20 @@ fn one_case(seed: u64, trials: u64) -> Found {
         let s = p.stationarity.as_ref().expect("tested");
         assert_eq!(s.class, SteadyClass::Steady, "{w}, {which}: {s:?}");
     }
-    // The trial the change is due at, and a virtual time before it: after the previous
-    // trial started, at or before it starts, on the machine as it is until then.
-    let n = c.trials as usize;
-    let k = BLOCK_TRIALS as usize + r.below(n - 2 * BLOCK_TRIALS as usize);
     let (before, t0) = if slow_down {
         (&plain, t0_plain)
     } else {
         (&slow, t0_slow)
     };
-    let (a, b) = (
-        t0 + before.trial_start_ns[k - 1] + 1,
-        t0 + before.trial_start_ns[k],
-    );
-    let at_ns = a + r.below((b - a + 1) as usize) as u64;
+    let (k, at_ns) = due_at(&mut r, before, t0);
+    let n = c.trials as usize;
     let at_us = Some(at_ns as f64 / 1000.0);
     let window = if slow_down {
         (at_us, None)
     } else {
         (None, at_us)
     };
-    let timed = match fault.clone() {
-        Fault::SlowNode { node, factor, .. } => Fault::SlowNode {
-            node,
-            factor,
-            from_us: window.0,
-            until_us: window.1,
-        },
-        Fault::SlowLink {
-            from, to, factor, ..
-        } => Fault::SlowLink {
-            from,
-            to,
-            factor,
-            from_us: window.0,
-            until_us: window.1,
-        },
-        Fault::SlowDimension {
-            dimension, factor, ..
-        } => Fault::SlowDimension {
-            dimension,
-            factor,
-            from_us: window.0,
-            until_us: window.1,
-        },
-    };
+    let timed = windowed(&fault, window);
     let (p, t0, _) = measure(&c, &c.machine.clone().fault(timed.clone()), drop);
     let w = format!("{w}, {timed}");
     // The expected index: the first trial that started at or after the fault's bound.
@@ -304,6 +273,70 @@ fn one_case(seed: u64, trials: u64) -> Found {
             dropped: false,
         };
     }
+    held_to_the_block(&w, &c, &p, (k, slow_down, drop));
+    Found {
+        checked,
+        off,
+        renewed: false,
+        class: Some(s.class),
+        dropped: p.warmup_dropped.is_some(),
+    }
+}
+
+/// `fault` applying only from (`window.0`) or until (`window.1`) a virtual time, us.
+fn windowed(fault: &Fault, window: (Option<f64>, Option<f64>)) -> Fault {
+    let (from_us, until_us) = window;
+    match fault.clone() {
+        Fault::SlowNode { node, factor, .. } => Fault::SlowNode {
+            node,
+            factor,
+            from_us,
+            until_us,
+        },
+        Fault::SlowLink {
+            from, to, factor, ..
+        } => Fault::SlowLink {
+            from,
+            to,
+            factor,
+            from_us,
+            until_us,
+        },
+        Fault::SlowDimension {
+            dimension, factor, ..
+        } => Fault::SlowDimension {
+            dimension,
+            factor,
+            from_us,
+            until_us,
+        },
+    }
+}
+
+/// The trial `k` a change is due at (a block or more from either end), and a virtual time
+/// (ns) before it: after the previous trial started, at or before it starts, on the machine
+/// as it is until then (`before`, whose first trial started at `t0`).
+fn due_at(r: &mut Rng, before: &Point, t0: u64) -> (usize, u64) {
+    let n = before.trial_start_ns.len();
+    let k = BLOCK_TRIALS as usize + r.below(n - 2 * BLOCK_TRIALS as usize);
+    let (a, b) = (
+        t0 + before.trial_start_ns[k - 1] + 1,
+        t0 + before.trial_start_ns[k],
+    );
+    (k, a + r.below((b - a + 1) as usize) as u64)
+}
+
+/// A change large enough to hold to the block, due at trial `k` of `p`: found once within a
+/// block of it, at its trial's start, classified (a late change as no steady state), its
+/// levels in the right order, and a warm-up dropped under `drop`.
+fn held_to_the_block(
+    w: &str,
+    c: &Case,
+    p: &Point,
+    (k, slow_down, drop): (usize, bool, DropWarmup),
+) {
+    let n = c.trials as usize;
+    let s = p.stationarity.as_ref().expect("tested");
     assert_eq!(s.changes.len(), 1, "{w}: {s:?} (due at {k})");
     let ch = &s.changes[0];
     assert!(
@@ -326,15 +359,8 @@ fn one_case(seed: u64, trials: u64) -> Found {
     };
     assert!(hi > lo, "{w}: {s:?}");
     // Under --drop-warmup auto a warm-up's leading trials are out of the statistics.
-    let dropped = doc_dropped(&c, &p, drop, want);
+    let dropped = doc_dropped(c, p, drop, want);
     assert!(dropped, "{w}: {:?}", p.warmup_dropped);
-    Found {
-        checked,
-        off,
-        renewed: false,
-        class: Some(s.class),
-        dropped: p.warmup_dropped.is_some(),
-    }
 }
 
 /// Whether `p` (its trials joined again) dropped what `drop` says for a point of class

@@ -501,16 +501,18 @@ pub struct Sequence {
 
 impl Sequence {
     /// Room for `n` more trials (on `source` only: elsewhere nothing is kept), or an
-    /// out-of-memory error naming them, never an abort.
+    /// out-of-memory error naming them, never an abort. The first call takes exactly `n`
+    /// (a fixed count); later blocks grow the room as a vector grows, so a size measured in
+    /// many blocks is not copied at each.
     fn reserve(&mut self, n: u64) -> Result<()> {
         let more = self.ns.len() as u64 + n;
         let room = usize::try_from(n).ok();
         let fail = |what| crate::method::alloc::cannot_allocate(more.saturating_mul(8), what);
         let ok = |r: std::result::Result<(), std::collections::TryReserveError>| r.is_ok();
-        if !room.is_some_and(|n| ok(self.ns.try_reserve_exact(n))) {
+        if !room.is_some_and(|n| ok(self.ns.try_reserve(n))) {
             return Err(fail(format!("{more} trial times")));
         }
-        if !room.is_some_and(|n| ok(self.start_ns.try_reserve_exact(n))) {
+        if !room.is_some_and(|n| ok(self.start_ns.try_reserve(n))) {
             return Err(fail(format!("{more} trial starts")));
         }
         Ok(())

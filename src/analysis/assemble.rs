@@ -11,7 +11,7 @@ use crate::analysis::matrix::MatrixSection;
 use crate::analysis::steady::DropWarmup;
 use crate::analysis::{queue, sixtimes};
 use commbench_core::method::allpairs::{AllPairsCollected, AllPairsConfig};
-use commbench_core::method::engine::Collected;
+use commbench_core::method::engine::{Collected, RawPoint};
 use commbench_core::method::timer::TimerReport;
 use commbench_core::transport::error::Error;
 use commbench_core::transport::BackendInfo;
@@ -107,6 +107,49 @@ pub struct Analyses {
     pub transport_forwards: bool,
 }
 
+/// Points analysed as they were kept, before the document: a signal's save then reads them
+/// instead of analysing every point again in the second a launcher leaves before its kill,
+/// and the document at the end takes them as they are. Each is found by its backend, its
+/// index and the raw point it was made from, so a point kept differently is analysed anew.
+#[derive(Debug, Default, Clone)]
+pub struct Analysed(Vec<(&'static str, usize, RawPoint, Point)>);
+
+impl Analysed {
+    /// None yet.
+    pub const fn new() -> Self {
+        Analysed(Vec::new())
+    }
+
+    /// Those of `other` too.
+    pub fn extend(&mut self, other: Analysed) {
+        self.0.extend(other.0);
+    }
+
+    /// Analyse `raw`, point `index` of `backend`'s run on a clock of `clock_ns`, as the
+    /// document will, and keep it; an analysis that fails is left to the document.
+    pub fn add(
+        &mut self,
+        (backend, index): (&'static str, usize),
+        raw: RawPoint,
+        recipe: &Recipe,
+        clock_ns: f64,
+    ) {
+        let (cut, drop) = (recipe.cut_coef, recipe.config.drop_warmup);
+        if let Ok(p) = Point::from_raw_dropping(raw.clone(), backend, cut, drop, clock_ns) {
+            self.0.push((backend, index, raw, p));
+        }
+    }
+
+    /// Point `index` of `backend`'s run, if it was analysed from `raw`.
+    fn find(&self, backend: &str, index: usize, raw: &RawPoint) -> Option<Point> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(b, i, r, _)| *b == backend && *i == index && r == raw)
+            .map(|(.., p)| p.clone())
+    }
+}
+
 /// What the backends' runs hold, analysed.
 #[derive(Default)]
 struct Gathered {
@@ -123,8 +166,14 @@ struct Gathered {
 }
 
 /// Analyse every point of every backend's run (its trials tested for a change on the
-/// clock its run characterised, a warm-up dropped under `drop`) and keep the first failure.
-fn gather(runs: Vec<BackendRun>, cut_coef: f64, drop: DropWarmup, several: bool) -> Gathered {
+/// clock its run characterised, a warm-up dropped under `drop`; those in `done` taken as
+/// they are) and keep the first failure.
+fn gather(
+    runs: Vec<BackendRun>,
+    (cut_coef, drop): (f64, DropWarmup),
+    several: bool,
+    done: &Analysed,
+) -> Gathered {
     let mut g = Gathered::default();
     let mut analysis_error = None;
     for run in runs {
@@ -140,7 +189,11 @@ fn gather(runs: Vec<BackendRun>, cut_coef: f64, drop: DropWarmup, several: bool)
             g.infos
                 .insert(run.backend.to_string(), serde_json::Value::Object(i));
         }
-        for raw in points {
+        for (index, raw) in points.into_iter().enumerate() {
+            if let Some(p) = done.find(run.backend, index, &raw) {
+                g.points.push(p);
+                continue;
+            }
             match Point::from_raw_dropping(raw, run.backend, cut_coef, drop, clock_ns) {
                 Ok(p) => g.points.push(p),
                 Err(e) => analysis_error = Some(e.to_string()),
@@ -163,11 +216,21 @@ fn gather(runs: Vec<BackendRun>, cut_coef: f64, drop: DropWarmup, several: bool)
 
 /// The result document of a run, on rank 0.
 pub fn document(recipe: &Recipe, outcome: Outcome, started: Started) -> ResultDoc {
+    document_with(recipe, outcome, started, &Analysed::default())
+}
+
+/// The result document of a run, on rank 0, the points in `done` not analysed again.
+pub fn document_with(
+    recipe: &Recipe,
+    outcome: Outcome,
+    started: Started,
+    done: &Analysed,
+) -> ResultDoc {
     let mut names: Vec<&str> = outcome.runs.iter().map(|r| r.backend).collect();
     names.dedup();
     let several = names.len() > 1;
     let drop = recipe.config.drop_warmup;
-    let g = gather(outcome.runs, recipe.cut_coef, drop, several);
+    let g = gather(outcome.runs, (recipe.cut_coef, drop), several, done);
     let mut config = recipe.config.clone();
     config.ranks = outcome.ranks;
     config.backend = names.join(",");
@@ -270,4 +333,119 @@ pub fn with_matrix(
         }
     }
     doc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::steady::DropWarmup;
+    use commbench_core::stats::Xoshiro256;
+
+    fn recipe(drop: DropWarmup) -> Recipe {
+        Recipe {
+            cut_coef: 2.0,
+            breakpoint: Breakpoint::Auto,
+            instructions_per_second: None,
+            config: RunConfig {
+                drop_warmup: drop,
+                ..RunConfig::default()
+            },
+            transport_forwards: false,
+            command: vec!["commbench".into()],
+        }
+    }
+
+    /// A ping-pong point of `n` trials around `base` ns, its level shifted by `step` from
+    /// trial `at` on (a warm-up or a slow-down, for the analysis to find).
+    fn raw(
+        rng: &mut Xoshiro256,
+        size: u64,
+        n: usize,
+        (base, step, at): (f64, f64, usize),
+    ) -> RawPoint {
+        let trial_ns: Vec<i64> = (0..n)
+            .map(|i| {
+                let level = if i >= at { base + step } else { base };
+                (level * rng.range(1.0, 1.05)) as i64
+            })
+            .collect();
+        let trial_start_ns = trial_ns
+            .iter()
+            .scan(0u64, |t, x| {
+                let s = *t;
+                *t += *x as u64;
+                Some(s)
+            })
+            .collect();
+        RawPoint {
+            pattern: "pingpong".into(),
+            size,
+            npp: 1,
+            trips_per_iteration: 2,
+            trial_ns,
+            trial_start_ns,
+            ..RawPoint::default()
+        }
+    }
+
+    fn outcome(points: Vec<RawPoint>) -> Outcome {
+        Outcome {
+            ranks: 2,
+            launcher: "local".into(),
+            rank: 0,
+            runs: vec![BackendRun {
+                backend: "shm",
+                collected: Collected::of(None, None, points),
+                result: Ok(()),
+            }],
+        }
+    }
+
+    /// A document made from points analysed as they were kept is the document made from
+    /// the raw points, on random sweeps (steady, with warm-ups and with slow-downs, the
+    /// warm-up dropped or kept); a point kept differently from the one analysed (its trials
+    /// changed) is analysed anew, never taken from the cache.
+    #[test]
+    fn points_analysed_as_kept_make_the_same_document() {
+        let mut rng = Xoshiro256::new(0x5eed_a55e);
+        for case in 0..12 {
+            let drop = if case % 2 == 0 {
+                DropWarmup::None
+            } else {
+                DropWarmup::Auto
+            };
+            let r = recipe(drop);
+            let n_points = 1 + (rng.next_u64() % 5) as usize;
+            let points: Vec<RawPoint> = (0..n_points)
+                .map(|i| {
+                    let n = 50 + (rng.next_u64() % 400) as usize;
+                    let base = rng.range(500.0, 20_000.0);
+                    let step = base * rng.range(-0.5, 2.0) * f64::from(u8::from(case % 3 != 0));
+                    let at = (rng.next_u64() as usize) % n;
+                    raw(&mut rng, 8 << i, n, (base, step, at))
+                })
+                .collect();
+            let mut done = Analysed::new();
+            for (i, p) in points.iter().enumerate() {
+                // The last point's cached analysis is of other trials than those kept.
+                let mut seen = p.clone();
+                if i + 1 == n_points && case % 4 == 1 {
+                    seen.trial_ns[0] += 1000;
+                }
+                done.add(("shm", i), seen, &r, 1.0);
+            }
+            for (i, p) in points.iter().enumerate() {
+                let altered = i + 1 == n_points && case % 4 == 1;
+                assert_eq!(done.find("shm", i, p).is_some(), !altered, "case {case}");
+                assert!(done.find("tcp", i, p).is_none());
+            }
+            let started = Started::now();
+            let fresh = document(&r, outcome(points.clone()), started);
+            let cached = document_with(&r, outcome(points), started, &done);
+            // As the document writes them (a fit's NaN standard errors compare unequal).
+            let json = |d: &ResultDoc| serde_json::to_string(&(&d.points, &d.fit)).expect("JSON");
+            assert_eq!(json(&fresh), json(&cached), "case {case}");
+            assert_eq!(fresh.status, cached.status, "case {case}");
+        }
+    }
 }

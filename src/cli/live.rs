@@ -1,10 +1,11 @@
 //! The measurements under way on this process, followed so that a signal can save what they
 //! have collected so far (docs/methodology.md §7) and the stream gets each point as it is
-//! kept (`--stream`).
+//! kept (`--stream`); each point is analysed as it is kept, so that neither a signal's save
+//! nor the document at the end analyses it again.
 
-use commbench::analysis::assemble::BackendRun;
+use commbench::analysis::assemble::{Analysed, BackendRun, Recipe};
 use commbench::core::method::engine::{
-    snapshot_collected, Collected, KernelSpec, Measurement, PointObserver,
+    snapshot_collected, Collected, Kept, KernelSpec, Measurement, PointObserver,
 };
 use commbench::core::Error;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -25,6 +26,31 @@ type MakeObserver = fn(&'static str) -> Option<PointObserver>;
 /// Set once, before the run, by what observes it.
 static OBSERVER: OnceLock<MakeObserver> = OnceLock::new();
 
+/// How the points are analysed, set once before the run on the rank that reports.
+static RECIPE: OnceLock<Recipe> = OnceLock::new();
+
+/// The points analysed so far.
+static ANALYSED: Mutex<Analysed> = Mutex::new(Analysed::new());
+
+/// Analyse each point of the measurements followed from now on as `recipe` says, as it is
+/// kept (on the rank that reports).
+pub fn analyse_with(recipe: Recipe) {
+    let _ = RECIPE.set(recipe);
+}
+
+/// The points analysed so far (the document takes them as they are).
+pub fn analysed() -> Analysed {
+    ANALYSED.lock().map(|a| a.clone()).unwrap_or_default()
+}
+
+/// The points analysed so far, taken (for the document at the end).
+pub fn take_analysed() -> Analysed {
+    ANALYSED
+        .lock()
+        .map(|mut a| std::mem::take(&mut *a))
+        .unwrap_or_default()
+}
+
 /// Let `make` give each measurement followed from now on, by its backend's name, an observer
 /// of its points (`--stream`).
 pub fn observe_with(make: MakeObserver) {
@@ -34,7 +60,20 @@ pub fn observe_with(make: MakeObserver) {
 /// Follow `m`, measured by `backend`: a signal saves what it has collected so far, and the
 /// stream, when the run has one, gets each point as it is kept.
 pub fn track<S: KernelSpec>(backend: &'static str, m: &Measurement<'_, S>) {
-    if let Some(o) = OBSERVER.get().and_then(|make| make(backend)) {
+    let stream = OBSERVER.get().and_then(|make| make(backend));
+    if let Some(recipe) = RECIPE.get() {
+        m.observe(PointObserver::new(move |k: Kept| {
+            if let Some(o) = &stream {
+                o.tell(k.clone());
+            }
+            let clock_ns = k.timer.as_ref().map_or(0.0, |t| t.resolution_ns);
+            let mut done = Analysed::new();
+            done.add((backend, k.index), k.point, recipe, clock_ns);
+            if let Ok(mut a) = ANALYSED.lock() {
+                a.extend(done);
+            }
+        }));
+    } else if let Some(o) = stream {
         m.observe(o);
     }
     if let Ok(mut live) = LIVE.lock() {

@@ -197,6 +197,7 @@ fn measure(plan: plan::Plan) -> Result<(), Fatal> {
         let who = run::Who::of(&plan);
         stream::open(&plan, who.ranks, &who.launcher)?;
         live::observe_with(stream::observer);
+        live::analyse_with(plan.recipe());
     }
     let ended = match plan.work.clone() {
         Work::Pattern(kind) => run::measure_spec(&plan, kind),

@@ -37,9 +37,10 @@ pub(super) fn measure_spec<S: KernelSpec + Clone>(plan: &Plan, spec: S) -> Resul
     }
     signals::clear_checkpoint();
     let ending = Ending::of(&outcome.runs);
+    let done = live::take_analysed();
     deliver(
         &plan.outputs,
-        &assemble::document(&plan.recipe(), outcome, started),
+        &assemble::document_with(&plan.recipe(), outcome, started, &done),
         ending,
     )
 }
@@ -54,8 +55,9 @@ fn save_on_signal(plan: &Plan, started: Started) {
     checkpoint(&plan.outputs, "size(s)", move |signal| {
         let runs = live::so_far(signal)?;
         let kept = runs.iter().map(|r| r.collected.points.len()).sum();
+        let done = live::analysed();
         Some((
-            assemble::document(&recipe, who.outcome(runs), started),
+            assemble::document_with(&recipe, who.outcome(runs), started, &done),
             kept,
         ))
     });

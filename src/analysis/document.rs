@@ -81,6 +81,19 @@ pub struct RunConfig {
     /// so).
     #[serde(default)]
     pub drop_warmup: crate::analysis::steady::DropWarmup,
+    /// Which launch of a set this run was (`--launches`); absent for a run on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<LaunchOf>,
+}
+
+/// A run's place in a set of launches of one measurement (`--launches L`, each launch in
+/// fresh processes): launch `index` (from 1) of `of`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchOf {
+    /// This launch, from 1.
+    pub index: u32,
+    /// Launches in the set.
+    pub of: u32,
 }
 
 impl Default for RunConfig {
@@ -103,6 +116,7 @@ impl Default for RunConfig {
             sixtimes: None,
             queue: None,
             drop_warmup: Default::default(),
+            launch: None,
         }
     }
 }

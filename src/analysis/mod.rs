@@ -28,6 +28,7 @@ pub mod compare;
 pub mod document;
 pub mod fit;
 pub mod inference;
+pub mod launches;
 pub mod matrix;
 pub mod matrix_compare;
 pub mod model;

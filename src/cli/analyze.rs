@@ -8,6 +8,7 @@ use clap::ValueEnum;
 use commbench::analysis::compare::{self, SizeComparison};
 use commbench::analysis::document::ResultDoc;
 use commbench::analysis::fit;
+use commbench::analysis::launches::{self, LaunchSet};
 use commbench::analysis::matrix_compare;
 use commbench::analysis::stream;
 use commbench::render;
@@ -197,7 +198,7 @@ fn has_wildcard(s: &str) -> bool {
 /// `arg` as files: itself, or when its file name holds `*` or `?` (and no such file exists),
 /// the files of its directory that match, sorted. A shell expands unquoted patterns first;
 /// quoted ones (and shells that do not expand) come here.
-fn expand(arg: &Path) -> Result<Vec<PathBuf>, Fatal> {
+pub(super) fn expand(arg: &Path) -> Result<Vec<PathBuf>, Fatal> {
     let name = arg
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -274,7 +275,11 @@ fn sides(a: &CompareArgs) -> Result<(Vec<PathBuf>, Vec<PathBuf>), Fatal> {
     for (label, args) in [("A", a_args), ("B", b_args)] {
         let mut files: Vec<PathBuf> = Vec::new();
         for arg in args {
-            for f in expand(arg)? {
+            let expanded = match set_documents(arg) {
+                Some(set) => set?,
+                None => expand(arg)?,
+            };
+            for f in expanded {
                 if files.contains(&f) {
                     return Err(Fatal::usage(
                         format!("{} is given twice in {label}", f.display()),
@@ -566,6 +571,51 @@ fn check_no_regression(
             1.0 + pct / 100.0
         )),
     ))
+}
+
+/// The summary of a set of launches in its directory (`--launches`, `commbench launches`).
+pub const SUMMARY_JSON: &str = "launches.json";
+
+/// The documents of the set at `arg` (a set's directory, or its launches.json) for `compare`,
+/// the complete launches in order; `None` when `arg` is not a set.
+pub fn set_documents(arg: &Path) -> Option<Result<Vec<PathBuf>, Fatal>> {
+    let summary = if arg.is_dir() {
+        arg.join(SUMMARY_JSON)
+    } else {
+        arg.to_path_buf()
+    };
+    let text = std::fs::read_to_string(&summary).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    if value.get("schema").and_then(|s| s.as_str()) != Some(launches::SCHEMA) {
+        return None;
+    }
+    let base = summary.parent().unwrap_or(Path::new("")).to_path_buf();
+    Some(read_set(&summary, value).map(|set| {
+        set.launches
+            .iter()
+            .filter(|l| l.status == "complete")
+            .map(|l| base.join(&l.document))
+            .collect()
+    }))
+}
+
+fn read_set(summary: &Path, value: serde_json::Value) -> Result<LaunchSet, Fatal> {
+    let set: LaunchSet = serde_json::from_value(value).map_err(|e| {
+        Fatal::usage(
+            format!(
+                "{}: not a set of launches this version reads: {e}",
+                summary.display()
+            ),
+            "give the launches.json a `--launches` run or `commbench launches` wrote",
+        )
+    })?;
+    if !set.launches.iter().any(|l| l.status == "complete") {
+        return Err(Fatal::usage(
+            format!("{}: no launch of the set is complete", summary.display()),
+            "compare sets whose launches ran to their end",
+        ));
+    }
+    Ok(set)
 }
 
 #[cfg(test)]

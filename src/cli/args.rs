@@ -80,9 +80,13 @@ pub enum Command {
     Report(ReportArgs),
     /// Draw a result document as SVG: latency, bandwidth, histogram or signature graph.
     Plot(PlotArgs),
-    /// Compare two sides, each one or more runs (result documents), size by size: ratio,
-    /// bootstrap CI over runs and trials, run-to-run spread.
+    /// Compare two sides, each one or more runs (result documents, or a set of launches),
+    /// size by size: ratio, bootstrap CI over runs and trials, run-to-run spread.
     Compare(CompareArgs),
+    /// Summarise result documents as one set of launches (the runs of a launcher's loop,
+    /// `for k in 1..L: mpirun ... --output DIR/launch-k`): per size, the share of the
+    /// variance between launches and what one more launch is worth in trials.
+    Launches(LaunchesArgs),
     /// Characterise the clock: overhead and resolution from back-to-back reads (Luecke et al.
     /// 2009 §3.1).
     Timer(TimerArgs),
@@ -683,6 +687,15 @@ pub struct OutputArgs {
     #[arg(long, value_name = "FILE")]
     pub stream: Option<PathBuf>,
 
+    /// Run the whole measurement L times, each launch in fresh processes (fresh rank
+    /// placement, fresh connections): DIR/launch-K/ for each launch, and DIR/launches.json
+    /// with, per size, the share of the variance between launches and what one more launch is
+    /// worth in trials (Kalibera & Jones). `commbench compare DIR_A DIR_B` compares two sets.
+    /// Needs --output DIR. Under mpirun or srun, run the launcher L times and summarise with
+    /// `commbench launches`.
+    #[arg(long, value_name = "L")]
+    pub launches: Option<u32>,
+
     /// Print the full output (distributions included) instead of the summary.
     #[arg(long)]
     pub full: bool,
@@ -833,6 +846,20 @@ pub struct ReportArgs {
     /// 2009 §5).
     #[arg(long)]
     pub full: bool,
+}
+
+/// `commbench launches DOC...`: summarise documents as one set of launches.
+#[derive(Debug, Args, Clone)]
+pub struct LaunchesArgs {
+    /// The launches' result documents, in launch order (`*` and `?` in the file name are
+    /// expanded, sorted).
+    #[arg(value_name = "DOC.json", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+
+    /// Write the summary into this directory: launches.json (what `commbench compare DIR`
+    /// reads as one side) and launches.txt.
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: Option<PathBuf>,
 }
 
 /// `commbench plot FILE.json -o out.svg`: draw a result document as SVG.

@@ -24,6 +24,7 @@ pub mod files;
 mod fuzz;
 #[cfg(test)]
 mod help_defaults;
+mod launches;
 mod live;
 pub mod plan;
 mod progress;
@@ -124,6 +125,7 @@ fn dispatch(cmd: Command, given: &Given) -> Result<(), Fatal> {
         Command::Report(a) => analyze::report(a),
         Command::Plot(a) => analyze::plot(a),
         Command::Compare(a) => analyze::compare(a),
+        Command::Launches(a) => launches::summarise_command(a),
         Command::Backends => {
             list_backends();
             Ok(())
@@ -189,6 +191,12 @@ fn plan_of(cmd: Command, given: &Given) -> Result<Result<plan::Plan, Fatal>, Box
 
 /// Run a measuring plan and report it (on rank 0; other ranks report only their own failure).
 fn measure(plan: plan::Plan) -> Result<(), Fatal> {
+    if let Some(asked) = plan.outputs.launches {
+        // This process runs the set; each launch measures in processes of its own.
+        signals::install(true).map_err(|e| Fatal::run(e, None))?;
+        signals::set_safe_point("the launch under way");
+        return launches::run_set(&plan, asked);
+    }
     let reports = run::reporting_rank(&plan);
     // First, before any thread is started: SIGINT and SIGTERM stop the run at a safe point.
     signals::install(reports).map_err(|e| Fatal::run(e, None))?;

@@ -27,6 +27,7 @@ use limits::check_limits;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub mod launches;
 mod limits;
 
 /// What a run measures.
@@ -95,6 +96,8 @@ pub struct Outputs {
     pub quiet: bool,
     /// `--progress`.
     pub progress: ProgressWhen,
+    /// `--launches L`: this process runs the set, each launch a process of its own.
+    pub launches: Option<u32>,
 }
 
 impl Outputs {
@@ -668,6 +671,7 @@ fn record(
         sixtimes,
         queue,
         drop_warmup: a.drift.drop_warmup.into(),
+        launch: launches::of_this_process(),
         ..RunConfig::default()
     }
 }
@@ -700,13 +704,18 @@ fn outputs(o: &OutputArgs, b: &BackendArgs) -> Result<Outputs, Fatal> {
             "drop one of them; the files of --output DIR always hold the full output",
         ));
     }
+    let (launches, launch_of) = launches::of(o, b)?;
     Ok(Outputs {
-        dir: o.output.clone(),
+        dir: match (&o.output, launch_of) {
+            (Some(d), Some(l)) => Some(d.join(launches::launch_dir(l.index))),
+            (d, _) => d.clone(),
+        },
         json: o.json.clone(),
         stream: o.stream.clone(),
         full: o.full,
         quiet: o.quiet,
         progress: o.progress,
+        launches,
     })
 }
 
@@ -1070,6 +1079,12 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
 /// positive z, a factor of at above 1, a positive round timeout, a pass at least, one npp at
 /// most.
 fn check_allpairs(a: &AllpairsArgs, given: &Given) -> Result<(), Fatal> {
+    if a.common.out.launches.is_some() {
+        return Err(Fatal::usage(
+            "--launches: allpairs compares matrices one a side, not sets of launches",
+            "run allpairs again for another launch and compare the two documents",
+        ));
+    }
     if let Some(flag) = ["--source", "--dest"].into_iter().find(|f| given.has(f)) {
         return Err(Fatal::usage(
             format!("{flag} is not used by allpairs: every rank is a source and a dest"),

@@ -9,10 +9,12 @@
 //! * [`matrix`]: an all-pairs matrix (verdicts, classes, node effects, worst cells), and two
 //!   matrices compared;
 //! * [`compare`]: two sides of one or more documents each, size by size;
+//! * [`launches`]: a set of launches of one measurement, point by point;
 //! * [`timer`]: the timer's characterisation (`commbench timer`, Appendix A).
 
 pub mod compare;
 pub mod fit;
+pub mod launches;
 pub mod matrix;
 pub mod queue;
 pub mod sixtimes;

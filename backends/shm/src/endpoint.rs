@@ -19,6 +19,7 @@
 //! Each side caches the other's index and reloads it only when it runs out of data or space,
 //! so the index lines move between cores only when needed.
 
+use crate::handoff::{self, KEY as HANDOFF_KEY};
 use crate::segment::{
     Layout, Mapping, RankSlot, RingCtrl, CTRL_BYTES, ST_EMPTY, ST_FAILED, ST_FINISHED, ST_MAPPED,
 };
@@ -445,6 +446,7 @@ impl ShmEndpoint {
             fault: None,
         };
         ep.await_all_attached()?;
+        ep.measure_handoff();
         Ok(ep)
     }
 
@@ -493,6 +495,25 @@ impl ShmEndpoint {
             .map(|w| w.unwrap_or(Watch::Myself))
             .collect();
         Ok(())
+    }
+
+    /// Ranks 0 and 1 bounce a cache line through the segment ([`handoff`]); rank 0 records
+    /// the one-way time in its info (`cache_handoff`), an upper bound on what any message
+    /// between them can do. Every rank has attached: both are there to answer.
+    fn measure_handoff(&mut self) {
+        if self.size < 2 {
+            return;
+        }
+        let line = &self.map.handoff(self.size).flag;
+        match self.rank {
+            0 => {
+                if let Some(h) = handoff::lead(line) {
+                    self.info.insert(HANDOFF_KEY.into(), h.to_json());
+                }
+            }
+            1 => handoff::follow(line, self.timeout),
+            _ => {}
+        }
     }
 
     /// Record the pinning in effect in the backend info.

@@ -28,6 +28,7 @@
 #![allow(unsafe_code)]
 
 mod endpoint;
+mod handoff;
 mod rendezvous;
 mod segment;
 mod sys;

@@ -1,7 +1,7 @@
 //! The shared segment: its layout, creation, validation and mapping.
 //!
 //! ```text
-//! [ Header (128 B) | RankSlot x n (128 B each) | pad to 4 KiB ]
+//! [ Header (128 B) | RankSlot x n (128 B each) | HandoffLine (128 B) | pad to 4 KiB ]
 //! [ Ring (src 0 -> dst 1) | Ring (0 -> 2) | ... ]      n * (n - 1) rings
 //! Ring = [ RingCtrl (256 B: head line, tail line) | data (ring_bytes) ]
 //! ```
@@ -10,6 +10,7 @@
 //! crashes or is killed with SIGKILL at any moment leaves nothing behind; the memory goes away
 //! with the last mapping.
 
+use crate::handoff::HandoffLine;
 use crate::WaitPolicy;
 use commbench_core::method::limits;
 use commbench_core::{Error, Result};
@@ -20,8 +21,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// "CBSHMSEG" in little-endian: the first word of every segment.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"CBSHMSEG");
-/// Layout version; a segment of another version is refused.
-pub(crate) const VERSION: u32 = 1;
+/// Layout version; a segment of another version is refused (2: the hand-off line after the
+/// rank slots).
+pub(crate) const VERSION: u32 = 2;
 /// Most ranks one segment serves (n * (n - 1) rings grow fast).
 pub(crate) const MAX_RANKS: u32 = 256;
 /// Bytes of a ring's control block (producer line + consumer line).
@@ -101,7 +103,7 @@ impl Layout {
         }
         check_ring_bytes(ring_bytes)?;
         let nu = n as usize;
-        let header_bytes = (128 + nu * 128).div_ceil(4096) * 4096;
+        let header_bytes = (128 + nu * 128 + 128).div_ceil(4096) * 4096;
         let stride = CTRL_BYTES + ring_bytes;
         let total = nu
             .checked_mul(nu - 1)
@@ -207,6 +209,16 @@ impl Mapping {
         // SAFETY: the layout puts n slots of 128 bytes after the 128-byte header, inside the
         // validated mapping; RankSlot is all atomics and padding, valid for any bit pattern.
         unsafe { &*(self.ptr.as_ptr().add(128 + r as usize * 128) as *const RankSlot) }
+    }
+
+    /// The cache line ranks 0 and 1 bounce at set-up, after the `n` rank slots.
+    pub fn handoff(&self, n: u32) -> &HandoffLine {
+        debug_assert!(128 + (n as usize + 1) * 128 <= self.len);
+        // SAFETY: the layout puts the 128-byte hand-off line after the header and the n
+        // slots, inside the header area of the validated mapping (128-byte aligned, since the
+        // mapping is page-aligned); HandoffLine is an atomic and padding, valid for any bit
+        // pattern.
+        unsafe { &*(self.ptr.as_ptr().add(128 + n as usize * 128) as *const HandoffLine) }
     }
 }
 

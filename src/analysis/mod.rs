@@ -11,6 +11,7 @@
 //! * [`compare`]: two documents size by size (ratio of medians, bootstrap CI, rank test);
 //! * [`inference`]: the least-squares line, the bootstrap and the rank test these build on;
 //! * [`sixtimes`] and [`queue`]: seed 001's six times and seed 004's per-entry queue costs.
+//! * [`normality`]: the Shapiro–Wilk test of a point's times (Hoefler & Belli's rule 6).
 //! * [`steady`]: drift over one point's trials: change points, their levels and the class
 //!   (steady, warm-up, slow-down, no steady state), and the warm-up `--drop-warmup auto` drops.
 //! * [`allpairs`]: an all-pairs matrix -> median polish, attribution to a node, link or
@@ -32,6 +33,7 @@ pub mod launches;
 pub mod matrix;
 pub mod matrix_compare;
 pub mod model;
+pub mod normality;
 pub mod point;
 pub mod queue;
 pub mod sixtimes;

@@ -4,6 +4,7 @@
 //! the document's record of that size ([`Point`]), which the result document, seed 001's and
 //! seed 004's analyses and the renderers all read.
 
+use crate::analysis::normality::{self, Normality};
 use crate::analysis::steady::{self, DropWarmup, Stationarity, WarmupDropped};
 use commbench_core::method::engine::{PointBuffers, RawPoint};
 use commbench_core::method::npp_check::NppEstimate;
@@ -562,6 +563,15 @@ fn too_light_peak(weights: &[f64], n: usize) -> Option<usize> {
     (w < MODE_MIN_WEIGHT || w * (n as f64) < MODE_MIN_COUNT as f64).then_some(k)
 }
 
+/// The Shapiro–Wilk test of the one-way times of `trial_ns` (`npp` iterations of `trips`
+/// one-way trips each), in measured order ([`Normality::of`]).
+pub fn normality_of(trial_ns: &[i64], npp: u64, trips: u64) -> Option<Normality> {
+    let per = 1000.0 * npp.max(1).saturating_mul(trips.max(1)) as f64;
+    let picked = normality::evenly_spaced_indices(trial_ns.len(), normality::MAX_N);
+    let v: Vec<f64> = picked.map(|i| trial_ns[i] as f64 / per).collect();
+    Normality::of(&v)
+}
+
 /// A binned distribution: bin k covers `[origin + k w, origin + (k+1) w)`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Distribution {
@@ -629,6 +639,12 @@ pub struct Point {
     /// documents written before it was recorded and with too few trials to judge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modality: Option<Modality>,
+    /// Whether the one-way times look normal (Shapiro–Wilk, Royston's AS R94:
+    /// [`normality::Normality::of`]) over the trials in measured order, an evenly spaced
+    /// subsample of 5000 of them when there are more; absent with fewer than 3 trials or all
+    /// equal, and in documents written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normality: Option<Normality>,
     /// The queue length of a queue benchmark's point (`queue_posted`, `queue_unexpected`;
     /// Underwood & Brightwell §3): receives or unexpected messages that are not the measured
     /// message's.
@@ -704,6 +720,7 @@ impl Point {
             raw.size,
             cut_coef,
         )?;
+        let normality = normality_of(&raw.trial_ns, raw.npp, raw.trips_per_iteration);
         Ok(Point {
             pattern: raw.pattern,
             backend: backend.to_string(),
@@ -723,6 +740,7 @@ impl Point {
             distribution_us: histogram,
             frequencies_us: frequencies,
             modality,
+            normality,
             queue_length: raw.queue.map(|q| q.length),
             traversed_pct: raw.queue.and_then(|q| q.traversed_pct),
             traversed: raw

@@ -563,6 +563,61 @@ pub fn parse_duration_ns(text: &str) -> Result<u64, String> {
     Ok(((secs * 1e9).round() as u64).max(1))
 }
 
+/// A rate as `--expect-rate` takes it, in MB/s (10^6 bytes per second): a number, then a unit
+/// of bits (`bit`, `b`) or bytes (`B`) with an optional prefix (`k`, `M`, `G`, `T`, decimal,
+/// any case; `Ki`, `Mi`, `Gi`, `Ti`, binary) and an optional `/s` or `ps`: `1gbit`,
+/// `10Gbit/s`, `1.25GB/s`, `800MB/s`, `100Mbps`. Finite, above 0 and at most 10^12 MB/s. The
+/// reason of an error names the text and the forms.
+pub fn parse_rate_mb_s(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let forms = "write a number and a unit of bits or bytes per second, such as 10Gbit/s, \
+                 1gbit, 1.25GB/s or 800MB/s";
+    // The unit is what follows the last digit (so that `2e3MB` keeps its exponent).
+    let split = t
+        .rfind(|c: char| c.is_ascii_digit() || c == '.')
+        .map_or(0, |i| i + 1);
+    let (num, unit) = (t[..split].trim(), t[split..].trim());
+    if unit.is_empty() {
+        return Err(format!("`{t}` has no unit; {forms}"));
+    }
+    let x: f64 = num
+        .parse()
+        .map_err(|_| format!("`{t}`: `{num}` is not a number; {forms}"))?;
+    let unit = unit
+        .strip_suffix("/s")
+        .or_else(|| unit.strip_suffix("ps"))
+        .unwrap_or(unit);
+    let (prefix, per_unit) = if let Some(p) = unit.strip_suffix("bit") {
+        (p, 0.125)
+    } else if let Some(p) = unit.strip_suffix('b') {
+        (p, 0.125)
+    } else if let Some(p) = unit.strip_suffix('B') {
+        (p, 1.0)
+    } else {
+        return Err(format!("`{t}`: unknown unit `{unit}`; {forms}"));
+    };
+    let scale = match prefix.to_ascii_lowercase().as_str() {
+        "" => 1.0,
+        "k" => 1e3,
+        "m" => 1e6,
+        "g" => 1e9,
+        "t" => 1e12,
+        "ki" => 1024.0,
+        "mi" => 1024.0 * 1024.0,
+        "gi" => 1024.0 * 1024.0 * 1024.0,
+        "ti" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(format!("`{t}`: unknown prefix `{prefix}`; {forms}")),
+    };
+    let mb_s = x * scale * per_unit / 1e6;
+    if !(mb_s.is_finite() && mb_s > 0.0) {
+        return Err(format!("`{t}`: must be above 0"));
+    }
+    if mb_s > 1e12 {
+        return Err(format!("`{t}`: at most 10^12 MB/s"));
+    }
+    Ok(mb_s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -738,6 +793,35 @@ mod tests {
     }
 
     #[test]
+    fn rates() {
+        for (s, v) in [
+            ("1gbit", 125.0),
+            ("10Gbit/s", 1250.0),
+            ("1.25GB/s", 1250.0),
+            ("800MB/s", 800.0),
+            ("100Mbps", 12.5),
+            ("8 kb", 0.001),
+            ("1GiB/s", 1073.741824),
+            ("2e3 MB", 2000.0),
+        ] {
+            let r = parse_rate_mb_s(s).unwrap();
+            assert!((r - v).abs() < 1e-9 * v, "{s}: {r}");
+        }
+        for (s, why) in [
+            ("10", "no unit"),
+            ("fast", "not a number"),
+            ("10Gfoo", "unknown unit"),
+            ("10XB/s", "unknown prefix"),
+            ("0MB/s", "above 0"),
+            ("-1GB/s", "above 0"),
+            ("1e30GB", "at most"),
+        ] {
+            let e = parse_rate_mb_s(s).unwrap_err();
+            assert!(e.contains(why) && !e.contains('\n'), "{s}: {e}");
+        }
+    }
+
+    #[test]
     fn format_sizes() {
         assert_eq!(format_size(0), "0 B");
         assert_eq!(format_size(1), "1 B");
@@ -756,6 +840,7 @@ mod tests {
             let _ = parse_sizes(&s);
             let _ = parse_counts(&s);
             let _ = parse_cpu_list(&s);
+            let _ = parse_rate_mb_s(&s);
         }
 
         #[test]

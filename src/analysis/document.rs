@@ -84,6 +84,10 @@ pub struct RunConfig {
     /// Which launch of a set this run was (`--launches`); absent for a run on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch: Option<LaunchOf>,
+    /// `--expect-rate`, MB/s (10^6 B/s): the rate no point should exceed (a link's), which
+    /// the report card holds the points against; absent when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_rate_mb_s: Option<f64>,
 }
 
 /// A run's place in a set of launches of one measurement (`--launches L`, each launch in
@@ -117,6 +121,7 @@ impl Default for RunConfig {
             queue: None,
             drop_warmup: Default::default(),
             launch: None,
+            expect_rate_mb_s: None,
         }
     }
 }

@@ -184,6 +184,12 @@ pub struct PingpongArgs {
     #[arg(long, default_value_t = 2.0, value_name = "X")]
     pub cut_coef: f64,
 
+    /// The rate no point should exceed, a link's (10Gbit/s, 1gbit, 1.25GB/s, 800MB/s): the
+    /// report card gives the best rate reached as a fraction of it and flags the points above
+    /// it (Hoefler & Belli rule 11).
+    #[arg(long, value_name = "RATE")]
+    pub expect_rate: Option<String>,
+
     #[command(flatten)]
     pub drift: DriftArgs,
 

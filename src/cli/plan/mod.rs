@@ -558,6 +558,7 @@ fn build(
         }
     }
     let mut config = record(&a, &method, &work, spec_text, timeout);
+    config.expect_rate_mb_s = expect_rate(a.expect_rate.as_deref())?;
     for b in &backends {
         b.record(&mut config);
     }
@@ -640,6 +641,19 @@ fn buffer_options(
         align: b.align,
         offset: b.offset.unwrap_or(0),
     })
+}
+
+/// `--expect-rate`, in MB/s.
+fn expect_rate(text: Option<&str>) -> Result<Option<f64>, Fatal> {
+    text.map(|t| {
+        spec::parse_rate_mb_s(t).map_err(|why| {
+            Fatal::usage(
+                format!("--expect-rate {why}"),
+                "give the link's rate, for example --expect-rate 10Gbit/s or --expect-rate 800MB/s",
+            )
+        })
+    })
+    .transpose()
 }
 
 /// The run configuration as the result document records it: the options as given.
@@ -882,6 +896,7 @@ pub fn seed001(
         npp_init: 4,
         npp_trials: 200,
         cut_coef: 2.0,
+        expect_rate: None,
         drift: a.drift,
         clock: a.clock,
         source: 0,
@@ -1089,6 +1104,13 @@ fn check_allpairs(a: &AllpairsArgs, given: &Given) -> Result<(), Fatal> {
         return Err(Fatal::usage(
             format!("{flag} is not used by allpairs: every rank is a source and a dest"),
             format!("drop {flag}"),
+        ));
+    }
+    if a.common.expect_rate.is_some() {
+        return Err(Fatal::usage(
+            "--expect-rate: allpairs has no report card to hold its cells against a rate",
+            "drop --expect-rate; pingpong --source I --dest J --expect-rate RATE measures one pair \
+             against it",
         ));
     }
     if a.common.drift.drop_warmup != DropWarmupArg::None {

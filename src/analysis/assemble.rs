@@ -8,6 +8,7 @@ use crate::analysis::allpairs::Rule;
 use crate::analysis::document::{Environment, Point, ResultDoc, RunConfig, SCHEMA, SCHEMA_VERSION};
 use crate::analysis::fit::{self, Breakpoint};
 use crate::analysis::matrix::MatrixSection;
+use crate::analysis::report_card::ReportCard;
 use crate::analysis::steady::DropWarmup;
 use crate::analysis::{queue, sixtimes};
 use commbench_core::method::allpairs::{AllPairsCollected, AllPairsConfig};
@@ -241,6 +242,7 @@ pub fn document_with(
         sixtimes: None,
         queue: None,
         allpairs: None,
+        report_card: None,
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -282,7 +284,8 @@ pub fn described(infos: BackendInfo, several: bool) -> BackendInfo {
 /// The sections a document's analyses add to its points, made from the points and the
 /// configuration alone (a run's document and a stream's are analysed alike): seed 001's
 /// analysis of the first backend's points where the run was seed 001's, else the fitted
-/// model of the first backend's sweep; seed 004's queue lines.
+/// model of the first backend's sweep; seed 004's queue lines; the report card of rules 5-11
+/// of Hoefler & Belli ([`ReportCard::of`]).
 pub fn analyse(doc: &mut ResultDoc, how: &Analyses) {
     let config = doc.config.as_ref();
     let first_backend = config
@@ -312,6 +315,7 @@ pub fn analyse(doc: &mut ResultDoc, how: &Analyses) {
     doc.interference = seed001.interference;
     doc.sixtimes = seed001.detail;
     doc.queue = queue::analyse(&doc.points);
+    doc.report_card = ReportCard::of(doc);
 }
 
 /// `doc` with the matrix section of the all-pairs run that `collected` holds, attributed

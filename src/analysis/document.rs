@@ -388,6 +388,11 @@ pub struct ResultDoc {
     /// the attribution and the verdicts (docs/allpairs.md): a contract key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allpairs: Option<crate::analysis::matrix::MatrixSection>,
+    /// What the run did for rules 5-11 of Hoefler & Belli (SC'15): one line per rule, the
+    /// points each flags (docs/result-format.md). Absent for documents without points and in
+    /// documents written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_card: Option<crate::analysis::report_card::ReportCard>,
     /// `complete`, `partial` when the run failed after some points, or `interrupted` when a
     /// signal stopped it between sizes.
     pub status: String,

@@ -11,7 +11,8 @@
 //! * [`compare`]: two documents size by size (ratio of medians, bootstrap CI, rank test);
 //! * [`inference`]: the least-squares line, the bootstrap and the rank test these build on;
 //! * [`sixtimes`] and [`queue`]: seed 001's six times and seed 004's per-entry queue costs.
-//! * [`normality`]: the Shapiro–Wilk test of a point's times (Hoefler & Belli's rule 6).
+//! * [`normality`]: the Shapiro–Wilk test of a point's times (Hoefler & Belli's rule 6);
+//!   [`report_card`]: what a run did for rules 5-11 of Hoefler & Belli (SC'15).
 //! * [`steady`]: drift over one point's trials: change points, their levels and the class
 //!   (steady, warm-up, slow-down, no steady state), and the warm-up `--drop-warmup auto` drops.
 //! * [`allpairs`]: an all-pairs matrix -> median polish, attribution to a node, link or
@@ -36,6 +37,7 @@ pub mod model;
 pub mod normality;
 pub mod point;
 pub mod queue;
+pub mod report_card;
 pub mod sixtimes;
 pub mod steady;
 pub mod stream;

@@ -398,6 +398,7 @@ fn document(start: Start, got: Lines, cut_short: bool) -> Result<ResultDoc> {
         sixtimes: None,
         queue: None,
         allpairs: None,
+        report_card: None,
         status,
         error,
         started_unix_s: start.started_unix_s,

@@ -54,6 +54,7 @@ pub(crate) fn doc(points: Vec<Point>) -> ResultDoc {
         sixtimes: None,
         queue: None,
         allpairs: None,
+        report_card: None,
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,
         tool_version: "0.1.0".into(),

@@ -10,6 +10,7 @@ use commbench::analysis::document::ResultDoc;
 use commbench::analysis::fit;
 use commbench::analysis::launches::{self, LaunchSet};
 use commbench::analysis::matrix_compare;
+use commbench::analysis::report_card::ReportCard;
 use commbench::analysis::stream;
 use commbench::render;
 use commbench::render::{Csv, Detail, Markdown, MatrixColour, Plot, PlotKind, Renderer, Text};
@@ -39,7 +40,11 @@ pub fn report(a: ReportArgs) -> Result<(), Fatal> {
             "drop --full or use --format text",
         ));
     }
-    let doc = load(&a.file)?;
+    let mut doc = load(&a.file)?;
+    // A document written before the card was recorded gets the card its points give.
+    if doc.report_card.is_none() {
+        doc.report_card = ReportCard::of(&doc);
+    }
     if doc.allpairs.is_some() && a.format != Format::Text {
         return Err(Fatal::usage(
             format!(

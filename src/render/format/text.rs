@@ -1,12 +1,13 @@
 //! The text format: the report a run prints and `commbench report` writes by default, at a
 //! [`Detail`]. Its first line is the command that ran; the document's kind decides what
 //! follows (an all-pairs matrix, seed 001's six times, or the points of any other run, with a
-//! queue benchmark's grids), and its last lines say how the run ended and how long it took.
+//! queue benchmark's grids), then the report card where the document has one, and its last
+//! lines say how the run ended and how long it took.
 
 use super::Renderer;
 use crate::analysis::document::ResultDoc;
 use crate::analysis::model::FitSection;
-use crate::render::kind::{matrix, queue, sixtimes, sweep};
+use crate::render::kind::{card, matrix, queue, sixtimes, sweep};
 use commbench_core::transport::error::Result;
 use std::fmt::Write;
 
@@ -52,6 +53,9 @@ impl Text {
                     queue::render(&mut out, doc);
                 }
             }
+        }
+        if let Some(c) = doc.report_card.as_ref().filter(|_| doc.allpairs.is_none()) {
+            card::render(&mut out, c);
         }
         ending(&mut out, doc, detail);
         out

@@ -10,8 +10,10 @@
 //!   matrices compared;
 //! * [`compare`]: two sides of one or more documents each, size by size;
 //! * [`launches`]: a set of launches of one measurement, point by point;
-//! * [`timer`]: the timer's characterisation (`commbench timer`, Appendix A).
+//! * [`timer`]: the timer's characterisation (`commbench timer`, Appendix A);
+//! * [`card`]: the report card of rules 5-11 of Hoefler & Belli (SC'15).
 
+pub mod card;
 pub mod compare;
 pub mod fit;
 pub mod launches;

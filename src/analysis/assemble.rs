@@ -5,10 +5,10 @@
 //! line, the tests and anything else that measures in process build documents through here.
 
 use crate::analysis::allpairs::Rule;
+use crate::analysis::document::ReportCard;
 use crate::analysis::document::{Environment, Point, ResultDoc, RunConfig, SCHEMA, SCHEMA_VERSION};
 use crate::analysis::fit::{self, Breakpoint};
 use crate::analysis::matrix::MatrixSection;
-use crate::analysis::report_card::ReportCard;
 use crate::analysis::steady::DropWarmup;
 use crate::analysis::{queue, sixtimes};
 use commbench_core::method::allpairs::{AllPairsCollected, AllPairsConfig};

@@ -344,6 +344,32 @@ impl From<TimerReport> for TimerSection {
     }
 }
 
+/// One rule's line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CardRule {
+    /// Hoefler & Belli's rule number (5 to 11).
+    pub rule: u32,
+    /// What the rule asks, in two or three words (`confidence intervals`).
+    pub topic: String,
+    /// Whether the run leaves something here the reader should doubt.
+    pub flagged: bool,
+    /// What the run did, in one sentence or two.
+    pub says: String,
+    /// The indices in `points` of the points this rule flags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub points: Vec<usize>,
+}
+
+/// The document's `report_card`: what the run did for rules 5-11 of Hoefler & Belli
+/// (SC'15), computed by [`crate::analysis::report_card`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportCard {
+    /// Where the rules come from.
+    pub source: String,
+    /// One line per rule that applies, by rule number.
+    pub rules: Vec<CardRule>,
+}
+
 /// The whole result of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultDoc {
@@ -392,7 +418,7 @@ pub struct ResultDoc {
     /// points each flags (docs/result-format.md). Absent for documents without points and in
     /// documents written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub report_card: Option<crate::analysis::report_card::ReportCard>,
+    pub report_card: Option<ReportCard>,
     /// `complete`, `partial` when the run failed after some points, or `interrupted` when a
     /// signal stopped it between sizes.
     pub status: String,

@@ -5,11 +5,10 @@
 //! Made from the document alone ([`ReportCard::of`]): a run's document, a stream's and one
 //! written by an earlier version read back by `commbench report` all get the same card.
 
-use crate::analysis::document::{Environment, ResultDoc, RunConfig};
+use crate::analysis::document::{CardRule, Environment, ReportCard, ResultDoc, RunConfig};
 use crate::analysis::normality::Normality;
 use crate::analysis::point::{normality_of, Point};
 use commbench_core::method::until::Outcome;
-use serde::{Deserialize, Serialize};
 
 /// The key of the shm backend's measured cache-line hand-off in its `backend_info`.
 pub const HANDOFF_KEY: &str = "cache_handoff";
@@ -17,31 +16,6 @@ pub const HANDOFF_KEY: &str = "cache_handoff";
 /// under a microsecond on any machine (across sockets a few hundred ns); a slower one was
 /// measured while the ranks shared a core, and bounds nothing.
 pub const HANDOFF_MAX_NS: f64 = 2000.0;
-
-/// One rule's line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CardRule {
-    /// Hoefler & Belli's rule number (5 to 11).
-    pub rule: u32,
-    /// What the rule asks, in two or three words (`confidence intervals`).
-    pub topic: String,
-    /// Whether the run leaves something here the reader should doubt.
-    pub flagged: bool,
-    /// What the run did, in one sentence or two.
-    pub says: String,
-    /// The indices in `points` of the points this rule flags.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub points: Vec<usize>,
-}
-
-/// The document's `report_card`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReportCard {
-    /// Where the rules come from.
-    pub source: String,
-    /// One line per rule that applies, by rule number.
-    pub rules: Vec<CardRule>,
-}
 
 /// The source every card cites.
 pub const SOURCE: &str =
@@ -296,29 +270,38 @@ fn rule10(doc: &ResultDoc) -> CardRule {
     line(10, "synchronisation", says, Vec::new())
 }
 
-/// The shm cache-line hand-off's one-way minimum, ns, from `environment.backend_info`
-/// (the backend's own record, or under `shm` when several backends ran).
-pub fn handoff_ns(env: &Environment) -> Option<f64> {
+/// The backend that measured a cache-line hand-off between its ranks and the hand-off's
+/// one-way minimum, ns, from `environment.backend_info` (the backend's own record, or under
+/// its name when several backends ran).
+pub fn handoff_ns(env: &Environment) -> Option<(String, f64)> {
     let info = &env.backend_info;
-    let h = info
-        .get(HANDOFF_KEY)
-        .or_else(|| info.get("shm").and_then(|s| s.get(HANDOFF_KEY)))?;
-    h.get("one_way_ns_min")?.as_f64().filter(|x| *x > 0.0)
+    let (backend, h) = match info.get(HANDOFF_KEY) {
+        Some(h) => (env.backend.clone(), h),
+        None => info
+            .iter()
+            .find_map(|(name, v)| Some((name.clone(), v.get(HANDOFF_KEY)?)))?,
+    };
+    let ns = h.get("one_way_ns_min")?.as_f64().filter(|x| *x > 0.0)?;
+    Some((backend, ns))
 }
 
 /// Rule 11: the bounds known (the shm hand-off, `--expect-rate`) and the points beyond them.
 fn rule11(doc: &ResultDoc) -> CardRule {
     let mut parts = Vec::new();
     let mut flagged = Vec::new();
+    let handoff = handoff_ns(&doc.environment);
     let shm: Vec<usize> = (0..doc.points.len())
-        .filter(|&i| doc.points[i].backend == "shm" && doc.points[i].pattern == "pingpong")
+        .filter(|&i| {
+            let p = &doc.points[i];
+            handoff.as_ref().is_some_and(|(b, _)| *b == p.backend) && p.pattern == "pingpong"
+        })
         .collect();
-    match (handoff_ns(&doc.environment), shm.is_empty()) {
-        (Some(h), false) if h > HANDOFF_MAX_NS => parts.push(format!(
-            "the shm cache-line hand-off took {h:.0} ns at set-up, too slow to be one (the \
+    match (handoff, shm.is_empty()) {
+        (Some((b, h)), false) if h > HANDOFF_MAX_NS => parts.push(format!(
+            "the {b} cache-line hand-off took {h:.0} ns at set-up, too slow to be one (the \
              ranks shared a core then): no bound from it"
         )),
-        (Some(h), false) => {
+        (Some((b, h)), false) => {
             let median_ns = |i: usize| 1e3 * doc.points[i].one_way_us.median;
             let best = shm
                 .iter()
@@ -326,7 +309,7 @@ fn rule11(doc: &ResultDoc) -> CardRule {
                 .fold(f64::INFINITY, f64::min);
             let below: Vec<usize> = shm.iter().copied().filter(|&i| median_ns(i) < h).collect();
             parts.push(format!(
-                "shm one-way time cannot be below the cache-line hand-off {h:.0} ns; the best \
+                "{b} one-way time cannot be below the cache-line hand-off {h:.0} ns; the best \
                  median is {:.1}x it; {} point(s) below it",
                 best / h,
                 below.len()
@@ -419,10 +402,8 @@ mod tests {
     }
 
     #[test]
-    fn the_handoff_bounds_shm_pingpong_points() {
-        let mut p = point_of("pingpong", 8, vec![200; 50]);
-        p.backend = "shm".into();
-        let mut d = doc(vec![p]);
+    fn the_handoff_bounds_pingpong_points() {
+        let mut d = doc(vec![point_of("pingpong", 8, vec![200; 50])]);
         d.environment.backend_info.insert(
             HANDOFF_KEY.into(),
             serde_json::json!({"one_way_ns_min": 150.0, "one_way_ns_median": 170.0}),
@@ -430,14 +411,17 @@ mod tests {
         // 200 ns per trial of one round trip: 100 ns one-way, below 150.
         let c = ReportCard::of(&d).unwrap();
         assert!(rule(&c, 11).flagged, "{:?}", rule(&c, 11));
-        d.points[0] = {
-            let mut p = point_of("pingpong", 8, vec![400; 50]);
-            p.backend = "shm".into();
-            p
-        };
+        d.points[0] = point_of("pingpong", 8, vec![400; 50]);
         let c = ReportCard::of(&d).unwrap();
         assert!(!rule(&c, 11).flagged, "{:?}", rule(&c, 11));
         assert!(rule(&c, 11).says.contains("1.3x"), "{}", rule(&c, 11).says);
+        // Several backends: the one whose record holds the hand-off.
+        let own = std::mem::take(&mut d.environment.backend_info);
+        d.environment
+            .backend_info
+            .insert("sim".into(), serde_json::Value::Object(own.clone()));
+        assert_eq!(handoff_ns(&d.environment), Some(("sim".into(), 150.0)));
+        d.environment.backend_info = own;
         // A hand-off measured while the ranks shared a core bounds nothing.
         d.environment.backend_info.insert(
             HANDOFF_KEY.into(),

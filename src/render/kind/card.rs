@@ -1,6 +1,6 @@
 //! The report card in text: a heading and one line per rule, a flagged rule marked `!`.
 
-use crate::analysis::report_card::ReportCard;
+use crate::analysis::document::ReportCard;
 use std::fmt::Write;
 
 /// The card's block: `REPORT CARD (...)`, then `  ! 6 normality: ...` per rule.

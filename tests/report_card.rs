@@ -32,11 +32,22 @@ fn rule(doc: &Value, n: u64) -> &Value {
         .unwrap_or_else(|| panic!("no rule {n} in {}", doc["report_card"]))
 }
 
-/// The text `commbench report` prints for the document `j`.
+/// The full text `commbench report --full` prints for the document `j`.
 fn report(j: &Path) -> String {
-    let o = run(&["report", j.to_str().expect("UTF-8 path")]);
+    let o = run(&["report", j.to_str().expect("UTF-8 path"), "--full"]);
     assert_ok(&o);
     stdout(&o)
+}
+
+/// The line the table `commbench report` prints by default gives the card.
+fn table_line(j: &Path) -> String {
+    let o = run(&["report", j.to_str().expect("UTF-8 path")]);
+    assert_ok(&o);
+    let text = stdout(&o);
+    text.lines()
+        .find(|l| l.starts_with("report card ("))
+        .unwrap_or_else(|| panic!("no card in {text}"))
+        .to_string()
 }
 
 /// The card's line for rule `n` in a text report.
@@ -183,6 +194,8 @@ fn an_expected_rate_flags_the_points_above_it_on_random_machines() {
             line.starts_with("  ! 11 upper bounds: expected rate"),
             "{line}"
         );
+        let brief = table_line(&j);
+        assert!(brief.contains("11 upper bounds"), "{brief}");
         assert!(
             line.contains(&format!("{} point(s) above it", above.len())),
             "{line}"
@@ -198,6 +211,11 @@ fn an_expected_rate_flags_the_points_above_it_on_random_machines() {
         assert!(r11.get("points").is_none(), "{what}: {r11}");
         let line = text_line(&report(&j), 11);
         assert!(line.starts_with("    11 upper bounds:"), "{line}");
+        let brief = table_line(&j);
+        assert!(
+            brief.contains("7 launches") && !brief.contains("11 upper bounds"),
+            "{brief}"
+        );
         assert!(line.contains("0 point(s) above it"), "{line}");
     }
 }

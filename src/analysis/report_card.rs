@@ -168,7 +168,7 @@ fn rule7(config: Option<&RunConfig>) -> CardRule {
             rule: 7,
             topic: "launches".into(),
             flagged: true,
-            says: "one launch: run-to-run variance is unknown; --launches L and `commbench \
+            says: "one launch: run-to-run variation is unknown; --launches L and `commbench \
                    compare` over them give it"
                 .into(),
             points: Vec::new(),

@@ -55,7 +55,7 @@ impl Text {
             }
         }
         if let Some(c) = doc.report_card.as_ref().filter(|_| doc.allpairs.is_none()) {
-            card::render(&mut out, c);
+            card::render(&mut out, c, detail);
         }
         ending(&mut out, doc, detail);
         out

@@ -9,6 +9,7 @@
 use commbench::analysis::launches::LaunchSet;
 use commbench::core::stats::Xoshiro256;
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 mod common;
@@ -28,29 +29,26 @@ fn machine(
     m.to_str().expect("UTF-8 path").to_string()
 }
 
+/// `commbench pingpong` on `backend` (its options) at `sizes`, `trials` a size, as a set of
+/// `l` launches into `out`.
+fn set_command(backend: &[&str], (sizes, trials): (&str, &str), l: u32, out: &Path) -> Command {
+    let l = l.to_string();
+    let mut args = vec!["pingpong"];
+    args.extend_from_slice(backend);
+    args.extend_from_slice(&["--sizes", sizes, "--trials", trials, "--warmup", "2"]);
+    args.extend_from_slice(&["--samples", "1000", "--launches", &l]);
+    args.extend_from_slice(&["--output", out.to_str().expect("UTF-8 path")]);
+    commbench(&args)
+}
+
 /// `commbench pingpong` on `machine` as a set of `l` launches into `out`.
 fn set_of(machine: &str, l: u32, out: &Path) -> std::process::Output {
-    let l = l.to_string();
-    let out = out.to_str().expect("UTF-8 path");
-    let c = commbench(&[
-        "pingpong",
-        "--backend",
-        "sim",
-        "--sim-config",
-        machine,
-        "--sizes",
-        "8,4K",
-        "--trials",
-        "200",
-        "--warmup",
-        "2",
-        "--samples",
-        "1000",
-        "--launches",
-        &l,
-        "--output",
+    let c = set_command(
+        &["--backend", "sim", "--sim-config", machine],
+        ("8,4K", "200"),
+        l,
         out,
-    ]);
+    );
     let (o, in_time) = bounded(c, Duration::from_secs(120));
     assert!(in_time, "the set did not end");
     o
@@ -214,23 +212,12 @@ fn a_signal_stops_the_set_and_keeps_the_launches_done() {
     let dir = tmpdir("launches-signal");
     let m = machine(&dir, "slow", (50.0, 0.01, 500, 5));
     let out = dir.join("set");
-    let mut c = commbench(&[
-        "pingpong",
-        "--backend",
-        "sim",
-        "--sim-config",
-        &m,
-        "--sizes",
-        "8,1K,64K,1M",
-        "--trials",
-        "20000",
-        "--samples",
-        "1000",
-        "--launches",
-        "3",
-        "--output",
-        out.to_str().unwrap(),
-    ]);
+    let mut c = set_command(
+        &["--backend", "sim", "--sim-config", &m],
+        ("8,1K,64K,1M", "20000"),
+        3,
+        &out,
+    );
     c.stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null());
     let mut child = c.spawn().expect("starts");
@@ -259,21 +246,7 @@ fn a_signal_stops_the_set_and_keeps_the_launches_done() {
 fn a_set_on_shared_memory() {
     let dir = tmpdir("launches-shm");
     let out = dir.join("set");
-    let c = commbench(&[
-        "pingpong",
-        "--backend",
-        "shm",
-        "--sizes",
-        "8,64K",
-        "--trials",
-        "200",
-        "--samples",
-        "1000",
-        "--launches",
-        "3",
-        "--output",
-        out.to_str().unwrap(),
-    ]);
+    let c = set_command(&["--backend", "shm"], ("8,64K", "200"), 3, &out);
     let (o, in_time) = bounded(c, Duration::from_secs(120));
     assert!(in_time);
     assert_ok(&o);

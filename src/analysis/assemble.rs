@@ -392,18 +392,7 @@ mod tests {
         }
     }
 
-    fn outcome(points: Vec<RawPoint>) -> Outcome {
-        Outcome {
-            ranks: 2,
-            launcher: "local".into(),
-            rank: 0,
-            runs: vec![BackendRun {
-                backend: "shm",
-                collected: Collected::of(None, None, points),
-                result: Ok(()),
-            }],
-        }
-    }
+    use crate::analysis::testkit::shm_outcome as outcome;
 
     /// A document made from points analysed as they were kept is the document made from
     /// the raw points, on random sweeps (steady, with warm-ups and with slow-downs, the

@@ -1,8 +1,8 @@
 use super::*;
-use crate::analysis::assemble::{self, BackendRun, Outcome, Recipe, Started};
+use crate::analysis::assemble::{self, Recipe, Started};
 use crate::analysis::document::RunConfig;
 use crate::analysis::fit::Breakpoint;
-use commbench_core::method::engine::{Collected, RawPoint};
+use commbench_core::method::engine::RawPoint;
 use commbench_core::stats::Xoshiro256;
 
 /// A standard normal draw (Box-Muller).
@@ -46,16 +46,7 @@ fn launch_doc(
             ..RawPoint::default()
         })
         .collect();
-    let outcome = Outcome {
-        ranks: 2,
-        launcher: "local".into(),
-        rank: 0,
-        runs: vec![BackendRun {
-            backend: "shm",
-            collected: Collected::of(None, None, points),
-            result: Ok(()),
-        }],
-    };
+    let outcome = crate::analysis::testkit::shm_outcome(points);
     let mut d = assemble::document(&recipe(), outcome, Started::now());
     d.wall_s = wall_s;
     d

@@ -22,7 +22,7 @@ fn header(set: &LaunchSet) -> String {
         .filter(|l| l.status == "complete")
         .count();
     let mut s = format!(
-        "launches: {ran} of {} ({complete} complete), each in fresh processes: {}\n",
+        "launches: {ran} of {} ({complete} complete) of `{}`\n",
         set.asked,
         set.command.join(" ")
     );

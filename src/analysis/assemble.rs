@@ -127,18 +127,19 @@ impl Analysed {
     }
 
     /// Analyse `raw`, point `index` of `backend`'s run on a clock of `clock_ns`, as the
-    /// document will, and keep it; an analysis that fails is left to the document.
+    /// document will, and keep it: the point, or `None` when the analysis refuses it (the
+    /// document then says why).
     pub fn add(
         &mut self,
         (backend, index): (&'static str, usize),
         raw: RawPoint,
         recipe: &Recipe,
         clock_ns: f64,
-    ) {
+    ) -> Option<Point> {
         let (cut, drop) = (recipe.cut_coef, recipe.config.drop_warmup);
-        if let Ok(p) = Point::from_raw_dropping(raw.clone(), backend, cut, drop, clock_ns) {
-            self.0.push((backend, index, raw, p));
-        }
+        let p = Point::from_raw_dropping(raw.clone(), backend, cut, drop, clock_ns).ok()?;
+        self.0.push((backend, index, raw, p.clone()));
+        Some(p)
     }
 
     /// Point `index` of `backend`'s run, if it was analysed from `raw`.

@@ -1,9 +1,11 @@
 //! The measurements under way on this process, followed so that a signal can save what they
 //! have collected so far (docs/methodology.md §7) and the stream gets each point as it is
-//! kept (`--stream`); each point is analysed as it is kept, so that neither a signal's save
-//! nor the document at the end analyses it again.
+//! kept (`--stream`); each point is analysed once, as it is kept, for the stream, a
+//! signal's save and the document at the end.
 
+use super::stream::Heard;
 use commbench::analysis::assemble::{Analysed, BackendRun, Recipe};
+use commbench::analysis::document::Point;
 use commbench::core::method::engine::{
     snapshot_collected, Collected, Kept, KernelSpec, Measurement, PointObserver,
 };
@@ -20,11 +22,11 @@ struct Live {
 /// The measurements of this run so far, in order.
 static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
 
-/// What makes the observer of a backend's points (the stream's), when the run has one.
-type MakeObserver = fn(&'static str) -> Option<PointObserver>;
+/// What hears of each point analysed, with what its run had heard (the stream's line).
+type Tell = fn(&'static str, Heard, Point);
 
-/// Set once, before the run, by what observes it.
-static OBSERVER: OnceLock<MakeObserver> = OnceLock::new();
+/// Set once, before the run, by what hears of the points.
+static TELL: OnceLock<Tell> = OnceLock::new();
 
 /// How the points are analysed, set once before the run on the rank that reports.
 static RECIPE: OnceLock<Recipe> = OnceLock::new();
@@ -51,30 +53,27 @@ pub fn take_analysed() -> Analysed {
         .unwrap_or_default()
 }
 
-/// Let `make` give each measurement followed from now on, by its backend's name, an observer
-/// of its points (`--stream`).
-pub fn observe_with(make: MakeObserver) {
-    let _ = OBSERVER.set(make);
+/// Let `tell` hear of each point analysed from now on (`--stream`).
+pub fn tell_with(tell: Tell) {
+    let _ = TELL.set(tell);
 }
 
 /// Follow `m`, measured by `backend`: a signal saves what it has collected so far, and the
 /// stream, when the run has one, gets each point as it is kept.
 pub fn track<S: KernelSpec>(backend: &'static str, m: &Measurement<'_, S>) {
-    let stream = OBSERVER.get().and_then(|make| make(backend));
     if let Some(recipe) = RECIPE.get() {
         m.observe(PointObserver::new(move |k: Kept| {
-            if let Some(o) = &stream {
-                o.tell(k.clone());
-            }
             let clock_ns = k.timer.as_ref().map_or(0.0, |t| t.resolution_ns);
+            // Analysed once, outside the lock a signal's save takes.
             let mut done = Analysed::new();
-            done.add((backend, k.index), k.point, recipe, clock_ns);
+            let point = done.add((backend, k.index), k.point, recipe, clock_ns);
+            if let (Some(tell), Some(p)) = (TELL.get(), point) {
+                tell(backend, (k.timer, k.backend_info), p);
+            }
             if let Ok(mut a) = ANALYSED.lock() {
                 a.extend(done);
             }
         }));
-    } else if let Some(o) = stream {
-        m.observe(o);
     }
     if let Ok(mut live) = LIVE.lock() {
         live.push(Live {

@@ -204,7 +204,7 @@ fn measure(plan: plan::Plan) -> Result<(), Fatal> {
         files::probe(&plan.outputs)?;
         let who = run::Who::of(&plan);
         stream::open(&plan, who.ranks, &who.launcher)?;
-        live::observe_with(stream::observer);
+        live::tell_with(stream::point);
         live::analyse_with(plan.recipe());
     }
     let ended = match plan.work.clone() {

@@ -15,18 +15,21 @@ use super::plan::{Plan, Work};
 use commbench::analysis::assemble::Started;
 use commbench::analysis::document::{Environment, Point, ResultDoc};
 use commbench::analysis::matrix::MatrixCell;
-use commbench::analysis::steady::DropWarmup;
 use commbench::analysis::stream::{
     self, AllPairsStart, BackendLine, End, PointLine, RanksLine, RoundLine, Start, STREAM,
     STREAM_VERSION,
 };
 use commbench::core::method::allpairs::RoundSeen;
-use commbench::core::method::engine::{Kept, PointObserver};
+use commbench::core::method::timer::TimerReport;
 use commbench::core::transport::BackendInfo;
 use serde::Serialize;
 use std::io::Write;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
+
+/// What a point's run had heard when the point was kept: its timer characterisation and its
+/// backend's description.
+pub type Heard = (Option<TimerReport>, Option<BackendInfo>);
 
 /// This process's stream: one per run, on rank 0 only.
 static OPEN: OnceLock<Stream> = OnceLock::new();
@@ -37,10 +40,6 @@ struct Stream {
     name: String,
     /// When the run started, for the lines' times.
     started: Instant,
-    /// The filter's cut, for each point's analysis as the document makes it.
-    cut_coef: f64,
-    /// What is done with a warm-up, for the same analysis.
-    drop: DropWarmup,
     state: Mutex<State>,
 }
 
@@ -119,8 +118,6 @@ pub fn open(plan: &Plan, ranks: u32, launcher: &str) -> Result<(), Fatal> {
     let s = Stream {
         name: path.display().to_string(),
         started: Instant::now(),
-        cut_coef: plan.method.cut_coef,
-        drop: plan.recipe().config.drop_warmup,
         state: Mutex::new(State {
             sink: Some(sink),
             problem: None,
@@ -136,10 +133,12 @@ pub fn open(plan: &Plan, ranks: u32, launcher: &str) -> Result<(), Fatal> {
     Ok(())
 }
 
-/// What writes a line for each point `backend` keeps, when this process streams.
-pub fn observer(backend: &'static str) -> Option<PointObserver> {
-    let s = OPEN.get()?;
-    Some(PointObserver::new(move |k: Kept| s.point(backend, k)))
+/// The line of a point `backend` kept for good, analysed as the document analyses it (when
+/// this process streams); `timer` and `info` are its run's, for the backend's line.
+pub fn point(backend: &'static str, (timer, info): Heard, point: Point) {
+    if let Some(s) = OPEN.get() {
+        s.point(backend, (timer, info), point);
+    }
 }
 
 /// The line of an all-pairs round of `backend` (when this process streams).
@@ -207,12 +206,8 @@ impl Stream {
     }
 
     /// A point `backend` kept for good, analysed as the document analyses it; the backend's
-    /// line first if this is its first point. A point the analysis refuses is left out, as
-    /// the document leaves it out (saying why).
-    fn point(&self, backend: &str, k: Kept) {
-        // The trials tested for a change on the clock the run characterised, as the
-        // document's analysis tests them.
-        let clock_ns = k.timer.as_ref().map_or(0.0, |t| t.resolution_ns);
+    /// line first if this is its first point.
+    fn point(&self, backend: &str, (timer, info): Heard, point: Point) {
         let mut st = self.state();
         if st.sink.is_none() {
             return;
@@ -221,15 +216,11 @@ impl Stream {
             st.backends.push(backend.to_string());
             let b = BackendLine {
                 backend: backend.to_string(),
-                timer: k.timer.map(Into::into),
-                backend_info: k.backend_info.unwrap_or_default(),
+                timer: timer.map(Into::into),
+                backend_info: info.unwrap_or_default(),
             };
             self.write(&mut st, "backend", &b);
         }
-        let point = Point::from_raw_dropping(k.point, backend, self.cut_coef, self.drop, clock_ns);
-        let Ok(point) = point else {
-            return;
-        };
         let line = PointLine {
             index: st.points,
             unix_s: unix_now(),

@@ -181,11 +181,6 @@ impl PointObserver {
     pub fn new(f: impl Fn(Kept) + Send + Sync + 'static) -> Self {
         PointObserver(Arc::new(f))
     }
-
-    /// Tell this observer of `k` (an observer that passes points on to another).
-    pub fn tell(&self, k: Kept) {
-        (self.0)(k);
-    }
 }
 
 impl std::fmt::Debug for PointObserver {

@@ -12,7 +12,6 @@
 use commbench::analysis::document::{Point, ResultDoc, RunConfig};
 use commbench::analysis::steady::{DropWarmup, SteadyClass, BLOCK_TRIALS, REL_FLOOR};
 use commbench::core::method::{MethodConfig, PatternKind};
-use commbench::core::stats::Xoshiro256;
 use commbench_sim::{route, Fault, Linear, Piece, SimConfig, Times};
 
 mod common;
@@ -20,23 +19,7 @@ use common::inprocess::{sim_document_clocked, trial_clock};
 use common::machine::Machine;
 use common::scale;
 
-/// Random draws.
-struct Rng(Xoshiro256);
-
-impl Rng {
-    fn unit(&mut self) -> f64 {
-        self.0.unit()
-    }
-    fn range(&mut self, a: f64, b: f64) -> f64 {
-        self.0.range(a, b)
-    }
-    fn log_range(&mut self, a: f64, b: f64) -> f64 {
-        self.range(a.ln(), b.ln()).exp()
-    }
-    fn below(&mut self, n: usize) -> usize {
-        self.0.below(n)
-    }
-}
+use commbench::core::stats::Xoshiro256 as Rng;
 
 /// `l` with each section's coefficients multiplied by a factor drawn from 0.5 to 2.
 fn around(r: &mut Rng, l: &Linear) -> Linear {
@@ -197,7 +180,7 @@ struct Found {
 /// One case: steady without the fault and with it throughout; the change found where the
 /// windowed fault starts (or ends).
 fn one_case(seed: u64, trials: u64) -> Found {
-    let mut r = Rng(Xoshiro256::new(0xd21f7 + seed));
+    let mut r = Rng::new(0xd21f7 + seed);
     let c = random_case(&mut r, seed, trials);
     let w = &c.what;
     let slow_down = r.unit() < 0.5;

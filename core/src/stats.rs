@@ -684,6 +684,22 @@ impl Xoshiro256 {
     pub fn range(&mut self, a: f64, b: f64) -> f64 {
         a + (b - a) * self.unit()
     }
+
+    /// Log-uniform in `(a, b)`, both positive.
+    pub fn log_range(&mut self, a: f64, b: f64) -> f64 {
+        self.range(a.ln(), b.ln()).exp()
+    }
+
+    /// A standard normal draw (Box-Muller, two uniform draws, the first taken a logarithm of).
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.unit(), self.unit());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+
+    /// An exponential draw of mean 1.
+    pub fn exponential(&mut self) -> f64 {
+        -self.unit().ln()
+    }
 }
 
 /// Deserialise an `f64` written by serde_json, where `null` stands for a non-finite value
@@ -697,6 +713,28 @@ pub fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Erro
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The derived draws have their distributions' moments and stay in their ranges.
+    #[test]
+    fn derived_draws_have_their_moments() {
+        let mut rng = Xoshiro256::new(0x00d1_5757);
+        let n = 200_000;
+        let normal: Vec<f64> = (0..n).map(|_| rng.normal()).collect();
+        let mean = normal.iter().sum::<f64>() / n as f64;
+        let var = normal.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        assert!(
+            mean.abs() < 0.01 && (var - 1.0).abs() < 0.02,
+            "{mean} {var}"
+        );
+        let expo = (0..n).map(|_| rng.exponential()).sum::<f64>() / n as f64;
+        assert!((expo - 1.0).abs() < 0.01, "{expo}");
+        for _ in 0..10_000 {
+            let x = rng.log_range(1e-3, 1e3);
+            assert!((1e-3..=1e3).contains(&x), "{x}");
+        }
+        let below = (0..n).filter(|_| rng.log_range(1e-3, 1e3) < 1.0).count();
+        assert!((below as f64 / n as f64 - 0.5).abs() < 0.01, "{below}");
+    }
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol * b.abs().max(1.0)

@@ -673,13 +673,6 @@ mod tests {
         );
     }
 
-    /// A standard normal draw (Box-Muller).
-    fn normal(rng: &mut Xoshiro256) -> f64 {
-        let u = |rng: &mut Xoshiro256| ((rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-        let (u1, u2) = (u(rng), u(rng));
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-
     /// Sizes, typical one-way time (us) and the log-normal spread of run medians of the
     /// synthetic runs: as recorded over shm on a shared 2-CPU host, where 1 MiB runs differed
     /// by up to 4x.
@@ -694,11 +687,11 @@ mod tests {
     /// sizes of the run (log sd 0.03) x one of the size (log sd from [`SYNTHETIC`]); its 100
     /// trials scatter above the median with an exponential tail, 2 % of them 30x spikes.
     fn synthetic_run(rng: &mut Xoshiro256, slowdown: f64) -> ResultDoc {
-        let shared = 0.03 * normal(rng);
+        let shared = 0.03 * rng.normal();
         doc(SYNTHETIC
             .iter()
             .map(|&(size, t_us, sd)| {
-                let m = t_us * slowdown * (shared + sd * normal(rng)).exp();
+                let m = t_us * slowdown * (shared + sd * rng.normal()).exp();
                 let trials = (0..100)
                     .map(|_| {
                         let u = ((rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;

@@ -288,13 +288,6 @@ mod tests {
         }
     }
 
-    /// A standard normal draw (Box–Muller).
-    fn gauss(rng: &mut Xoshiro256) -> f64 {
-        let u = rng.unit().max(1e-300);
-        let v = rng.unit();
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-
     /// Normal samples are rejected at about the level; exponential and bimodal ones almost
     /// always, at the sizes points have.
     #[test]
@@ -304,7 +297,7 @@ mod tests {
         for n in [20, 100, 1000] {
             let normal = (0..reps)
                 .filter(|_| {
-                    let x: Vec<f64> = (0..n).map(|_| 3.0 + 0.2 * gauss(&mut rng)).collect();
+                    let x: Vec<f64> = (0..n).map(|_| 3.0 + 0.2 * rng.normal()).collect();
                     !Normality::of(&x).unwrap().normal
                 })
                 .count() as f64
@@ -318,7 +311,7 @@ mod tests {
                 let e: Vec<f64> = (0..n).map(|_| -(rng.unit().max(1e-300)).ln()).collect();
                 exp_rejected += usize::from(!Normality::of(&e).unwrap().normal);
                 let b: Vec<f64> = (0..n)
-                    .map(|i| if i % 2 == 0 { 1.0 } else { 2.0 } + 0.1 * gauss(&mut rng))
+                    .map(|i| if i % 2 == 0 { 1.0 } else { 2.0 } + 0.1 * rng.normal())
                     .collect();
                 let t = Normality::of(&b).unwrap();
                 assert_eq!(t.n as usize, n.min(MAX_N));

@@ -1062,39 +1062,23 @@ mod tests {
         );
     }
 
-    use commbench_core::stats::Xoshiro256;
     use proptest::prelude::*;
 
     /// Random draws for the modality tests.
-    struct Rng(Xoshiro256);
+    use commbench_core::stats::Xoshiro256 as Rng;
 
-    impl Rng {
-        fn unit(&mut self) -> f64 {
-            self.0.unit()
+    /// Gamma with shape `k` (Marsaglia and Tsang).
+    fn gamma(r: &mut Rng, k: f64) -> f64 {
+        if k < 1.0 {
+            return gamma(r, k + 1.0) * r.unit().powf(1.0 / k);
         }
-        fn range(&mut self, a: f64, b: f64) -> f64 {
-            self.0.range(a, b)
-        }
-        fn normal(&mut self) -> f64 {
-            let (u, v) = (self.unit(), self.unit());
-            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-        }
-        fn exponential(&mut self) -> f64 {
-            -self.unit().ln()
-        }
-        /// Gamma with shape `k` (Marsaglia and Tsang).
-        fn gamma(&mut self, k: f64) -> f64 {
-            if k < 1.0 {
-                return self.gamma(k + 1.0) * self.unit().powf(1.0 / k);
-            }
-            let d = k - 1.0 / 3.0;
-            let c = 1.0 / (9.0 * d).sqrt();
-            loop {
-                let x = self.normal();
-                let v = (1.0 + c * x).powi(3);
-                if v > 0.0 && self.unit().ln() < 0.5 * x * x + d - d * v + d * v.ln() {
-                    return d * v;
-                }
+        let d = k - 1.0 / 3.0;
+        let c = 1.0 / (9.0 * d).sqrt();
+        loop {
+            let x = r.normal();
+            let v = (1.0 + c * x).powi(3);
+            if v > 0.0 && r.unit().ln() < 0.5 * x * x + d - d * v + d * v.ln() {
+                return d * v;
             }
         }
     }
@@ -1122,7 +1106,7 @@ mod tests {
     fn unimodal(r: &mut Rng, kind: u64, base: f64, a: f64, b: f64) -> f64 {
         match kind % 6 {
             0 => base * (a * r.normal()).exp(),
-            1 => base + b * base * r.gamma(0.2 + 4.0 * a),
+            1 => base + b * base * gamma(r, 0.2 + 4.0 * a),
             2 => base + b * base * r.exponential(),
             3 => base * r.unit().powf(-1.0 / (1.0 + 3.0 * b)),
             4 => base + b * base * r.exponential().powf(1.0 / (0.5 + a)),
@@ -1149,7 +1133,7 @@ mod tests {
             b in 0.01f64..1.0,
             step in prop_oneof![Just(0.0), 1e-4f64..0.01],
         ) {
-            let mut r = Rng(Xoshiro256::new(seed));
+            let mut r = Rng::new(seed);
             let v = sample(n, step * base, || unimodal(&mut r, kind, base, a, b));
             let m = modality(&v).unwrap();
             prop_assert!(!m.multimodal, "{m:?}");
@@ -1168,12 +1152,12 @@ mod tests {
         ) {
             // Each mode's spread (log sd) is at most a sixth of the log of their ratio.
             let s = sep.ln() / 6.0;
-            let mut r = Rng(Xoshiro256::new(seed));
+            let mut r = Rng::new(seed);
             let widths = (r.range(0.3, 1.0), r.range(0.3, 1.0));
             let shapes = (r.range(2.0, 20.0), r.range(2.0, 20.0));
             let draw = |r: &mut Rng, kind: u64, at: f64, width: f64, shape: f64| match kind {
                 0 => at * (width * s * r.normal()).exp(),
-                1 => at * (1.0 + width * s * (r.gamma(shape) - shape) / shape.sqrt()),
+                1 => at * (1.0 + width * s * (gamma(r, shape) - shape) / shape.sqrt()),
                 _ => at * (1.0 + 0.75 * width * s * r.exponential()),
             };
             let mut first = 0usize;
@@ -1272,7 +1256,7 @@ mod tests {
     fn bimodal_trials_are_recorded_and_warned() {
         // 4 MiB over shared memory: 53 % of the trials near 150 us, 47 % near 340 us; the
         // cut at twice the median removes the slow mode.
-        let mut r = Rng(Xoshiro256::new(4));
+        let mut r = Rng::new(4);
         let trials: Vec<i64> = (0..2000)
             .map(|i| {
                 let t = if i % 100 < 53 { 150.0 } else { 340.0 };

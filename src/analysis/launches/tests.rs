@@ -5,13 +5,6 @@ use crate::analysis::fit::Breakpoint;
 use commbench_core::method::engine::RawPoint;
 use commbench_core::stats::Xoshiro256;
 
-/// A standard normal draw (Box-Muller).
-fn normal(rng: &mut Xoshiro256) -> f64 {
-    let u = rng.unit().max(1e-300);
-    let v = rng.unit();
-    (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-}
-
 fn recipe() -> Recipe {
     Recipe {
         cut_coef: 2.0,
@@ -41,7 +34,7 @@ fn launch_doc(
             npp: 1,
             trips_per_iteration: 2,
             trial_ns: (0..r)
-                .map(|_| (mu + effect + sd * normal(rng)).exp().round() as i64)
+                .map(|_| (mu + effect + sd * rng.normal()).exp().round() as i64)
                 .collect(),
             ..RawPoint::default()
         })
@@ -127,7 +120,7 @@ fn components_find_the_variance_launches_add() {
         for _ in 0..reps {
             let docs: Vec<ResultDoc> = (0..n)
                 .map(|_| {
-                    let effect = sb * normal(&mut rng);
+                    let effect = sb * rng.normal();
                     launch_doc(&mut rng, &[8], r, (mu, effect, sd), 2.0)
                 })
                 .collect();

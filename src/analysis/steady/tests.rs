@@ -4,39 +4,11 @@
 //! found within one block and classified.
 
 use super::*;
-use commbench_core::stats::Xoshiro256;
 
 #[path = "../../../backends/sim/tests/common/scale.rs"]
 mod scale;
 
-/// Random draws.
-struct Rng(Xoshiro256);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(Xoshiro256::new(seed))
-    }
-    fn unit(&mut self) -> f64 {
-        self.0.unit()
-    }
-    fn range(&mut self, a: f64, b: f64) -> f64 {
-        self.0.range(a, b)
-    }
-    /// Log-uniform in `[a, b]`.
-    fn log_range(&mut self, a: f64, b: f64) -> f64 {
-        self.range(a.ln(), b.ln()).exp()
-    }
-    fn below(&mut self, n: usize) -> usize {
-        self.0.below(n)
-    }
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.unit(), self.unit());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-    fn exponential(&mut self) -> f64 {
-        -self.unit().ln()
-    }
-}
+use commbench_core::stats::Xoshiro256 as Rng;
 
 /// The shapes of noise drawn.
 const SHAPES: usize = 7;

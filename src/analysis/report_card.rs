@@ -10,8 +10,8 @@ use crate::analysis::normality::Normality;
 use crate::analysis::point::{normality_of, Point};
 use commbench_core::method::until::Outcome;
 
-/// The key of the shm backend's measured cache-line hand-off in its `backend_info`.
-pub const HANDOFF_KEY: &str = "cache_handoff";
+/// The key of a backend's measured cache-line hand-off in its `backend_info`.
+pub use commbench_core::transport::CACHE_HANDOFF_KEY as HANDOFF_KEY;
 /// The slowest hand-off taken as a bound, ns: moving a cache line between two cores takes well
 /// under a microsecond on any machine (across sockets a few hundred ns); a slower one was
 /// measured while the ranks shared a core, and bounds nothing.

@@ -27,7 +27,7 @@ pub(crate) struct HandoffLine {
 const _: () = assert!(std::mem::size_of::<HandoffLine>() == 128);
 
 /// The key of the record in the backend's info.
-pub(crate) const KEY: &str = "cache_handoff";
+pub(crate) use commbench_core::transport::CACHE_HANDOFF_KEY as KEY;
 
 /// Round trips measured.
 pub(crate) const ROUND_TRIPS: u64 = 2000;

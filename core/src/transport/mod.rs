@@ -160,6 +160,12 @@ pub fn spans_unsupported(backend: &str) -> Error {
 /// What a backend records about itself in the result document (mode, library version, ...).
 pub type BackendInfo = serde_json::Map<String, serde_json::Value>;
 
+/// The key of a [`BackendInfo`] record of the time a cache line takes to move between the
+/// cores of ranks 0 and 1 (`{ranks, round_trips, one_way_ns_min, one_way_ns_median}`,
+/// measured by a backend that shares memory between them): a bound on how fast any message
+/// between them can go, which the report card holds the points against.
+pub const CACHE_HANDOFF_KEY: &str = "cache_handoff";
+
 /// One rank's endpoint: the data plane, its clock, its CPU, and a control plane.
 ///
 /// Required methods are the non-blocking data plane; everything else has a default built on

@@ -270,6 +270,18 @@ pub fn read(text: &str) -> Result<ResultDoc> {
     document(start, got, cut_short)
 }
 
+/// Line `n`, the `index`-th line of its `kind` after `seen` of them: an error when lines
+/// before it are missing.
+fn in_order(n: usize, kind: &str, index: u64, seen: usize) -> Result<()> {
+    if index == seen as u64 {
+        return Ok(());
+    }
+    Err(malformed(
+        n,
+        format!("{kind} {index} after {seen} {kind} line(s): lines are missing"),
+    ))
+}
+
 /// Take line `n` into `got`.
 fn take(got: &mut Lines, n: usize, v: serde_json::Value) -> Result<()> {
     let kind = v.get("line").and_then(|k| k.as_str()).unwrap_or_default();
@@ -277,32 +289,14 @@ fn take(got: &mut Lines, n: usize, v: serde_json::Value) -> Result<()> {
         "backend" => got.backends.push(body(n, v)?),
         "point" => {
             let p: PointLine = body(n, v)?;
-            if p.index != got.points.len() as u64 {
-                return Err(malformed(
-                    n,
-                    format!(
-                        "point {} after {} point line(s): lines are missing",
-                        p.index,
-                        got.points.len()
-                    ),
-                ));
-            }
+            in_order(n, "point", p.index, got.points.len())?;
             got.last_s = p.elapsed_s;
             got.points.push(p.point);
         }
         "ranks" => got.ranks = Some(body(n, v)?),
         "round" => {
             let r: RoundLine = body(n, v)?;
-            if r.index != got.rounds.len() as u64 {
-                return Err(malformed(
-                    n,
-                    format!(
-                        "round {} after {} round line(s): lines are missing",
-                        r.index,
-                        got.rounds.len()
-                    ),
-                ));
-            }
+            in_order(n, "round", r.index, got.rounds.len())?;
             got.last_s = r.elapsed_s;
             got.rounds.push(r.round);
             got.cells.extend(r.cells);

@@ -9,11 +9,33 @@ use commbench::analysis::document::{ResultDoc, RunConfig};
 use commbench::core::method::until::{Bound, Outcome, UntilCi};
 use commbench::core::method::{MethodConfig, NppChoice, PatternKind};
 use commbench::core::stats::{self, Xoshiro256};
+use commbench_sim::SimConfig;
 
 mod common;
 use common::inprocess::sim_document;
 use common::machine::{line, Machine};
 use common::*;
+
+/// The document of a ping-pong on `machine` at `sizes` with a fixed `npp`, measured under
+/// `rule` with at most `max` trials a size (one warm-up round, a short clock
+/// characterisation).
+fn pingpong_until(
+    machine: &SimConfig,
+    (sizes, npp): (Vec<u64>, u64),
+    max: u64,
+    rule: UntilCi,
+) -> ResultDoc {
+    let method = MethodConfig {
+        sizes,
+        trials: max,
+        warmup: 1,
+        npp: NppChoice::Fixed(npp),
+        timer_samples: 1000,
+        until: Some(rule),
+        ..MethodConfig::default()
+    };
+    sim_document(machine, PatternKind::PingPong, method, RunConfig::default())
+}
 
 /// The interval's half-width over the median, as the point's own statistics give it.
 fn width(trial_ns: &[i64], level: f64) -> f64 {
@@ -112,21 +134,9 @@ fn sizes_stop_at_the_first_block_narrow_enough_or_at_their_bound() {
             ..UntilCi::new(u(&mut rng, 0.002, 0.05), level)
         };
         let max = rule.min_trials + rng.below(600) as u64;
-        let method = MethodConfig {
-            sizes: vec![8, 1 + rng.below(4096) as u64],
-            trials: max,
-            warmup: 1,
-            npp: NppChoice::Fixed(1 + rng.below(3) as u64),
-            timer_samples: 1000,
-            until: Some(rule.clone()),
-            ..MethodConfig::default()
-        };
-        let doc = sim_document(
-            &machine,
-            PatternKind::PingPong,
-            method,
-            RunConfig::default(),
-        );
+        let sizes = vec![8, 1 + rng.below(4096) as u64];
+        let npp = 1 + rng.below(3) as u64;
+        let doc = pingpong_until(&machine, (sizes, npp), max, rule.clone());
         let what = format!("case {case}: jitter {jitter} ns, E {e:.2} us, {rule:?}, max {max}");
         stopped_where_the_rule_says(&doc, &rule, max, &what);
         for p in &doc.points {
@@ -150,21 +160,7 @@ fn the_run_s_time_leaves_later_sizes_their_first_block_marked_as_such() {
         run_ns: Some(1),
         ..UntilCi::new(0.0001, 0.95)
     };
-    let method = MethodConfig {
-        sizes: vec![8, 64, 512],
-        trials: 1000,
-        warmup: 1,
-        npp: NppChoice::Fixed(1),
-        timer_samples: 1000,
-        until: Some(rule),
-        ..MethodConfig::default()
-    };
-    let doc = sim_document(
-        &machine,
-        PatternKind::PingPong,
-        method,
-        RunConfig::default(),
-    );
+    let doc = pingpong_until(&machine, (vec![8, 64, 512], 1), 1000, rule);
     assert_eq!(doc.status, "complete", "{:?}", doc.error);
     for p in &doc.points {
         let u = p.until_ci.as_ref().unwrap();

@@ -574,3 +574,60 @@ fn allpairs_on_four_ranks_over_mpi_and_shm() {
         assert_eq!(doc["environment"]["backend"], backend);
     }
 }
+
+/// Two pairs streaming at once (`bandwidth --pairs 2`) under `mpirun -np 4`, over MPI and over
+/// every other backend this build has between the same four processes: every backend's
+/// points keep both pairs' samples and their aggregates, and the pairs' hosts are recorded.
+#[test]
+fn two_pairs_at_once_on_every_backend_under_mpirun() {
+    let mut backends = vec!["mpi", "tcp", "shm"];
+    if cfg!(feature = "ofi") {
+        backends.push("ofi");
+    }
+    if cfg!(feature = "ucx") {
+        backends.push("ucx");
+    }
+    let list = backends.join(",");
+    let doc = mpi_doc(
+        4,
+        "mpi-pairs",
+        &[
+            "bandwidth",
+            "--backend",
+            &list,
+            "--pairs",
+            "2",
+            "--sizes",
+            "8,64K",
+            "--window",
+            "16",
+            "--npp",
+            "2",
+        ],
+    );
+    let points = doc["points"].as_array().expect("points");
+    assert_eq!(points.len(), 2 * backends.len(), "{list}");
+    for p in points {
+        let each = p["pair_trial_ns"].as_array().expect("every pair's samples");
+        assert_eq!(each.len(), 2, "{}", p["backend"]);
+        assert!(each
+            .iter()
+            .all(|v| v.as_array().map(Vec::len) == Some(QUICK_TRIALS as usize)));
+        let names: Vec<&str> = p["pairs"]["aggregates"]
+            .as_array()
+            .expect("aggregates")
+            .iter()
+            .filter_map(|a| a["name"].as_str())
+            .collect();
+        assert_eq!(names, ["makespan", "mean_time", "sum"], "{}", p["backend"]);
+    }
+    let places = doc["pairs"]["pairs"].as_array().expect("the pairs' places");
+    assert_eq!(
+        (places[0]["sender"].as_u64(), places[0]["receiver"].as_u64()),
+        (Some(0), Some(2))
+    );
+    assert!(
+        places.iter().all(|p| p["crosses_hosts"] == false),
+        "one host"
+    );
+}

@@ -9,6 +9,7 @@ use crate::analysis::document::ReportCard;
 use crate::analysis::document::{Environment, Point, ResultDoc, RunConfig, SCHEMA, SCHEMA_VERSION};
 use crate::analysis::fit::{self, Breakpoint};
 use crate::analysis::matrix::MatrixSection;
+use crate::analysis::pairs::PairsSection;
 use crate::analysis::steady::DropWarmup;
 use crate::analysis::{queue, sixtimes};
 use commbench_core::method::allpairs::{AllPairsCollected, AllPairsConfig};
@@ -165,6 +166,8 @@ struct Gathered {
     error: Option<String>,
     /// Whether a signal stopped the run between sizes.
     interrupted: bool,
+    /// Every rank's host, where the run gathered them (pairs streaming at once).
+    hosts: Vec<String>,
 }
 
 /// Analyse every point of every backend's run (its trials tested for a change on the
@@ -183,8 +186,12 @@ fn gather(
             timer,
             backend_info,
             points,
+            hosts,
             ..
         } = run.collected;
+        if g.hosts.is_empty() {
+            g.hosts = hosts;
+        }
         let clock_ns = timer.as_ref().map_or(0.0, |t| t.resolution_ns);
         g.timer = g.timer.or(timer);
         if let Some(i) = backend_info {
@@ -236,7 +243,13 @@ pub fn document_with(
     let mut config = recipe.config.clone();
     config.ranks = outcome.ranks;
     config.backend = names.join(",");
+    let pairs = config
+        .method
+        .pairs
+        .as_ref()
+        .map(|c| PairsSection::of(c, &g.hosts));
     let mut doc = ResultDoc {
+        pairs,
         fit: None,
         params: None,
         interference: None,

@@ -133,6 +133,7 @@ impl Default for RunConfig {
 mod method_keys {
     use super::{MethodConfig, NppChoice};
     use commbench_core::method::buffers::BufferOptions;
+    use commbench_core::method::pairs::Concurrent;
     use commbench_core::method::until::UntilCi;
     use commbench_core::transport::Rank;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -189,6 +190,9 @@ mod method_keys {
         /// Absent from documents of fixed counts and of versions before it.
         #[serde(skip_serializing_if = "Option::is_none")]
         until: Option<UntilCi>,
+        /// Absent from documents of one pair and of versions before pairs streamed at once.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pairs: Option<Concurrent>,
     }
 
     impl Default for Keys {
@@ -210,6 +214,7 @@ mod method_keys {
                 dest,
                 buffers,
                 until,
+                pairs,
             } = m;
             Keys {
                 sizes,
@@ -222,6 +227,7 @@ mod method_keys {
                 dest,
                 buffers,
                 until,
+                pairs,
             }
         }
     }
@@ -239,6 +245,7 @@ mod method_keys {
                 dest: k.dest,
                 buffers: k.buffers,
                 until: k.until,
+                pairs: k.pairs,
             }
         }
     }
@@ -414,6 +421,11 @@ pub struct ResultDoc {
     /// the attribution and the verdicts (docs/allpairs.md): a contract key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allpairs: Option<crate::analysis::matrix::MatrixSection>,
+    /// Pairs that streamed at once (`bandwidth --pairs`): their placement, how each sample
+    /// started, every pair's hosts and whether it crosses them. Absent otherwise and in
+    /// documents written before pairs streamed at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<crate::analysis::pairs::PairsSection>,
     /// What the run did for rules 5-11 of Hoefler & Belli (SC'15): one line per rule, the
     /// points each flags (docs/result-format.md). Absent for documents without points and in
     /// documents written before it was recorded.

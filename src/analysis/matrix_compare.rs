@@ -405,6 +405,7 @@ pub(crate) mod synthetic {
                             npp_check: None,
                             trial_start_ns: Vec::new(),
                             until_ci: None,
+                            pair_trial_ns: Vec::new(),
                         },
                     });
                 }

@@ -35,6 +35,7 @@ pub mod matrix;
 pub mod matrix_compare;
 pub mod model;
 pub mod normality;
+pub mod pairs;
 pub mod point;
 pub mod queue;
 pub mod report_card;

@@ -5,6 +5,7 @@
 //! seed 004's analyses and the renderers all read.
 
 use crate::analysis::normality::{self, Normality};
+use crate::analysis::pairs::{self, PairsPoint};
 use crate::analysis::steady::{self, DropWarmup, Stationarity, WarmupDropped};
 use commbench_core::method::engine::{PointBuffers, RawPoint};
 use commbench_core::method::npp_check::NppEstimate;
@@ -678,6 +679,29 @@ pub struct Point {
     /// before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until_ci: Option<Stopping>,
+    /// With pairs streaming at once (`config.pairs`): every pair's raw trial times,
+    /// ns, `min_ov` subtracted, in the order of the pairs and of the trials (all of them, a
+    /// warm-up dropped included); `trial_ns` then holds each trial's slowest pair. Absent for
+    /// one pair and in documents written before pairs streamed at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pair_trial_ns: Vec<Vec<i64>>,
+    /// What the pairs add up to: the three aggregates with their formulas, message rates,
+    /// every pair's summary and the straggler ([`pairs::analyse`]). Absent with
+    /// `pair_trial_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<PairsPoint>,
+}
+
+/// The aggregates of a point's pairs ([`pairs::analyse`]), its first `skip` trials (a warm-up
+/// dropped) left out: a pair's sample moves `npp` windows of the point's messages, both ways
+/// in a `bibandwidth` point.
+fn pairs_of(raw: &RawPoint, skip: u64) -> Option<PairsPoint> {
+    let ways = if raw.pattern == "bibandwidth" { 2 } else { 1 };
+    let messages = raw
+        .npp
+        .saturating_mul(raw.trips_per_iteration)
+        .saturating_mul(ways);
+    pairs::analyse(&raw.pair_trial_ns, messages, raw.size, skip as usize)
 }
 
 impl Point {
@@ -721,6 +745,7 @@ impl Point {
             cut_coef,
         )?;
         let normality = normality_of(&raw.trial_ns, raw.npp, raw.trips_per_iteration);
+        let pairs = pairs_of(&raw, warmup_dropped.as_ref().map_or(0, |w| w.trials));
         Ok(Point {
             pattern: raw.pattern,
             backend: backend.to_string(),
@@ -750,6 +775,8 @@ impl Point {
             until_ci: raw.until_ci,
             npp_warning: raw.npp_check.as_ref().and_then(|c| c.warning()),
             npp_rejected: raw.npp_check.map(|c| c.rejected).unwrap_or_default(),
+            pair_trial_ns: raw.pair_trial_ns,
+            pairs,
         })
     }
 
@@ -847,6 +874,7 @@ mod tests {
             npp_check: check,
             trial_start_ns: Vec::new(),
             until_ci: None,
+            pair_trial_ns: Vec::new(),
         };
         let check = NppCheck {
             rejected: vec![est],

@@ -377,7 +377,15 @@ fn document(start: Start, got: Lines, cut_short: bool) -> Result<ResultDoc> {
     if !infos.is_empty() {
         environment.backend_info = assemble::described(infos, several);
     }
+    // A stream does not carry the ranks' hosts: which pairs crossed them is not known.
+    let pairs = start
+        .config
+        .method
+        .pairs
+        .as_ref()
+        .map(|c| crate::analysis::pairs::PairsSection::of(c, &[]));
     let mut doc = ResultDoc {
+        pairs,
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,
         tool_version: start.tool_version,

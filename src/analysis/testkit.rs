@@ -25,6 +25,7 @@ pub(crate) fn point_of(pattern: &str, size: u64, trial_ns: Vec<i64>) -> Point {
         npp_check: None,
         trial_start_ns: Vec::new(),
         until_ci: None,
+        pair_trial_ns: Vec::new(),
     };
     Point::from_raw(raw, "sim", 2.0).expect("analysable")
 }
@@ -49,6 +50,7 @@ pub(crate) fn point(
 /// A complete document of `points` from host `testhost` over the sim backend.
 pub(crate) fn doc(points: Vec<Point>) -> ResultDoc {
     ResultDoc {
+        pairs: None,
         params: None,
         interference: None,
         sixtimes: None,

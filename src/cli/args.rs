@@ -392,10 +392,28 @@ pub struct BandwidthArgs {
     #[arg(long, default_value_t = 64, value_name = "N")]
     pub window: u32,
 
-    /// Stream in both directions at once (as osu_bibw); rates are per direction.
+    /// Stream in both directions at once (as osu_bibw); rates are per direction. With
+    /// --pairs every pair streams both ways (IMB Biband).
     #[arg(long)]
     pub bidirectional: bool,
+
+    /// Stream K pairs at once (osu_mbw_mr, IMB Uniband/Biband), 1 to 4096: every pair's
+    /// samples are kept, and the aggregate bandwidth and message rate are reported three ways
+    /// (makespan, mean time, sum of rates) with their formulas. Needs 2K ranks (--ranks
+    /// defaults to them); not with --source/--dest, which --placement replaces.
+    #[arg(long, value_name = "K", help_heading = PAIRS)]
+    pub pairs: Option<u32>,
+
+    /// With --pairs: which ranks pair up. block (sender r with r + K, osu_mbw_mr's: with the
+    /// ranks filled host by host, every pair crosses), cyclic (2i with 2i + 1: with ranks
+    /// dealt to hosts in turn) or a FILE of `SENDER RECEIVER` lines. The run records which
+    /// pairs cross hosts and warns when some do and some do not.
+    #[arg(long, value_name = "block|cyclic|FILE", help_heading = PAIRS)]
+    pub placement: Option<String>,
 }
+
+/// The help heading of the options of several pairs at once.
+const PAIRS: &str = "Several pairs at once (docs/methodology.md)";
 
 #[derive(Debug, Args, Clone)]
 pub struct TransposeArgs {

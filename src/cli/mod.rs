@@ -147,20 +147,7 @@ fn plan_of(cmd: Command, given: &Given) -> Result<Result<plan::Plan, Fatal>, Box
         },
         Command::Pingpong(a) => plan::pattern(PatternKind::PingPong, a, given),
         Command::Exchange(a) => plan::pattern(PatternKind::Exchange, a, given),
-        Command::Bandwidth(b) => {
-            if b.window == 0 {
-                return Ok(Err(Fatal::usage(
-                    "--window 0: a window needs at least one send",
-                    "for example --window 64",
-                )));
-            }
-            let kind = if b.bidirectional {
-                PatternKind::BiBandwidth { window: b.window }
-            } else {
-                PatternKind::Bandwidth { window: b.window }
-            };
-            plan::pattern(kind, b.common, given)
-        }
+        Command::Bandwidth(b) => plan::bandwidth(b, given),
         Command::Echo(e) => plan::seed001(Suite::Echo, e.sizes, Some(&e.hops), e.common, given),
         Command::Overhead(e) => {
             plan::seed001(Suite::Overhead, e.sizes, Some(&e.hops), e.common, given)

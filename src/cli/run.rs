@@ -246,6 +246,11 @@ pub(super) fn deliver(out: &Outputs, doc: &ResultDoc, ending: Ending) -> Result<
     for f in &written {
         say!("wrote {f}");
     }
+    // A placement the launcher did not give is in the report; without one, said here.
+    let noted = doc.pairs.as_ref().and_then(|p| p.note.as_ref());
+    if let Some(note) = noted.filter(|_| out.quiet || out.json_to_stdout()) {
+        say!("commbench: note: {note}");
+    }
     if let Some(e) = write_problem {
         return Err(Fatal::run(
             e,

@@ -23,6 +23,24 @@ pub const ENV_TOKEN: &str = "COMMBENCH_TOKEN";
 /// A job identifier shared by every rank of a run (names shared-memory segments and the like).
 pub const ENV_JOB: &str = "COMMBENCH_JOB";
 
+/// The host a rank runs on: the simulator's node, Slurm's node name, or the kernel's host
+/// name (its UTS namespace's).
+pub fn host_name<E: crate::transport::Endpoint>(ep: &E) -> String {
+    if ep.hypercube().is_some() {
+        return format!("node{}", ep.rank());
+    }
+    if let Ok(h) = std::env::var("SLURMD_NODENAME") {
+        if !h.trim().is_empty() {
+            return h.trim().to_string();
+        }
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
 /// Who started this rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -28,6 +28,7 @@ pub use super::stop::StopFlag;
 use crate::method::buffers::{self, CacheState, Evictor, Mismatch};
 use crate::method::limits;
 use crate::method::npp_check::{self, NppCheck, NppEstimate};
+use crate::method::pairs::TrialRole;
 use crate::method::timer::{self, TimerReport};
 use crate::method::until::{self, Stopping};
 use crate::method::{self, MethodConfig, NppChoice};
@@ -80,6 +81,12 @@ pub struct RawPoint {
     /// ([`crate::method::until`]); `None` for a fixed count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until_ci: Option<Stopping>,
+    /// With pairs streaming at once ([`MethodConfig::pairs`]): every pair's trial times (ns,
+    /// `min_ov` subtracted, each timed by its sender), in the order of the pairs; trial `k`
+    /// of every pair started after the same barrier. `trial_ns` then holds each trial's
+    /// slowest pair (IMB's makespan). Empty for one pair.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pair_trial_ns: Vec<Vec<i64>>,
 }
 
 /// The queue a point was measured in: its length and, for a pre-posted queue, the fraction
@@ -149,6 +156,9 @@ pub struct Collected {
     pub backend_info: Option<BackendInfo>,
     /// One entry per size completed.
     pub points: Vec<RawPoint>,
+    /// With pairs streaming at once: the host of every rank, in rank order
+    /// ([`crate::launch::host_name`]), for which pairs cross hosts. Empty otherwise.
+    pub hosts: Vec<String>,
     /// Who hears of each point once it is kept for good ([`Collected::observe`]).
     observer: Option<PointObserver>,
     /// How many of `points` the observer has heard of.
@@ -209,6 +219,20 @@ impl Collected {
     pub fn observe(&mut self, o: PointObserver) {
         self.observer = Some(o);
     }
+}
+
+/// Every rank's host ([`crate::launch::host_name`]) on rank 0, in rank order (empty
+/// elsewhere): which pairs cross hosts.
+pub fn gather_hosts<E: Endpoint>(ep: &mut E) -> Result<Vec<String>> {
+    let name = crate::launch::host_name(ep);
+    let all = ep
+        .gather(0, name.as_bytes())
+        .phase("collecting the ranks' hosts")?;
+    Ok(all
+        .unwrap_or_default()
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect())
 }
 
 /// Tell the observer, if there is one, of every point kept since it last heard: what keeps
@@ -333,7 +357,7 @@ impl TrialState {
     /// For `cfg` on this rank: `source` and `dest` get the cold cache's pool (where the
     /// endpoint models caches, [`Endpoint::models_caches`]).
     pub fn new<E: Endpoint>(ep: &E, cfg: &MethodConfig) -> Result<TrialState> {
-        let participant = ep.rank() == cfg.source || ep.rank() == cfg.dest;
+        let participant = cfg.role(ep.rank()).participates();
         let opts = &cfg.buffers;
         let evictor = if opts.cache == CacheState::Cold && participant && ep.models_caches() {
             let bytes = opts.cache_pool.unwrap_or_else(Evictor::pool_for_host);
@@ -542,34 +566,38 @@ pub fn trials_into<E: Endpoint, K: Kernel<E>>(
     mut tick: impl FnMut(u64),
     seq: &mut Sequence,
 ) -> Result<()> {
-    let (me, src, dst) = (ep.rank(), cfg.source, cfg.dest);
-    if me == src {
+    let role = cfg.role(ep.rank());
+    if let TrialRole::Timer { .. } = role {
         seq.reserve(n)?;
     }
     for k in first..first.saturating_add(n) {
-        ep.barrier_first(dst)
+        ep.barrier_first(cfg.dest)
             .phase_with(|| format!("barrier before trial {k}"))?;
         kernel
             .before_handshake(ep, npp)
             .phase_with(|| format!("before the handshake of trial {k}"))?;
         st.before_trial(kernel, k);
-        if me == src {
-            let b = std::mem::take(&mut st.hs);
-            st.hs = ep
-                .recv(Src::Rank(dst), TagSel::Tag(TAG_HANDSHAKE), b)
-                .phase_with(|| format!("handshake of trial {k}"))?
-                .buf;
-            let t1 = ep.now_ns();
-            timed_loop(ep, kernel, npp, k)?;
-            let t2 = ep.now_ns();
-            seq.ns.push(elapsed(t1, t2, k)?.saturating_sub(min_ov));
-            seq.start_ns.push(t1);
-        } else if me == dst {
-            let b = std::mem::take(&mut st.hs);
-            st.hs = ep
-                .send(src, TAG_HANDSHAKE, b)
-                .phase_with(|| format!("handshake of trial {k}"))?;
-            timed_loop(ep, kernel, npp, k)?;
+        match role {
+            TrialRole::Timer { peer } => {
+                let b = std::mem::take(&mut st.hs);
+                st.hs = ep
+                    .recv(Src::Rank(peer), TagSel::Tag(TAG_HANDSHAKE), b)
+                    .phase_with(|| format!("handshake of trial {k}"))?
+                    .buf;
+                let t1 = ep.now_ns();
+                timed_loop(ep, kernel, npp, k)?;
+                let t2 = ep.now_ns();
+                seq.ns.push(elapsed(t1, t2, k)?.saturating_sub(min_ov));
+                seq.start_ns.push(t1);
+            }
+            TrialRole::Partner { peer } => {
+                let b = std::mem::take(&mut st.hs);
+                st.hs = ep
+                    .send(peer, TAG_HANDSHAKE, b)
+                    .phase_with(|| format!("handshake of trial {k}"))?;
+                timed_loop(ep, kernel, npp, k)?;
+            }
+            TrialRole::Idle => {}
         }
         kernel
             .after_timing(ep, npp)
@@ -873,6 +901,46 @@ fn split_sequence(b: &[u8]) -> Result<(Vec<i64>, Vec<u64>)> {
     Ok((ns.to_vec(), start.iter().map(|&t| t as u64).collect()))
 }
 
+/// A sequence as a timing rank sends it to rank 0: its times, then its start offsets, two
+/// halves of one message ([`split_sequence`]).
+fn encode_sequence(seq: &Sequence) -> Vec<u8> {
+    let mut b = encode_i64s(&seq.ns);
+    b.extend(seq.offsets().iter().flat_map(|t| t.to_le_bytes()));
+    b
+}
+
+/// Every pair's trial times from what each rank sent (its sender's sequence), and the point's
+/// own: each trial's slowest pair, with pair 0's start offsets. `(times, starts, per pair)`.
+#[allow(clippy::type_complexity)]
+fn pairs_sequences(
+    c: &crate::method::pairs::Concurrent,
+    all: &[Vec<u8>],
+) -> Result<(Vec<i64>, Vec<u64>, Vec<Vec<i64>>)> {
+    let mut each = Vec::with_capacity(c.pairs.len());
+    let mut starts = Vec::new();
+    for (i, p) in c.pairs.iter().enumerate() {
+        let b = all.get(p.sender as usize).ok_or_else(|| {
+            Error::Protocol(format!("no trial times from rank {} (pair {i})", p.sender))
+        })?;
+        let (ns, st) = split_sequence(b)?;
+        if i == 0 {
+            starts = st;
+        }
+        each.push(ns);
+    }
+    let n = each.first().map_or(0, Vec::len);
+    if let Some((i, v)) = each.iter().enumerate().find(|(_, v)| v.len() != n) {
+        return Err(Error::Protocol(format!(
+            "pair {i} sent {} trial times, pair 0 sent {n}",
+            v.len()
+        )));
+    }
+    let slowest = (0..n)
+        .map(|k| each.iter().map(|v| v[k]).max().unwrap_or(0))
+        .collect();
+    Ok((slowest, starts, each))
+}
+
 /// The point of `npp` measured in `times` (on `source`), gathered to rank 0 and kept there
 /// with the data checks every rank shares.
 fn keep_point<E: Endpoint, K: Kernel<E>>(
@@ -885,15 +953,25 @@ fn keep_point<E: Endpoint, K: Kernel<E>>(
 ) -> Result<()> {
     let (cfg, label) = (run.cfg, run.label);
     let (me, src) = (ep.rank(), cfg.source);
-    let (times, starts) = if src == 0 {
+    let mut per_pair = Vec::new();
+    let (times, starts) = if let Some(c) = &cfg.pairs {
+        let g = ep
+            .gather(0, &encode_sequence(&seq))
+            .phase_with(|| format!("{label}: collecting every pair's trial times"))?;
+        match g {
+            Some(all) => {
+                let (times, starts, each) = pairs_sequences(c, &all)?;
+                per_pair = each;
+                (times, starts)
+            }
+            None => (Vec::new(), Vec::new()),
+        }
+    } else if src == 0 {
         let starts = seq.offsets();
         (seq.ns, starts)
     } else {
-        // Times, then start offsets: two halves of one message.
-        let mut b = encode_i64s(&seq.ns);
-        b.extend(seq.offsets().iter().flat_map(|t| t.to_le_bytes()));
         let g = ep
-            .gather(0, &b)
+            .gather(0, &encode_sequence(&seq))
             .phase_with(|| format!("{label}: collecting trial times"))?;
         match g {
             Some(all) => split_sequence(&all[src as usize])?,
@@ -917,6 +995,7 @@ fn keep_point<E: Endpoint, K: Kernel<E>>(
                 buffers: None,
                 npp_check,
                 until_ci: until,
+                pair_trial_ns: per_pair,
             })
         });
     }
@@ -1229,7 +1308,14 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
                 run_floor: std::time::Duration::ZERO,
             });
         }
-        characterise_timer(ep, cfg, &self.collected, self.stop)
+        let timer = characterise_timer(ep, cfg, &self.collected, self.stop)?;
+        if cfg.pairs.is_some() {
+            let hosts = gather_hosts(ep)?;
+            if ep.rank() == 0 {
+                with_collected(&self.collected, |c| c.hosts = hosts);
+            }
+        }
+        Ok(timer)
     }
 
     /// Every size of `cfg` measured with `kernel` (warm-up, npp, trials, verification), a stop
@@ -1312,8 +1398,7 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
         st: &mut TrialState,
         progress: &dyn Fn(Stage, u64, u64),
     ) -> Result<()> {
-        let me = ep.rank();
-        let participant = me == cfg.source || me == cfg.dest;
+        let participant = cfg.role(ep.rank()).participates();
         kernel.prepare(size)?;
         let label = kernel.label(size);
         if cfg.buffers.validate && participant && !kernel.validates_messages() {

@@ -9,6 +9,7 @@ use crate::method::benchmark::Benchmark;
 use crate::method::buffers::{self, BufferOptions, BufferReuse, Mismatch};
 use crate::method::engine::{Kernel, KernelSpec};
 use crate::method::limits::{self, PER_MESSAGE_OVERHEAD};
+use crate::method::pairs::TrialRole;
 use crate::method::units::human_bytes;
 use crate::method::{Invalid, MethodConfig, Setting};
 use crate::transport::error::{Error, Result};
@@ -528,7 +529,13 @@ impl KernelSpec for PatternKind {
 
     fn kernel<E: Endpoint>(&self, me: Rank, cfg: &MethodConfig) -> Result<Pattern> {
         self.check().map_err(|e| Error::Config(e.reason))?;
-        Pattern::with_len(*self, (cfg.source, cfg.dest, me), 0, &cfg.buffers)
+        // With pairs streaming at once each rank runs its own pair's pattern.
+        let (src, dst) = match cfg.role(me) {
+            TrialRole::Timer { peer } => (me, peer),
+            TrialRole::Partner { peer } => (peer, me),
+            TrialRole::Idle => (cfg.source, cfg.dest),
+        };
+        Pattern::with_len(*self, (src, dst, me), 0, &cfg.buffers)
     }
 }
 

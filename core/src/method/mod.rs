@@ -12,6 +12,7 @@ pub mod engine;
 pub mod kernels;
 pub mod limits;
 pub mod npp_check;
+pub mod pairs;
 pub mod progress;
 pub mod queue;
 pub mod sixtimes;
@@ -86,6 +87,10 @@ pub struct MethodConfig {
     /// then the most a size may take; `None`: every size takes `trials`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<until::UntilCi>,
+    /// Pairs that stream at once ([`pairs`]); pair 0 is `source` -> `dest`. `None`: the one
+    /// pair `source` and `dest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<pairs::Concurrent>,
 }
 
 impl Default for MethodConfig {
@@ -105,6 +110,7 @@ impl Default for MethodConfig {
             dest: 1,
             buffers: buffers::BufferOptions::default(),
             until: None,
+            pairs: None,
         }
     }
 }
@@ -231,6 +237,9 @@ impl MethodConfig {
                 ),
             );
         }
+        if let Some(c) = &self.pairs {
+            return self.check_pairs(c, size);
+        }
         for (name, r) in [("source", self.source), ("dest", self.dest)] {
             if r >= size {
                 return invalid(
@@ -243,6 +252,48 @@ impl MethodConfig {
             }
         }
         Ok(())
+    }
+
+    /// Concurrent pairs: each rank in one pair and in range, pair 0 the `source` and `dest`,
+    /// and (for now) a fixed count of trials: a size stopped on its interval would be decided
+    /// on pair 0's trials alone.
+    fn check_pairs(&self, c: &pairs::Concurrent, size: u32) -> std::result::Result<(), Invalid> {
+        if let Some(why) = c.problem(size) {
+            return invalid(Setting::Ranks, why);
+        }
+        let first = c.pairs[0];
+        if (first.sender, first.receiver) != (self.source, self.dest) {
+            return invalid(
+                Setting::Ranks,
+                format!(
+                    "pair 0 is {} -> {} but source and dest are {} and {}",
+                    first.sender, first.receiver, self.source, self.dest
+                ),
+            );
+        }
+        if self.until.is_some() && c.pairs.len() > 1 {
+            return invalid(
+                Setting::UntilCi,
+                "concurrent pairs take a fixed count of trials: stopping on a confidence \
+                 interval would decide on one pair's trials while the others stream",
+            );
+        }
+        Ok(())
+    }
+
+    /// What rank `me` does in a trial: it times (`source`, or a pair's sender), answers
+    /// (`dest`, a pair's receiver) or joins only the control plane.
+    pub fn role(&self, me: Rank) -> pairs::TrialRole {
+        if let Some(c) = &self.pairs {
+            return c.role(me);
+        }
+        if me == self.source {
+            pairs::TrialRole::Timer { peer: self.dest }
+        } else if me == self.dest {
+            pairs::TrialRole::Partner { peer: self.source }
+        } else {
+            pairs::TrialRole::Idle
+        }
     }
 
     /// Sizes, trials, clock reads and npp: each needs at least one, and none may ask for more

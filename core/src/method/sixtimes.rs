@@ -1238,6 +1238,7 @@ fn keep_rates<E: Endpoint>(
             buffers: None,
             npp_check: None,
             until_ci: None,
+            pair_trial_ns: Vec::new(),
         })
     });
     settle(collected);
@@ -1288,6 +1289,7 @@ fn calibrate<E: Endpoint>(
                 buffers: None,
                 npp_check: None,
                 until_ci: None,
+                pair_trial_ns: Vec::new(),
             })
         });
         settle(collected);

@@ -41,7 +41,10 @@ pub(super) fn check_limits(
     let buffers = |s: u64| bench.buffer_bytes(method, s);
     let trips = |s: u64| bench.trips(s);
     bench.check().map_err(fail)?;
-    let place = Placement { all_here };
+    let place = Placement {
+        all_here,
+        measuring: measuring_ranks(method),
+    };
     let host = HostMemory::of_this_process();
     for b in backends {
         let t = b.transport(ranks);
@@ -336,6 +339,13 @@ pub struct Placement {
     /// The ranks of the run are processes of this host started here (commbench's own
     /// launcher), so their buffers all come out of this host's memory.
     pub all_here: bool,
+    /// The ranks that measure, each holding its buffers: 2, or 2 per pair streaming at once.
+    pub measuring: u64,
+}
+
+/// The ranks of `cfg` that hold message buffers: `source` and `dest`, or every pair's two.
+fn measuring_ranks(cfg: &MethodConfig) -> u64 {
+    cfg.pairs.as_ref().map_or(2, |c| 2 * c.pairs.len() as u64)
 }
 
 /// Bytes of memory a run needs, and why, for one size.
@@ -358,9 +368,12 @@ fn results_bytes(cfg: &MethodConfig, sizes: usize) -> Option<u64> {
         NppChoice::Auto { .. } => 1,
         other => other.fixed_values().len().max(1) as u64,
     };
+    // Pairs at once keep every pair's times and the point's own (each trial's slowest).
+    let series = cfg.pairs.as_ref().map_or(1, |c| c.pairs.len() as u64 + 1);
     let times = (sizes as u64)
         .checked_mul(values)?
-        .checked_mul(cfg.trials)?;
+        .checked_mul(cfg.trials)?
+        .checked_mul(series)?;
     times
         .checked_mul(8)?
         .checked_add(cfg.trials.checked_mul(16)?)
@@ -377,7 +390,7 @@ fn need(
 ) -> Option<Need> {
     let b = buffers(size)?;
     let rank = b.checked_mul(2)?;
-    let both = rank.checked_mul(2)?;
+    let both = rank.checked_mul(place.measuring)?;
     let process = if t.one_process { both } else { rank }
         .checked_add(results)?
         .checked_add(t.process_bytes)?;
@@ -538,9 +551,9 @@ impl Largest<'_> {
             ));
         }
         let on_host = if self.place.all_here || self.t.one_process {
-            " in each of 2 ranks"
+            format!(" in each of {} ranks", self.place.measuring)
         } else {
-            ""
+            String::new()
         };
         Err(Invalid {
             setting: Setting::Sizes,
@@ -548,7 +561,7 @@ impl Largest<'_> {
                 "size {} needs {} of memory ({}); this host has {} available",
                 size_text(self.size),
                 about(n.host),
-                self.what(on_host),
+                self.what(&on_host),
                 human_bytes(avail)
             ),
             hint: Some(fit_hint(
@@ -575,9 +588,9 @@ impl Largest<'_> {
             ));
         }
         let in_process = if self.t.one_process {
-            " in each of its 2 ranks"
+            format!(" in each of its {} ranks", self.place.measuring)
         } else {
-            ""
+            String::new()
         };
         Err(Invalid {
             setting: Setting::Sizes,
@@ -586,7 +599,7 @@ impl Largest<'_> {
                  address-space limit (ulimit -v) is {} with {} already in use",
                 size_text(self.size),
                 about(n.process),
-                self.what(in_process),
+                self.what(&in_process),
                 human_bytes(limit),
                 human_bytes(used)
             ),
@@ -707,7 +720,10 @@ mod tests {
     #[test]
     fn memory_is_checked_against_the_host_and_the_address_space() {
         let t = Transport::unbounded("tcp");
-        let here = Placement { all_here: true };
+        let here = Placement {
+            all_here: true,
+            measuring: 2,
+        };
         let host = HostMemory {
             available: Some(24 << 30),
             address_space_limit: None,
@@ -794,7 +810,10 @@ mod tests {
             &c.sizes,
             &pingpong_buffers,
             &t,
-            Placement { all_here: true },
+            Placement {
+                all_here: true,
+                measuring: 2,
+            },
             &host,
         )
         .unwrap_err();
@@ -814,10 +833,40 @@ mod tests {
             address_space_used: 0,
         };
         let c = cfg(vec![1 << 30]);
-        let away = Placement { all_here: false };
+        let away = Placement {
+            all_here: false,
+            measuring: 2,
+        };
         let tcp = Transport::unbounded("tcp");
         assert!(check_memory(&c, &c.sizes, &pingpong_buffers, &tcp, away, &host).is_ok());
         assert!(check_memory(&c, &c.sizes, &pingpong_buffers, &sim, away, &host).is_err());
+    }
+
+    /// Pairs streaming at once on one host each hold their buffers: what two ranks of 1 GiB
+    /// messages fit in, four pairs do not, and the reason counts the ranks.
+    #[test]
+    fn every_pair_on_the_host_holds_its_buffers() {
+        let host = HostMemory {
+            available: Some(9 << 30),
+            address_space_limit: None,
+            address_space_used: 0,
+        };
+        let mut c = cfg(vec![1 << 30]);
+        let tcp = Transport::unbounded("tcp");
+        let here = |measuring| Placement {
+            all_here: true,
+            measuring,
+        };
+        assert!(check_memory(&c, &c.sizes, &pingpong_buffers, &tcp, here(2), &host).is_ok());
+        c.pairs = Some(commbench::core::method::pairs::Concurrent {
+            pairs: commbench::core::method::pairs::Placement::Block.pairs(4),
+            placement: commbench::core::method::pairs::Placement::Block,
+            start: Default::default(),
+        });
+        let m = measuring_ranks(&c);
+        assert_eq!(m, 8);
+        let e = check_memory(&c, &c.sizes, &pingpong_buffers, &tcp, here(m), &host).unwrap_err();
+        assert!(e.reason.contains("in each of 8 ranks"), "{}", e.reason);
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! found here, before anything starts, and is a usage error (exit 2) with one line and a hint.
 
 use super::args::{
-    invalid_method, AllpairsArgs, BackendArgs, BuffersArg, CacheArg, CacheArgs, DropWarmupArg,
-    FitArgs, Given, MessageArgs, OutputArgs, PatternArgs, PingpongArgs, ProgressWhen, QArg,
-    QueueArgs, ScheduleArg, SeedArgs, SizeArgs, StopArgs,
+    invalid_method, AllpairsArgs, BackendArgs, BandwidthArgs, BuffersArg, CacheArg, CacheArgs,
+    DropWarmupArg, FitArgs, Given, MessageArgs, OutputArgs, PatternArgs, PingpongArgs,
+    ProgressWhen, QArg, QueueArgs, ScheduleArg, SeedArgs, SizeArgs, StopArgs,
 };
 use super::fatal::Fatal;
 use crate::cli::backend::{self, Chosen, Job};
@@ -16,6 +16,7 @@ use commbench::core::method::allpairs::{AllPairsConfig, Schedule};
 use commbench::core::method::benchmark::Benchmark;
 use commbench::core::method::buffers::{BufferOptions, BufferReuse, CacheState};
 use commbench::core::method::limits::MAX_TRIALS;
+use commbench::core::method::pairs::Concurrent;
 use commbench::core::method::queue::{self, QueueBench, QueueKind};
 use commbench::core::method::sixtimes::{self, SixTimes, Suite};
 use commbench::core::method::transpose::Transpose;
@@ -29,6 +30,7 @@ use std::time::Duration;
 
 pub mod launches;
 mod limits;
+mod pairs;
 
 /// What a run measures.
 #[derive(Debug, Clone)]
@@ -330,6 +332,8 @@ fn method(a: &PingpongArgs, sizes: Vec<u64>, given: &Given) -> Result<MethodConf
         dest: a.dest,
         // Checked against the work in [`build`], which sets them.
         buffers: BufferOptions::default(),
+        // A bandwidth run of several pairs sets them ([`pattern`]).
+        pairs: None,
     })
 }
 
@@ -412,10 +416,14 @@ fn timeout(b: &BackendArgs) -> Result<Duration, Fatal> {
     Ok(Duration::from_secs_f64(b.timeout))
 }
 
-/// Ranks of the run: `--ranks`, or enough for `--source` and `--dest`.
-fn ranks(a: &PingpongArgs) -> Result<u32, Fatal> {
+/// Ranks of the run: `--ranks`, or enough for `--source` and `--dest` (for the pairs
+/// streaming at once).
+fn ranks(a: &PingpongArgs, method: &MethodConfig) -> Result<u32, Fatal> {
     let b = &a.backend;
-    let needed = a.source.max(a.dest).saturating_add(1);
+    let needed = match &method.pairs {
+        Some(c) => c.ranks_needed(),
+        None => a.source.max(a.dest).saturating_add(1),
+    };
     let ranks = b.ranks.unwrap_or(needed.max(2));
     if ranks < 2 {
         return Err(Fatal::usage(
@@ -426,8 +434,37 @@ fn ranks(a: &PingpongArgs) -> Result<u32, Fatal> {
     Ok(ranks)
 }
 
+/// The plan of a bandwidth run: one pair (`--source`, `--dest`), or `--pairs K` streaming at
+/// once as `--placement` pairs them.
+pub fn bandwidth(b: BandwidthArgs, given: &Given) -> Result<Plan, Fatal> {
+    if b.window == 0 {
+        return Err(Fatal::usage(
+            "--window 0: a window needs at least one send",
+            "for example --window 64",
+        ));
+    }
+    let kind = if b.bidirectional {
+        PatternKind::BiBandwidth { window: b.window }
+    } else {
+        PatternKind::Bandwidth { window: b.window }
+    };
+    let pairs = pairs::concurrent(b.pairs, b.placement.as_deref(), given)?;
+    pattern_with(kind, b.common, pairs, given)
+}
+
 /// The plan of a pattern run (ping-pong, exchange, bandwidth).
 pub fn pattern(kind: PatternKind, p: PatternArgs, given: &Given) -> Result<Plan, Fatal> {
+    pattern_with(kind, p, None, given)
+}
+
+/// [`pattern`], with pairs streaming at once when `pairs` is given: pair 0 is the run's
+/// `source` and `dest`.
+fn pattern_with(
+    kind: PatternKind,
+    p: PatternArgs,
+    pairs: Option<Concurrent>,
+    given: &Given,
+) -> Result<Plan, Fatal> {
     let streaming = matches!(
         kind,
         PatternKind::Bandwidth { .. } | PatternKind::BiBandwidth { .. }
@@ -447,7 +484,11 @@ pub fn pattern(kind: PatternKind, p: PatternArgs, given: &Given) -> Result<Plan,
         ));
     }
     check_fit(&fit, &sizes, given)?;
-    let method = method(&a, sizes, given)?;
+    let mut method = method(&a, sizes, given)?;
+    if let Some(c) = pairs {
+        (method.source, method.dest) = (c.pairs[0].sender, c.pairs[0].receiver);
+        method.pairs = Some(c);
+    }
     build(
         Work::Pattern(kind),
         a,
@@ -503,7 +544,7 @@ fn build(
     method.buffers = buffer_options(&a.cache, &messages, work.benchmark())?;
     let b = &a.backend;
     let timeout = timeout(b)?;
-    let ranks = ranks(&a)?;
+    let ranks = ranks(&a, &method)?;
     let outputs = outputs(&a.out, b)?;
     let transpose = match work {
         Work::Transpose(t) => Some(t),
@@ -917,6 +958,7 @@ pub fn seed001(
         source: 0,
         dest: 1,
         buffers: BufferOptions::default(),
+        pairs: None,
     };
     let fit = FitArgs {
         breakpoint: Breakpoint::None,

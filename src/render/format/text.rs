@@ -7,7 +7,7 @@
 use super::Renderer;
 use crate::analysis::document::ResultDoc;
 use crate::analysis::model::FitSection;
-use crate::render::kind::{card, matrix, queue, sixtimes, sweep};
+use crate::render::kind::{card, matrix, pairs, queue, sixtimes, sweep};
 use commbench_core::transport::error::Result;
 use std::fmt::Write;
 
@@ -53,6 +53,9 @@ impl Text {
                     queue::render(&mut out, doc);
                 }
             }
+        }
+        if doc.allpairs.is_none() {
+            pairs::render(&mut out, doc, detail);
         }
         if let Some(c) = doc.report_card.as_ref().filter(|_| doc.allpairs.is_none()) {
             card::render(&mut out, c, detail);
@@ -159,6 +162,7 @@ mod tests {
             npp_check: None,
             trial_start_ns: Vec::new(),
             until_ci: None,
+            pair_trial_ns: Vec::new(),
         };
         Point::from_raw(raw, backend, 2.0).unwrap()
     }

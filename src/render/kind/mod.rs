@@ -8,6 +8,7 @@
 //! * [`queue`]: seed 004's grids of the queue benchmarks and the time per queue entry;
 //! * [`matrix`]: an all-pairs matrix (verdicts, classes, node effects, worst cells), and two
 //!   matrices compared;
+//! * [`pairs`]: pairs that streamed at once: the three aggregates, message rates, stragglers;
 //! * [`compare`]: two sides of one or more documents each, size by size;
 //! * [`launches`]: a set of launches of one measurement, point by point;
 //! * [`timer`]: the timer's characterisation (`commbench timer`, Appendix A);
@@ -18,6 +19,7 @@ pub mod compare;
 pub mod fit;
 pub mod launches;
 pub mod matrix;
+pub mod pairs;
 pub mod queue;
 pub mod sixtimes;
 pub mod sweep;

@@ -526,25 +526,34 @@ fn table(out: &mut String, rows: &[&Point], warned: &mut Vec<(String, String, St
         }
         cells.push(line);
     }
-    let widths: Vec<usize> = (0..head.len())
+    let left: Vec<bool> = head.iter().map(|(_, l)| *l).collect();
+    aligned(out, &cells, &left, &marks);
+}
+
+/// Rows of cells in columns as wide as their widest cell: right-aligned, or left-aligned
+/// where `left` says so; a row marked gets a `!` at its end.
+pub(crate) fn aligned(out: &mut String, cells: &[Vec<String>], left: &[bool], marks: &[bool]) {
+    let columns = cells.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
         .map(|i| {
             cells
                 .iter()
-                .map(|r| r[i].chars().count())
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
                 .max()
                 .unwrap_or(0)
         })
         .collect();
-    for (row, mark) in cells.iter().zip(marks) {
+    for (i, row) in cells.iter().enumerate() {
         let mut line = String::new();
-        for ((c, w), (_, left)) in row.iter().zip(&widths).zip(&head) {
-            if *left {
+        for (j, (c, w)) in row.iter().zip(&widths).enumerate() {
+            if left.get(j).copied().unwrap_or(false) {
                 let _ = write!(line, " {c:<w$}");
             } else {
                 let _ = write!(line, "  {c:>w$}");
             }
         }
-        if mark {
+        if marks.get(i).copied().unwrap_or(false) {
             line.push_str("  !");
         }
         let _ = writeln!(out, "{}", line.trim_end());

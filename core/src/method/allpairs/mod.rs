@@ -229,24 +229,6 @@ fn with<T>(c: &Mutex<AllPairsCollected>, f: impl FnOnce(&mut AllPairsCollected) 
     }
 }
 
-/// The host a rank runs on: the simulator's node, Slurm's node name, or the kernel's host
-/// name (its UTS namespace's).
-fn host_name<E: Endpoint>(ep: &E) -> String {
-    if ep.hypercube().is_some() {
-        return format!("node{}", ep.rank());
-    }
-    if let Ok(h) = std::env::var("SLURMD_NODENAME") {
-        if !h.trim().is_empty() {
-            return h.trim().to_string();
-        }
-    }
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".into())
-}
-
 /// A rank's host and timer, as sent to rank 0.
 #[derive(Serialize, Deserialize)]
 struct Hello {
@@ -333,7 +315,7 @@ impl<'a> AllPairs<'a> {
         let t = timer::characterize_until(ep, self.method.timer_samples, self.stop);
         let own = (t.min_overhead_ns.round() as i64, t.resolution_ns);
         let hello = serde_json::to_vec(&Hello {
-            host: host_name(ep),
+            host: crate::launch::host_name(ep),
             timer: t,
         })
         .map_err(|e| Error::Protocol(format!("encoding the timer report: {e}")))?;

@@ -33,9 +33,16 @@ pub fn render(out: &mut String, doc: &ResultDoc, detail: Detail) {
     ]
     .map(String::from)
     .to_vec()];
+    let several = points.iter().any(|(p, _)| p.backend != points[0].0.backend);
+    if several {
+        cells[0].insert(1, "backend".into());
+    }
     let mut marks = vec![false];
     for (p, q) in &points {
         let mut row = vec![format_size(p.size)];
+        if several {
+            row.push(p.backend.clone());
+        }
         for name in ["makespan", "mean_time", "sum"] {
             match q.aggregates.iter().find(|a| a.name == name) {
                 Some(a) => row.extend(rates(a)),
@@ -129,6 +136,12 @@ fn per_pair(out: &mut String, points: &[(&Point, &PairsPoint)]) {
                 )
             })
             .collect();
-        let _ = writeln!(out, "  {:>8}  {}", format_size(p.size), each.join("  "));
+        let _ = writeln!(
+            out,
+            "  {:>8} {:>5}  {}",
+            format_size(p.size),
+            p.backend,
+            each.join("  ")
+        );
     }
 }

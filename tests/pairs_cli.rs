@@ -250,3 +250,167 @@ fn bidirectional_pairs_count_both_ways() {
     assert_eq!(p["pairs"]["messages_per_sample"], 2 * 2 * 4);
     assert_eq!(p["pairs"]["bytes_per_sample"], 2 * 2 * 4 * 100);
 }
+
+/// The max-rate model's ground truth on machines of our own (docs/simulator.md §4b): senders
+/// one hop from node 0 (`2^a`, `a < 4`) paced by a send overhead `F = f n` stream through the
+/// one channel `0 -> 16` (`E = e n`, `e < f`) to receivers `16 + 32 m`. Alone a pair reaches
+/// `R_b = 1 / f`; together the pairs share the channel's `R_N = 1 / e`. A sweep of k = 1..4
+/// pairs must give both back.
+#[test]
+fn a_sweep_of_pairs_recovers_the_max_rate_model() {
+    let dir = tmpdir("pairs-maxrate");
+    let mut rng = Xoshiro256::new(0x0006_a05a);
+    for case in 0..2 {
+        let e = rng.range(0.0005, 0.002);
+        let f = e * rng.range(1.3, 2.2);
+        let machine = Machine::new(&format!("maxrate{case}"), 7)
+            .tick_ns(1)
+            .stack_kib(128)
+            .times(six([
+                (0.001, f),
+                (0.0, 0.0),
+                (0.0, 0.0),
+                (0.0, 0.0),
+                (0.05, f / 4.0),
+                (0.0, e),
+            ]))
+            .write(&dir.join(format!("m{case}.toml")));
+        let place = dir.join(format!("pairs{case}.txt"));
+        let mut senders = [1, 2, 4, 8];
+        for i in (1..4).rev() {
+            senders.swap(i, rng.below(i + 1));
+        }
+        let lines: Vec<String> = (0..4)
+            .map(|m| format!("{} {}", senders[m], 16 + 32 * m))
+            .collect();
+        std::fs::write(&place, lines.join("\n")).expect("placement file");
+        let doc = run_json(
+            &dir.join(format!("r{case}.json")),
+            &[
+                "bandwidth",
+                "--backend",
+                "sim",
+                "--sim-config",
+                machine.to_str().expect("UTF-8"),
+                "--placement",
+                place.to_str().expect("UTF-8"),
+                "--pairs",
+                "1..4:+1",
+                "--window",
+                "256",
+                "--sizes",
+                "4K,16K,64K",
+                "--npp",
+                "1",
+                "--trials",
+                "3",
+                "--warmup",
+                "1",
+                "--samples",
+                "1000",
+            ],
+        );
+        assert_eq!(doc["points"].as_array().map(Vec::len), Some(12));
+        let fit = &doc["max_rate"][0];
+        let rb = fit["r_b_mb_s"].as_f64().expect("R_b");
+        let rn = fit["r_n_mb_s"].as_f64().expect("R_N");
+        let (want_b, want_n) = (1.0 / f, 1.0 / e);
+        assert!(
+            (rb / want_b - 1.0).abs() < 0.03,
+            "case {case}: R_b {rb} vs {want_b}"
+        );
+        assert!(
+            (rn / want_n - 1.0).abs() < 0.03,
+            "case {case}: R_N {rn} vs {want_n}"
+        );
+        let k_star = fit["k_star"].as_f64().expect("k*");
+        assert!(
+            (k_star / (f / e) - 1.0).abs() < 0.05,
+            "case {case}: k* {k_star}"
+        );
+        assert_eq!(doc["points"][11]["sweep"]["pairs"], 4);
+    }
+}
+
+/// A sweep of windows and pairs: a point per size, window and number of pairs, each recording
+/// where it lies; the report's window profile; the three plots of pairs.
+#[test]
+fn a_sweep_of_windows_and_pairs_keeps_every_step() {
+    let dir = tmpdir("pairs-sweep");
+    let j = dir.join("r.json");
+    let doc = run_json(
+        &j,
+        &quick(&[
+            "bandwidth",
+            "--backend",
+            "sim",
+            "--sim-config",
+            "generic",
+            "--window",
+            "1..8",
+            "--pairs",
+            "1,2",
+            "--sizes",
+            "256",
+            "--npp",
+            "2",
+        ]),
+    );
+    let points = doc["points"].as_array().expect("points");
+    let at: Vec<(u64, u64)> = points
+        .iter()
+        .map(|p| {
+            let s = &p["sweep"];
+            (
+                s["pairs"].as_u64().unwrap_or(0),
+                s["window"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let want: Vec<(u64, u64)> = [1, 2]
+        .iter()
+        .flat_map(|&k| [1, 2, 4, 8].map(|w| (k, w)))
+        .collect();
+    assert_eq!(at, want);
+    for p in points {
+        let k = p["sweep"]["pairs"].as_u64().expect("pairs");
+        assert_eq!(
+            p["pair_trial_ns"].as_array().map(|v| v.len() as u64),
+            Some(k)
+        );
+        assert_eq!(p["trips_per_iteration"], p["sweep"]["window"]);
+    }
+    let path = j.to_str().expect("UTF-8");
+    let report = run(&["report", path]);
+    assert_ok(&report);
+    assert!(
+        stdout(&report).contains("window profile over sim, 2 pairs"),
+        "{}",
+        stdout(&report)
+    );
+    for kind in ["aggregate", "message-rate", "window"] {
+        let svg = dir.join(format!("{kind}.svg"));
+        let o = run(&[
+            "plot",
+            path,
+            "--kind",
+            kind,
+            "-o",
+            svg.to_str().expect("UTF-8"),
+        ]);
+        assert_ok(&o);
+        let text = std::fs::read_to_string(&svg).expect("the plot");
+        assert!(
+            text.starts_with("<?xml") && text.trim_end().ends_with("</svg>"),
+            "{kind}"
+        );
+        assert!(text.matches("class=\"marker\"").count() >= 4, "{kind}");
+    }
+    for (args, needle) in [
+        (vec!["bandwidth", "--window", "0,4"], "--window 0,4"),
+        (vec!["bandwidth", "--window", "1,70000"], "--window 70000"),
+        (vec!["bandwidth", "--pairs", "2,0"], "--pairs 2,0"),
+    ] {
+        assert_usage_error(&args, needle);
+    }
+}

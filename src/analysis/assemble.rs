@@ -11,7 +11,7 @@ use crate::analysis::fit::{self, Breakpoint};
 use crate::analysis::matrix::MatrixSection;
 use crate::analysis::pairs::PairsSection;
 use crate::analysis::steady::DropWarmup;
-use crate::analysis::{queue, sixtimes};
+use crate::analysis::{maxrate, queue, sixtimes};
 use commbench_core::method::allpairs::{AllPairsCollected, AllPairsConfig};
 use commbench_core::method::engine::{Collected, RawPoint};
 use commbench_core::method::timer::TimerReport;
@@ -250,6 +250,7 @@ pub fn document_with(
         .map(|c| PairsSection::of(c, &g.hosts));
     let mut doc = ResultDoc {
         pairs,
+        max_rate: None,
         fit: None,
         params: None,
         interference: None,
@@ -329,6 +330,8 @@ pub fn analyse(doc: &mut ResultDoc, how: &Analyses) {
     doc.interference = seed001.interference;
     doc.sixtimes = seed001.detail;
     doc.queue = queue::analyse(&doc.points);
+    let max_rate = maxrate::fit_all(&doc.points);
+    doc.max_rate = (!max_rate.is_empty()).then_some(max_rate);
     doc.report_card = ReportCard::of(doc);
 }
 

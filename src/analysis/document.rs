@@ -426,6 +426,10 @@ pub struct ResultDoc {
     /// documents written before pairs streamed at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pairs: Option<crate::analysis::pairs::PairsSection>,
+    /// The max-rate model of Gropp, Olson and Samfass fitted to a sweep of pairs, per backend
+    /// and window (`analysis::maxrate`). Absent without two numbers of pairs and two sizes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rate: Option<Vec<crate::analysis::maxrate::MaxRateFit>>,
     /// What the run did for rules 5-11 of Hoefler & Belli (SC'15): one line per rule, the
     /// points each flags (docs/result-format.md). Absent for documents without points and in
     /// documents written before it was recorded.

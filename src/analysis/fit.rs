@@ -454,10 +454,12 @@ fn fit_with_ci(
 /// lines are against the queue, [`crate::analysis::queue`]).
 pub fn fit_points(points: &[Point], breakpoint: Breakpoint, ips: Option<f64>) -> Vec<FitSection> {
     let points: Vec<&Point> = points.iter().filter(|p| p.queue_length.is_none()).collect();
-    let mut patterns: Vec<&str> = Vec::new();
+    // A sweep of windows and pairs fits each of its steps apart ([`Point::group`]).
+    let mut patterns: Vec<String> = Vec::new();
     for p in &points {
-        if !patterns.contains(&p.pattern.as_str()) {
-            patterns.push(&p.pattern);
+        let g = p.group();
+        if !patterns.contains(&g) {
+            patterns.push(g);
         }
     }
     patterns
@@ -466,13 +468,13 @@ pub fn fit_points(points: &[Point], breakpoint: Breakpoint, ips: Option<f64>) ->
             let mine: Vec<&Point> = points
                 .iter()
                 .copied()
-                .filter(|p| p.pattern == pat)
+                .filter(|p| p.group() == pat)
                 .collect();
             let sizes: Vec<u64> = mine.iter().map(|p| p.size).collect();
             let times: Vec<f64> = mine.iter().map(|p| p.one_way_us.median).collect();
             let cis: Vec<Interval> = mine.iter().map(|p| p.one_way_us.ci95_median).collect();
             let mut f = fit_with_ci(&sizes, &times, Some(&cis), breakpoint, ips)?;
-            f.pattern = pat.to_string();
+            f.pattern = pat;
             Some(f)
         })
         .collect()

@@ -406,6 +406,7 @@ pub(crate) mod synthetic {
                             trial_start_ns: Vec::new(),
                             until_ci: None,
                             pair_trial_ns: Vec::new(),
+                            sweep: None,
                         },
                     });
                 }

@@ -17,6 +17,8 @@
 //!   (steady, warm-up, slow-down, no steady state), and the warm-up `--drop-warmup auto` drops.
 //! * [`allpairs`]: an all-pairs matrix -> median polish, attribution to a node, link or
 //!   hypercube dimension, serial confirmation and verdicts.
+//! * [`pairs`]: pairs streaming at once -> the three aggregates, message rates, stragglers;
+//!   [`maxrate`]: Gropp, Olson and Samfass's max-rate model fitted to a sweep of pairs.
 //! * [`assemble`]: a run's outcome on rank 0 -> its document (with the all-pairs matrix
 //!   section), the one step the command line, the tests and in-process runs share.
 //! * [`stream`]: the JSON Lines a run writes as it goes (`--stream`), and the document a
@@ -33,6 +35,7 @@ pub mod inference;
 pub mod launches;
 pub mod matrix;
 pub mod matrix_compare;
+pub mod maxrate;
 pub mod model;
 pub mod normality;
 pub mod pairs;

@@ -9,6 +9,7 @@ use crate::analysis::pairs::{self, PairsPoint};
 use crate::analysis::steady::{self, DropWarmup, Stationarity, WarmupDropped};
 use commbench_core::method::engine::{PointBuffers, RawPoint};
 use commbench_core::method::npp_check::NppEstimate;
+use commbench_core::method::pairs::SweepAt;
 use commbench_core::method::until::{Outcome, Stopping};
 use commbench_core::stats::{self, Summary};
 use commbench_core::{Error, Result};
@@ -690,6 +691,17 @@ pub struct Point {
     /// `pair_trial_ns`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pairs: Option<PairsPoint>,
+    /// Where the point lies in a sweep of windows and pairs (`bandwidth --window 1..128`,
+    /// `--pairs 1..8:+1`): `{window, pairs}`, the window asked for (`trips_per_iteration` is
+    /// the one used) and the pairs that streamed at once. Absent outside a sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepAt>,
+}
+
+/// Where a point lies in a sweep, in words: `window 8, 2 pairs`.
+pub fn sweep_words(at: SweepAt) -> String {
+    let s = if at.pairs == 1 { "" } else { "s" };
+    format!("window {}, {} pair{s}", at.window, at.pairs)
 }
 
 /// The aggregates of a point's pairs ([`pairs::analyse`]), its first `skip` trials (a warm-up
@@ -777,6 +789,7 @@ impl Point {
             npp_rejected: raw.npp_check.map(|c| c.rejected).unwrap_or_default(),
             pair_trial_ns: raw.pair_trial_ns,
             pairs,
+            sweep: raw.sweep,
         })
     }
 
@@ -784,8 +797,19 @@ impl Point {
     /// pattern, with its queue for a queue benchmark's point (`queue_posted (length 200, 25 %
     /// traversed)`, `queue_unexpected (length 50)`).
     pub fn series(&self) -> String {
-        match self.queue_words() {
-            Some(q) => format!("{} ({q})", self.pattern),
+        match (self.queue_words(), self.sweep) {
+            (Some(q), _) => format!("{} ({q})", self.pattern),
+            (None, Some(at)) => format!("{} ({})", self.pattern, sweep_words(at)),
+            (None, None) => self.pattern.clone(),
+        }
+    }
+
+    /// The series a table, a fit and a plot draw the point in: its pattern, with its place in
+    /// a sweep of windows and pairs when it has one (`bandwidth (window 8, 2 pairs)`). A queue
+    /// benchmark's points share their pattern's (its grids and lines are against the queue).
+    pub fn group(&self) -> String {
+        match self.sweep {
+            Some(at) => format!("{} ({})", self.pattern, sweep_words(at)),
             None => self.pattern.clone(),
         }
     }
@@ -875,6 +899,7 @@ mod tests {
             trial_start_ns: Vec::new(),
             until_ci: None,
             pair_trial_ns: Vec::new(),
+            sweep: None,
         };
         let check = NppCheck {
             rejected: vec![est],

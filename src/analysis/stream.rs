@@ -386,6 +386,7 @@ fn document(start: Start, got: Lines, cut_short: bool) -> Result<ResultDoc> {
         .map(|c| crate::analysis::pairs::PairsSection::of(c, &[]));
     let mut doc = ResultDoc {
         pairs,
+        max_rate: None,
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,
         tool_version: start.tool_version,

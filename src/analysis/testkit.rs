@@ -26,6 +26,36 @@ pub(crate) fn point_of(pattern: &str, size: u64, trial_ns: Vec<i64>) -> Point {
         trial_start_ns: Vec::new(),
         until_ci: None,
         pair_trial_ns: Vec::new(),
+        sweep: None,
+    };
+    Point::from_raw(raw, "sim", 2.0).expect("analysable")
+}
+
+/// A bandwidth point of `pairs` pairs at `window` of a sweep, npp 1: pair `p`'s trial `i`
+/// takes `t_ns x (1 + p / 10) x (1 + u / 20)`, `u` uniform.
+pub(crate) fn pairs_point(size: u64, window: u32, pairs: u32, t_ns: f64) -> Point {
+    let each: Vec<Vec<i64>> = (0..pairs)
+        .map(|p| {
+            (0..12)
+                .map(|i| {
+                    let u = unit(i ^ u64::from(p) << 8 ^ size);
+                    (t_ns * (1.0 + f64::from(p) / 10.0) * (1.0 + u / 20.0)).round() as i64
+                })
+                .collect()
+        })
+        .collect();
+    let trial_ns = (0..12)
+        .map(|i| each.iter().map(|v| v[i]).max().unwrap_or(0))
+        .collect();
+    let raw = RawPoint {
+        pattern: "bandwidth".into(),
+        size,
+        npp: 1,
+        trips_per_iteration: u64::from(window),
+        trial_ns,
+        pair_trial_ns: each,
+        sweep: Some(commbench_core::method::pairs::SweepAt { window, pairs }),
+        ..RawPoint::default()
     };
     Point::from_raw(raw, "sim", 2.0).expect("analysable")
 }
@@ -51,6 +81,7 @@ pub(crate) fn point(
 pub(crate) fn doc(points: Vec<Point>) -> ResultDoc {
     ResultDoc {
         pairs: None,
+        max_rate: None,
         params: None,
         interference: None,
         sixtimes: None,

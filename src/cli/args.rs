@@ -387,10 +387,11 @@ pub struct BandwidthArgs {
     #[command(flatten)]
     pub common: PatternArgs,
 
-    /// Sends outstanding per window (as osu_bw), 1 to 65536. A window's buffers are capped at
-    /// 64 MiB per rank; a smaller effective window is recorded per point.
-    #[arg(long, default_value_t = 64, value_name = "N")]
-    pub window: u32,
+    /// Sends outstanding per window (as osu_bw), 1 to 65536, or a list to sweep: 1,8,64, or
+    /// 1..128 for 1, 2, 4, ..., 128 (osu_mbw_mr's -V). A window's buffers are capped at 64 MiB
+    /// per rank; a smaller effective window is recorded per point.
+    #[arg(long, default_value = "64", value_name = "W[,W...]")]
+    pub window: String,
 
     /// Stream in both directions at once (as osu_bibw); rates are per direction. With
     /// --pairs every pair streams both ways (IMB Biband).
@@ -399,10 +400,12 @@ pub struct BandwidthArgs {
 
     /// Stream K pairs at once (osu_mbw_mr, IMB Uniband/Biband), 1 to 4096: every pair's
     /// samples are kept, and the aggregate bandwidth and message rate are reported three ways
-    /// (makespan, mean time, sum of rates) with their formulas. Needs 2K ranks (--ranks
+    /// (makespan, mean time, sum of rates) with their formulas. A list sweeps the pairs
+    /// (1..8:+1 is every k from 1 to 8, 1..8 is 1, 2, 4, 8), each k the first k pairs of the
+    /// largest's placement, and fits the max-rate model to them. Needs 2K ranks (--ranks
     /// defaults to them); not with --source/--dest, which --placement replaces.
-    #[arg(long, value_name = "K", help_heading = PAIRS)]
-    pub pairs: Option<u32>,
+    #[arg(long, value_name = "K[,K...]", help_heading = PAIRS)]
+    pub pairs: Option<String>,
 
     /// With --pairs: which ranks pair up. block (sender r with r + K, osu_mbw_mr's: with the
     /// ranks filled host by host, every pair crosses), cyclic (2i with 2i + 1: with ranks
@@ -899,9 +902,11 @@ pub struct PlotArgs {
 
     /// latency (log-log, 95% CI error bars, fit), bandwidth (MB/s against size), histogram
     /// (one size's trial times with the cut_coef line), signature (throughput against time),
-    /// queue (a `commbench queue` run: latency against queue length) or matrix (a `commbench
+    /// queue (a `commbench queue` run: latency against queue length), matrix (a `commbench
     /// allpairs` run: heatmap of every cell's slowdown, node effects, histogram of the robust
-    /// z).
+    /// z), aggregate and message-rate (a `bandwidth --pairs` run: the pairs' aggregate
+    /// bandwidth and message rate against size, per number of pairs) or window (a `bandwidth
+    /// --window 1..128` run: the rate against the window, per size).
     #[arg(long, value_enum, default_value_t = Kind::Latency, value_name = "KIND")]
     pub kind: Kind,
 
@@ -954,6 +959,13 @@ pub enum Kind {
     /// class (or, with --colour time, its median one-way time), the node effects and the
     /// histogram of the robust z (`commbench allpairs`).
     Matrix,
+    /// The aggregate bandwidth of pairs streaming at once against size, a line per number of
+    /// pairs (`commbench bandwidth --pairs`).
+    Aggregate,
+    /// The aggregate message rate of pairs streaming at once against size, log-log.
+    MessageRate,
+    /// The rate against the window, a line per size (`commbench bandwidth --window 1..128`).
+    Window,
 }
 
 impl From<Kind> for PlotKind {
@@ -965,6 +977,9 @@ impl From<Kind> for PlotKind {
             Kind::Signature => PlotKind::Signature,
             Kind::Queue => PlotKind::Queue,
             Kind::Matrix => PlotKind::Matrix,
+            Kind::Aggregate => PlotKind::Aggregate,
+            Kind::MessageRate => PlotKind::MessageRate,
+            Kind::Window => PlotKind::Window,
         }
     }
 }

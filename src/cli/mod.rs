@@ -196,6 +196,7 @@ fn measure(plan: plan::Plan) -> Result<(), Fatal> {
     }
     let ended = match plan.work.clone() {
         Work::Pattern(kind) => run::measure_spec(&plan, kind),
+        Work::Sweep(s) => run::measure_spec(&plan, s),
         Work::Transpose(t) => run::measure_spec(&plan, t),
         Work::SixTimes(x) => run::measure_spec(&plan, x),
         Work::Queue(q) => run::measure_spec(&plan, q),

@@ -150,8 +150,25 @@ fn plain(
     }
 }
 
-/// What the times of `pattern` are, for its `points` (one pattern, any backends) in `doc`.
+/// What the times of `pattern` are, for its `points` (one pattern, any backends) in `doc`; a
+/// step of a sweep of windows and pairs (`pattern` its [`Point::group`]) is named with its
+/// place in the sweep.
 pub fn measured(pattern: &str, points: &[&Point], doc: &ResultDoc) -> Measured {
+    let Some(at) = points.first().and_then(|p| p.sweep) else {
+        return measured_pattern(pattern, points, doc);
+    };
+    let base = points.first().map_or(pattern, |p| p.pattern.as_str());
+    let m = measured_pattern(base, points, doc);
+    let at = crate::analysis::point::sweep_words(at);
+    Measured {
+        name: format!("{} ({at})", m.name),
+        cited: format!("{} ({at})", m.cited),
+        ..m
+    }
+}
+
+/// [`measured`] of a pattern's own points.
+fn measured_pattern(pattern: &str, points: &[&Point], doc: &ResultDoc) -> Measured {
     match pattern {
         "pingpong" => plain(
             "ping-pong",
@@ -300,13 +317,15 @@ impl Measured {
     }
 }
 
-/// The patterns of `points` in the order measured, each with its points.
-pub(crate) fn by_pattern(points: &[Point]) -> Vec<(&str, Vec<&Point>)> {
-    let mut groups: Vec<(&str, Vec<&Point>)> = Vec::new();
+/// The series of `points` in the order measured ([`Point::group`]: the patterns, each step
+/// of a sweep of windows and pairs apart), each with its points.
+pub(crate) fn by_pattern(points: &[Point]) -> Vec<(String, Vec<&Point>)> {
+    let mut groups: Vec<(String, Vec<&Point>)> = Vec::new();
     for p in points {
-        match groups.iter_mut().find(|(k, _)| *k == p.pattern) {
+        let key = p.group();
+        match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, v)) => v.push(p),
-            None => groups.push((&p.pattern, vec![p])),
+            None => groups.push((key, vec![p])),
         }
     }
     groups

@@ -28,7 +28,7 @@ pub use super::stop::StopFlag;
 use crate::method::buffers::{self, CacheState, Evictor, Mismatch};
 use crate::method::limits;
 use crate::method::npp_check::{self, NppCheck, NppEstimate};
-use crate::method::pairs::TrialRole;
+use crate::method::pairs::{SweepAt, TrialRole};
 use crate::method::timer::{self, TimerReport};
 use crate::method::until::{self, Stopping};
 use crate::method::{self, MethodConfig, NppChoice};
@@ -87,6 +87,10 @@ pub struct RawPoint {
     /// slowest pair (IMB's makespan). Empty for one pair.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pair_trial_ns: Vec<Vec<i64>>,
+    /// Where the point lies in a sweep of windows and pairs ([`Kernel::sweep_at`]); `None`
+    /// outside a sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepAt>,
 }
 
 /// The queue a point was measured in: its length and, for a pre-posted queue, the fraction
@@ -659,6 +663,8 @@ pub struct SizeRun<'a> {
     /// The one-way time (us) an all-pairs cell measured until its interval is narrow enough
     /// is held against ([`until::decide`]); `None` for a sweep's sizes.
     pub threshold_us: Option<f64>,
+    /// Where the size lies in a sweep of windows and pairs ([`Kernel::sweep_at`]).
+    pub sweep: Option<SweepAt>,
 }
 
 impl std::fmt::Debug for SizeRun<'_> {
@@ -996,6 +1002,7 @@ fn keep_point<E: Endpoint, K: Kernel<E>>(
                 npp_check,
                 until_ci: until,
                 pair_trial_ns: per_pair,
+                sweep: run.sweep,
             })
         });
     }
@@ -1046,6 +1053,11 @@ pub trait Kernel<E: Endpoint> {
     /// The queue this kernel's points are measured in (seed 004's benchmarks); `None` for
     /// every other kernel.
     fn queue(&self) -> Option<PointQueue> {
+        None
+    }
+
+    /// Where this kernel's points lie in a sweep of windows and pairs; `None` outside one.
+    fn sweep_at(&self) -> Option<SweepAt> {
         None
     }
 
@@ -1432,6 +1444,7 @@ impl<'a, S: KernelSpec> Measurement<'a, S> {
             queue: kernel.queue(),
             run_start_ns: self.started_ns.get().copied(),
             threshold_us: None,
+            sweep: kernel.sweep_at(),
         };
         measure_size(ep, kernel, st, run)?;
         if kernel.verifies() {
@@ -1723,6 +1736,7 @@ mod tests {
             queue: None,
             run_start_ns: Some(0),
             threshold_us: None,
+            sweep: None,
         };
         measure_size(&mut ep, &mut kernel, &mut st, run).unwrap();
         let mut c = collected.into_inner().unwrap();

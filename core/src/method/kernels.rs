@@ -9,7 +9,7 @@ use crate::method::benchmark::Benchmark;
 use crate::method::buffers::{self, BufferOptions, BufferReuse, Mismatch};
 use crate::method::engine::{Kernel, KernelSpec};
 use crate::method::limits::{self, PER_MESSAGE_OVERHEAD};
-use crate::method::pairs::TrialRole;
+use crate::method::pairs::{SweepAt, TrialRole};
 use crate::method::units::human_bytes;
 use crate::method::{Invalid, MethodConfig, Setting};
 use crate::transport::error::{Error, Result};
@@ -190,6 +190,8 @@ pub struct Pattern {
     window: Vec<Msg>,
     rwindow: Vec<Msg>,
     reqs: Vec<ReqId>,
+    /// Where its points lie in a sweep of windows and pairs ([`Pattern::in_sweep`]).
+    at: Option<SweepAt>,
 }
 
 impl Pattern {
@@ -252,7 +254,14 @@ impl Pattern {
             window: many(nwin)?,
             rwindow: many(nrwin)?,
             reqs: try_with_capacity(slots, || format!("{slots} request slots"))?,
+            at: None,
         })
+    }
+
+    /// The same kernel, its points recorded at `at` of a sweep of windows and pairs.
+    pub fn in_sweep(mut self, at: SweepAt) -> Self {
+        self.at = Some(at);
+        self
     }
 
     fn peer(&self) -> u32 {
@@ -435,13 +444,19 @@ impl<E: Endpoint> Kernel<E> for Pattern {
     fn prepare(&mut self, size: u64) -> Result<()> {
         // The buffers of the last size go first, so that the peak is one size's buffers.
         let (kind, ranks, opts) = (self.kind, (self.src, self.dst, self.me), self.opts.clone());
+        let at = self.at;
         *self = Pattern::with_len(kind, ranks, 0, &opts)?;
         *self = Pattern::with_len(kind, ranks, size, &opts)?;
+        self.at = at;
         Ok(())
     }
 
     fn trips(&self, size: u64) -> u64 {
         self.kind.trips_per_iteration(size)
+    }
+
+    fn sweep_at(&self) -> Option<SweepAt> {
+        self.at
     }
 
     #[inline]

@@ -17,6 +17,7 @@ pub mod progress;
 pub mod queue;
 pub mod sixtimes;
 pub mod stop;
+pub mod sweep;
 pub mod timer;
 pub mod transpose;
 pub mod units;

@@ -84,6 +84,28 @@ pub struct Concurrent {
     pub start: StartSync,
 }
 
+/// Where a point lies in a sweep of windows and pairs (`bandwidth --window 1..128`, `--pairs
+/// 1..8:+1`): the window asked for (the point's `trips_per_iteration` is the one used, smaller
+/// for the largest sizes) and the pairs that streamed at once (1 without pairs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepAt {
+    /// Sends outstanding per window, as asked.
+    pub window: u32,
+    /// Pairs streaming at once.
+    pub pairs: u32,
+}
+
+impl Concurrent {
+    /// The first `k` pairs, placed and started as these are.
+    pub fn first(&self, k: usize) -> Concurrent {
+        Concurrent {
+            pairs: self.pairs[..k.min(self.pairs.len())].to_vec(),
+            placement: self.placement.clone(),
+            start: self.start,
+        }
+    }
+}
+
 /// What one rank does in a trial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TrialRole {

@@ -1239,6 +1239,7 @@ fn keep_rates<E: Endpoint>(
             npp_check: None,
             until_ci: None,
             pair_trial_ns: Vec::new(),
+            sweep: None,
         })
     });
     settle(collected);
@@ -1290,6 +1291,7 @@ fn calibrate<E: Endpoint>(
                 npp_check: None,
                 until_ci: None,
                 pair_trial_ns: Vec::new(),
+                sweep: None,
             })
         });
         settle(collected);

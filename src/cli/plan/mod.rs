@@ -19,6 +19,7 @@ use commbench::core::method::limits::MAX_TRIALS;
 use commbench::core::method::pairs::Concurrent;
 use commbench::core::method::queue::{self, QueueBench, QueueKind};
 use commbench::core::method::sixtimes::{self, SixTimes, Suite};
+use commbench::core::method::sweep::StreamSweep;
 use commbench::core::method::transpose::Transpose;
 use commbench::core::method::until::{self, UntilCi};
 use commbench::core::method::{MethodConfig, NppChoice, PatternKind};
@@ -37,6 +38,8 @@ mod pairs;
 pub enum Work {
     /// Ping-pong, exchange or bandwidth.
     Pattern(PatternKind),
+    /// Streaming windows and pairs swept (`bandwidth --window W,W.. --pairs K,K..`).
+    Sweep(StreamSweep),
     /// Seed 003's column transpose.
     Transpose(Transpose),
     /// Seed 001's experiments.
@@ -52,6 +55,7 @@ impl Work {
     pub fn benchmark(&self) -> &dyn Benchmark {
         match self {
             Work::Pattern(k) => k,
+            Work::Sweep(s) => s,
             Work::Transpose(t) => t,
             Work::SixTimes(x) => x,
             Work::Queue(q) => q,
@@ -435,21 +439,29 @@ fn ranks(a: &PingpongArgs, method: &MethodConfig) -> Result<u32, Fatal> {
 }
 
 /// The plan of a bandwidth run: one pair (`--source`, `--dest`), or `--pairs K` streaming at
-/// once as `--placement` pairs them.
+/// once as `--placement` pairs them; a list of windows or of pairs sweeps them.
 pub fn bandwidth(b: BandwidthArgs, given: &Given) -> Result<Plan, Fatal> {
-    if b.window == 0 {
-        return Err(Fatal::usage(
-            "--window 0: a window needs at least one send",
-            "for example --window 64",
-        ));
-    }
-    let kind = if b.bidirectional {
-        PatternKind::BiBandwidth { window: b.window }
-    } else {
-        PatternKind::Bandwidth { window: b.window }
+    let windows = pairs::windows(&b.window)?;
+    let ks = b.pairs.as_deref().map(pairs::counts).transpose()?;
+    let most = ks.as_ref().and_then(|v| v.iter().max().copied());
+    let placed = pairs::concurrent(most, b.placement.as_deref(), given)?;
+    let ks = ks.unwrap_or_else(|| vec![placed.as_ref().map_or(1, |c| c.pairs.len() as u32)]);
+    let kind = |window| {
+        if b.bidirectional {
+            PatternKind::BiBandwidth { window }
+        } else {
+            PatternKind::Bandwidth { window }
+        }
     };
-    let pairs = pairs::concurrent(b.pairs, b.placement.as_deref(), given)?;
-    pattern_with(kind, b.common, pairs, given)
+    if windows.len() == 1 && ks.len() == 1 {
+        return pattern_with(kind(windows[0]), b.common, placed, given);
+    }
+    let sweep = StreamSweep {
+        bidirectional: b.bidirectional,
+        windows,
+        pairs: ks,
+    };
+    sweep_with(sweep, b.common, placed, given)
 }
 
 /// The plan of a pattern run (ping-pong, exchange, bandwidth).
@@ -469,6 +481,27 @@ fn pattern_with(
         kind,
         PatternKind::Bandwidth { .. } | PatternKind::BiBandwidth { .. }
     );
+    streams_with(Work::Pattern(kind), streaming, p, pairs, given)
+}
+
+/// The plan of a sweep of windows and pairs (`bandwidth --window 1..128`, `--pairs 1..8:+1`).
+fn sweep_with(
+    sweep: StreamSweep,
+    p: PatternArgs,
+    pairs: Option<Concurrent>,
+    given: &Given,
+) -> Result<Plan, Fatal> {
+    streams_with(Work::Sweep(sweep), true, p, pairs, given)
+}
+
+/// The plan of a pattern or a sweep of streams: its sizes, the fit's options, the pairs.
+fn streams_with(
+    work: Work,
+    streaming: bool,
+    p: PatternArgs,
+    pairs: Option<Concurrent>,
+    given: &Given,
+) -> Result<Plan, Fatal> {
     let (a, fit) = (p.common, p.fit);
     let spec_text = sizes_spec(&p.sizes, streaming);
     let sizes = spec::parse_sizes(&spec_text).map_err(|e| {
@@ -489,15 +522,7 @@ fn pattern_with(
         (method.source, method.dest) = (c.pairs[0].sender, c.pairs[0].receiver);
         method.pairs = Some(c);
     }
-    build(
-        Work::Pattern(kind),
-        a,
-        fit,
-        method,
-        spec_text,
-        given,
-        p.messages,
-    )
+    build(work, a, fit, method, spec_text, given, p.messages)
 }
 
 /// The plan of seed 003's transpose of an `n x n` matrix (one size: nothing to fit).
@@ -710,7 +735,7 @@ fn record(
         Work::Transpose(t) => (Some(t.n), None, None),
         Work::SixTimes(x) => (None, Some(*x), None),
         Work::Queue(q) => (None, None, Some(q.clone())),
-        Work::Pattern(_) | Work::AllPairs(_) => (None, None, None),
+        Work::Pattern(_) | Work::Sweep(_) | Work::AllPairs(_) => (None, None, None),
     };
     RunConfig {
         method: method.clone(),

@@ -3,7 +3,9 @@
 
 use super::super::args::Given;
 use super::super::fatal::Fatal;
+use commbench::core::method::limits::MAX_WINDOW;
 use commbench::core::method::pairs::{self, Concurrent, Placement, StartSync, MAX_PAIRS};
+use commbench::spec;
 
 /// The pairs of `--pairs` and `--placement`, or `None` for one pair (`--source`, `--dest`).
 /// A file's pairs are read here; `--pairs` with a file must count its lines.
@@ -39,6 +41,43 @@ pub fn concurrent(
         }
         path => from_file(path, k).map(Some),
     }
+}
+
+/// `--window`: one window or a list to sweep (the forms of `--npp`: `1..128` doubles), each
+/// 1 to [`MAX_WINDOW`] sends.
+pub fn windows(text: &str) -> Result<Vec<u32>, Fatal> {
+    let hint = "for example --window 64, or --window 1..128 for 1, 2, 4, ..., 128 (osu_mbw_mr -V)";
+    let v = spec::parse_counts(text)
+        .map_err(|e| Fatal::usage(format!("--window {text}: {e}"), hint))?;
+    v.iter()
+        .map(|&w| {
+            u32::try_from(w)
+                .ok()
+                .filter(|&w| w <= MAX_WINDOW)
+                .ok_or_else(|| {
+                    Fatal::usage(
+                        format!("--window {w}: at most {MAX_WINDOW} sends outstanding"),
+                        hint,
+                    )
+                })
+        })
+        .collect()
+}
+
+/// `--pairs`: one number of pairs or a list to sweep (`1..8:+1` every k, `1..8` doubling),
+/// each 1 to [`MAX_PAIRS`].
+pub fn counts(text: &str) -> Result<Vec<u32>, Fatal> {
+    let hint = "for example --pairs 4, or --pairs 1..8:+1 for every k from 1 to 8";
+    let v =
+        spec::parse_counts(text).map_err(|e| Fatal::usage(format!("--pairs {text}: {e}"), hint))?;
+    v.iter()
+        .map(|&k| {
+            u32::try_from(k)
+                .ok()
+                .filter(|&k| k <= MAX_PAIRS)
+                .ok_or_else(|| Fatal::usage(format!("--pairs {k}: 1 to {MAX_PAIRS} pairs"), hint))
+        })
+        .collect()
 }
 
 /// `k` pairs placed by `p` (block or cyclic).

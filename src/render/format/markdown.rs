@@ -56,7 +56,7 @@ fn run(s: &mut String, doc: &ResultDoc) {
 fn points(s: &mut String, doc: &ResultDoc) {
     let _ = writeln!(s, "\n## Time per size (us)\n");
     for (pattern, group) in by_pattern(&doc.points) {
-        let m = measured(pattern, &group, doc);
+        let m = measured(&pattern, &group, doc);
         let _ = writeln!(
             s,
             "- {}: {} = {}; MB/s{} = 10^6 bytes/s at the median",

@@ -56,6 +56,7 @@ impl Text {
         }
         if doc.allpairs.is_none() {
             pairs::render(&mut out, doc, detail);
+            pairs::window_profile(&mut out, doc);
         }
         if let Some(c) = doc.report_card.as_ref().filter(|_| doc.allpairs.is_none()) {
             card::render(&mut out, c, detail);
@@ -163,6 +164,7 @@ mod tests {
             trial_start_ns: Vec::new(),
             until_ci: None,
             pair_trial_ns: Vec::new(),
+            sweep: None,
         };
         Point::from_raw(raw, backend, 2.0).unwrap()
     }

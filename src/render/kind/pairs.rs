@@ -1,7 +1,10 @@
 //! Pairs that streamed at once (`bandwidth --pairs`): where they ran, then per size the three
 //! aggregates with their message rates and the straggler; at full detail every pair's rate.
+//! A sweep of windows adds the window profile, and a sweep of pairs the max-rate model fitted
+//! to it.
 
 use crate::analysis::document::{Point, ResultDoc};
+use crate::analysis::maxrate::MaxRateFit;
 use crate::analysis::pairs::{placement_name, Aggregate, PairsPoint, PairsSection};
 use crate::render::kind::sweep::aligned;
 use crate::render::number::{text, Style};
@@ -21,6 +24,7 @@ pub fn render(out: &mut String, doc: &ResultDoc, detail: Detail) {
     };
     let _ = writeln!(out);
     head(out, doc.pairs.as_ref(), first);
+    let swept = points.iter().any(|(p, _)| p.sweep.is_some());
     let mut cells = vec![[
         "size",
         "makespan MB/s",
@@ -34,6 +38,9 @@ pub fn render(out: &mut String, doc: &ResultDoc, detail: Detail) {
     .map(String::from)
     .to_vec()];
     let several = points.iter().any(|(p, _)| p.backend != points[0].0.backend);
+    if swept {
+        cells[0].splice(1..1, ["window".to_string(), "pairs".to_string()]);
+    }
     if several {
         cells[0].insert(1, "backend".into());
     }
@@ -42,6 +49,10 @@ pub fn render(out: &mut String, doc: &ResultDoc, detail: Detail) {
         let mut row = vec![format_size(p.size)];
         if several {
             row.push(p.backend.clone());
+        }
+        if swept {
+            row.push(p.trips_per_iteration.to_string());
+            row.push(q.pairs.to_string());
         }
         for name in ["makespan", "mean_time", "sum"] {
             match q.aggregates.iter().find(|a| a.name == name) {
@@ -79,11 +90,51 @@ pub fn render(out: &mut String, doc: &ResultDoc, detail: Detail) {
     if detail == Detail::Full {
         per_pair(out, &points);
     }
+    for f in doc.max_rate.iter().flatten() {
+        max_rate(out, f);
+    }
+}
+
+/// The max-rate model fitted to one backend's sweep of pairs at one window.
+fn max_rate(out: &mut String, f: &MaxRateFit) {
+    let _ = writeln!(
+        out,
+        "\nmax-rate model (Gropp, Olson & Samfass, EuroMPI 2016), T(n, k) = alpha + k n / \
+         min(R_N, k R_b), over {}, window {}, {} points:",
+        f.backend,
+        f.window,
+        f.points.len()
+    );
+    let rate = |r: Option<f64>| r.map_or("-".to_string(), |v| text(v, Style::Significant));
+    let _ = writeln!(
+        out,
+        "  alpha = {} us, R_b = {} MB/s (one pair alone), R_N = {} MB/s (all pairs), k* = R_N / \
+         R_b = {}; rms relative residual {}%",
+        text(f.alpha_us, Style::Significant),
+        rate(f.r_b_mb_s),
+        rate(f.r_n_mb_s),
+        f.k_star.map_or("-".into(), |k| text(k, Style::Fixed(2))),
+        text(100.0 * f.rms_rel_residual, Style::Fixed(1))
+    );
+    if let Some(b) = &f.bound {
+        let at_least = f.r_n_at_least_mb_s.or(f.r_b_at_least_mb_s);
+        let v = at_least.map_or(String::new(), |v| {
+            format!(" = {} MB/s", text(v, Style::Significant))
+        });
+        let _ = writeln!(out, "  ! {b}{v}");
+    }
+    if f.alpha_us < 0.0 {
+        let _ = writeln!(
+            out,
+            "  ! alpha is negative: the sizes measured do not separate the start-up time from \
+             the transfer; measure smaller sizes"
+        );
+    }
 }
 
 /// What the aggregates count and where the pairs ran.
 fn head(out: &mut String, section: Option<&PairsSection>, first: &PairsPoint) {
-    let k = first.pairs;
+    let k = section.map_or(first.pairs, |s| s.pairs.len() as u32);
     let place = section.map_or(String::new(), |s| {
         let crossing = s
             .pairs
@@ -101,7 +152,8 @@ fn head(out: &mut String, section: Option<&PairsSection>, first: &PairsPoint) {
             placement_name(&s.placement)
         )
     });
-    let _ = writeln!(out, "{k} pairs streaming at once{place}");
+    let s = if k == 1 { "" } else { "s" };
+    let _ = writeln!(out, "{k} pair{s} streaming at once{place}");
     let _ = writeln!(
         out,
         "B = bytes one pair moves in a sample (npp windows; both ways when --bidirectional), \
@@ -144,4 +196,68 @@ fn per_pair(out: &mut String, points: &[(&Point, &PairsPoint)]) {
             each.join("  ")
         );
     }
+}
+
+/// A sweep of windows (`--window 1..128`, osu_mbw_mr's -V): for each backend and number of
+/// pairs, the rate at the median of every size (rows) and window (columns): the aggregate of
+/// the pairs' makespan where pairs streamed, else the pair's own. Nothing without a sweep of
+/// two windows or more.
+pub fn window_profile(out: &mut String, doc: &ResultDoc) {
+    let swept: Vec<&Point> = doc.points.iter().filter(|p| p.sweep.is_some()).collect();
+    let mut windows: Vec<u32> = swept
+        .iter()
+        .filter_map(|p| p.sweep.map(|s| s.window))
+        .collect();
+    windows.sort_unstable();
+    windows.dedup();
+    if windows.len() < 2 {
+        return;
+    }
+    let mut groups: Vec<(&str, u32)> = Vec::new();
+    for p in &swept {
+        let k = (p.backend.as_str(), p.sweep.map_or(1, |s| s.pairs));
+        if !groups.contains(&k) {
+            groups.push(k);
+        }
+    }
+    for (backend, k) in groups {
+        let (s, of) = if k == 1 {
+            ("", "")
+        } else {
+            ("s", " (the pairs' makespan aggregate)")
+        };
+        let _ = writeln!(
+            out,
+            "\nwindow profile over {backend}, {k} pair{s}: MB/s at the median{of}, by window"
+        );
+        let mut cells = vec![std::iter::once("size".to_string())
+            .chain(windows.iter().map(|w| w.to_string()))
+            .collect::<Vec<_>>()];
+        let mine: Vec<&&Point> = swept
+            .iter()
+            .filter(|p| p.backend == backend && p.sweep.map_or(1, |s| s.pairs) == k)
+            .collect();
+        let mut sizes: Vec<u64> = mine.iter().map(|p| p.size).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for size in sizes {
+            let mut row = vec![format_size(size)];
+            for &w in &windows {
+                let at = mine
+                    .iter()
+                    .find(|p| p.size == size && p.sweep.map(|s| s.window) == Some(w));
+                row.push(at.map_or("-".into(), |p| text(point_rate(p), Style::Column)));
+            }
+            cells.push(row);
+        }
+        aligned(out, &cells, &[], &[]);
+    }
+}
+
+/// A point's rate at the median, MB/s: its pairs' makespan aggregate, else its own.
+fn point_rate(p: &Point) -> f64 {
+    p.pairs
+        .as_ref()
+        .and_then(|q| q.aggregates.iter().find(|a| a.name == "makespan"))
+        .map_or(p.rate_mb_s.median, |a| a.mb_s.median)
 }

@@ -362,7 +362,7 @@ fn method_words(doc: &ResultDoc) -> String {
 fn report_head(
     out: &mut String,
     doc: &ResultDoc,
-    groups: &[(&str, Vec<&Point>)],
+    groups: &[(String, Vec<&Point>)],
     backends: &[&str],
 ) {
     let env = &doc.environment;
@@ -464,7 +464,14 @@ pub fn table_report(out: &mut String, doc: &ResultDoc, fits: &[FitSection]) {
     if out.len() > before && !fits.is_empty() {
         out.push('\n');
     }
-    for f in fits {
+    // A sweep of windows and pairs fits each step; the report shows the first (--full, all).
+    let swept = doc.points.iter().any(|p| p.sweep.is_some());
+    let shown = if swept {
+        &fits[..fits.len().min(1)]
+    } else {
+        fits
+    };
+    for f in shown {
         fit_brief(out, f, doc);
     }
 }
@@ -625,9 +632,10 @@ type Row = (&'static str, fn(&Summary) -> f64);
 /// values, one column per npp and one row per statistic of the time (us; variance us^2).
 pub fn npp_study(out: &mut String, doc: &ResultDoc) {
     let points = &doc.points;
-    let mut keys: Vec<(&str, &str, u64)> = Vec::new();
+    // Each step of a sweep of windows and pairs is a series of its own ([`Point::group`]).
+    let mut keys: Vec<(String, &str, u64)> = Vec::new();
     for p in points {
-        let k = (p.pattern.as_str(), p.backend.as_str(), p.size);
+        let k = (p.group(), p.backend.as_str(), p.size);
         if !keys.contains(&k) {
             keys.push(k);
         }
@@ -637,7 +645,7 @@ pub fn npp_study(out: &mut String, doc: &ResultDoc) {
         let cols: Vec<&Point> = points
             .iter()
             .filter(|p| {
-                p.pattern == pattern
+                p.group() == pattern
                     && p.backend == backend
                     && p.size == size
                     && p.npp_calculated.is_none()
@@ -646,8 +654,8 @@ pub fn npp_study(out: &mut String, doc: &ResultDoc) {
         if cols.len() < 2 {
             continue;
         }
-        let group: Vec<&Point> = points.iter().filter(|p| p.pattern == pattern).collect();
-        let m = measured(pattern, &group, doc);
+        let group: Vec<&Point> = points.iter().filter(|p| p.group() == pattern).collect();
+        let m = measured(&pattern, &group, doc);
         let on = if several {
             format!(" over {backend}")
         } else {
@@ -692,7 +700,7 @@ pub fn side_by_side(out: &mut String, doc: &ResultDoc) {
         return;
     }
     for (pattern, group) in by_pattern(points) {
-        let m = measured(pattern, &group, doc);
+        let m = measured(&pattern, &group, doc);
         let mut sizes: Vec<u64> = Vec::new();
         for p in &group {
             if !sizes.contains(&p.size) {

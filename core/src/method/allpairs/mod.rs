@@ -598,6 +598,7 @@ fn measure_cell<E: Endpoint>(
         queue: None,
         run_start_ns: None,
         threshold_us,
+        sweep: None,
     };
     measure_size(&mut pair, kernel, &mut st, run)?;
     // A cell travels to rank 0 with its times only: n (n - 1) cells are kept there.

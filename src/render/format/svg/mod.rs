@@ -1,6 +1,6 @@
 //! The SVG format ([`Plot`]): plots of a result document, written by hand (no plotting crate).
 //!
-//! Six kinds ([`PlotKind`]):
+//! Nine kinds ([`PlotKind`]):
 //!
 //! * `latency`: the median one-way time against the message size on log-log axes, with the
 //!   95 % confidence interval of each median as an error bar (seed 003 Figures 1-2 draw 95 %
@@ -18,6 +18,9 @@
 //!   fraction of the pre-posted queue traversed (seed 004 Figures 3-5).
 //! * `matrix`: an all-pairs document's heatmap of the median one-way time per cell, with the
 //!   node effects and the histogram of the cells' robust z.
+//! * `aggregate`, `message-rate`, `window`: pairs streaming at once (`bandwidth --pairs`): the
+//!   aggregate bandwidth and message rate against size per number of pairs, and the window
+//!   profile of a sweep of windows (`streams`).
 //!
 //! Text uses the generic `sans-serif` family only, so any renderer draws it with whatever font
 //! it has; no font file is referenced. Sizes are labelled in bytes with binary K/M/G suffixes,
@@ -48,17 +51,26 @@ pub enum PlotKind {
     Queue,
     /// An all-pairs matrix at one size: heatmap, node effects, histogram of the robust z.
     Matrix,
+    /// Pairs streaming at once: the aggregate bandwidth against size, per number of pairs.
+    Aggregate,
+    /// Pairs streaming at once: the aggregate message rate against size, per number of pairs.
+    MessageRate,
+    /// A sweep of windows: the rate against the window, per size.
+    Window,
 }
 
 impl PlotKind {
     /// The names [`std::str::FromStr`] accepts.
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 9] = [
         "latency",
         "bandwidth",
         "histogram",
         "signature",
         "queue",
         "matrix",
+        "aggregate",
+        "message-rate",
+        "window",
     ];
 }
 
@@ -72,6 +84,9 @@ impl std::str::FromStr for PlotKind {
             "signature" => Ok(PlotKind::Signature),
             "queue" => Ok(PlotKind::Queue),
             "matrix" => Ok(PlotKind::Matrix),
+            "aggregate" => Ok(PlotKind::Aggregate),
+            "message-rate" => Ok(PlotKind::MessageRate),
+            "window" => Ok(PlotKind::Window),
             _ => Err(Error::Config(format!(
                 "unknown plot kind `{s}`: choose one of {}",
                 PlotKind::NAMES.join(", ")
@@ -135,6 +150,9 @@ impl Renderer for Plot {
             PlotKind::Signature => signature::plot(doc),
             PlotKind::Queue => queue::plot(doc),
             PlotKind::Matrix => matrix::plot(doc, size, self.colour),
+            PlotKind::Aggregate => streams::aggregate(doc),
+            PlotKind::MessageRate => streams::message_rate(doc),
+            PlotKind::Window => streams::window(doc),
         }
     }
 }
@@ -148,6 +166,7 @@ mod matrix;
 pub use matrix::MatrixColour;
 mod queue;
 mod signature;
+mod streams;
 
 /// A pattern's points, sorted by size.
 type Series<'a> = (String, Vec<&'a Point>);
@@ -183,9 +202,10 @@ fn subtitle(doc: &ResultDoc) -> String {
 fn series(doc: &ResultDoc) -> Vec<Series<'_>> {
     let mut out: Vec<Series<'_>> = Vec::new();
     for p in &doc.points {
-        match out.iter_mut().find(|(n, _)| *n == p.pattern) {
+        let g = p.group();
+        match out.iter_mut().find(|(n, _)| *n == g) {
             Some((_, v)) => v.push(p),
-            None => out.push((p.pattern.clone(), vec![p])),
+            None => out.push((g, vec![p])),
         }
     }
     for (_, v) in &mut out {

@@ -16,15 +16,18 @@
 #   The namespaces are removed at the end.
 #
 # ROUNDS (default 5): each round measures 8 B, then 1 MiB, each with both tools back to back,
-# the order alternating between rounds so that drift favours neither:
-#   osu   osu_mbw_mr -W 64 -i I -x S SIZE (OSU's counts: I = 100, S = 10 at 8 B; 20 and 2 at 1 MiB)
+# the order alternating between rounds so that drift favours neither. Both stream the same
+# windows: with OSU's counts I = 100, S = 10 at 8 B (20 and 2 at 1 MiB),
+#   osu   osu_mbw_mr -W 64 -i (TRIALS x I) -x S SIZE: one timed loop of TRIALS x I windows;
 #   cb    commbench bandwidth --backend mpi --pairs K --window 64 --buffers single (one send
-#         and one receive buffer, as OSU's) --npp I (a sample is I windows, as OSU's timed
-#         loop) --warmup S --trials TRIALS (default 20)
-# The figures: OSU 7.4's mean-time rate (the pairs' bytes or messages over the senders' mean
-# time) beside commbench's mean_time aggregate (the median over its samples of the same
-# formula); and each tool's makespan figure (over the slowest sender's time). The summary gives
-# the per-round ratios commbench / osu_mbw_mr and their median.
+#         and one receive buffer, as OSU's) --npp I --trials TRIALS (default 20) --warmup S:
+#         TRIALS samples of I windows each (one of OSU's default loops per sample).
+# The figures, each tool's own statistic: OSU 7.4's mean-time rate over its one loop (the
+# pairs' bytes or messages over the senders' mean time); commbench's mean_time aggregate, the
+# median over its samples of the same formula, and beside it the same formula over all its
+# samples together (every pair's total time), OSU's statistic. The summary gives the per-round
+# ratios commbench / osu_mbw_mr, by commbench's median and by its whole-run figure, and their
+# median over the rounds.
 set -euo pipefail
 export LC_ALL=C
 B=$(realpath -m -- "${COMMBENCH:-$(dirname "$0")/../target/release/commbench}")
@@ -87,52 +90,58 @@ EOF
     chmod +x "$T/agent"
 }
 
-# The mpirun line of both tools.
-launcher() {
-    if [ "$HOSTS" = local ]; then
-        echo mpirun -np "$NP" --bind-to core
-    else
-        echo ip netns exec "$NS-h0" mpirun -np "$NP" --host "h0:$PAIRS,h1:$PAIRS" \
-            --mca plm_rsh_agent "$T/agent" --mca btl tcp,self --mca btl_tcp_if_include "10.88.0.0/24" \
-            --mca oob_tcp_if_include "10.88.0.0/24" --bind-to none
-    fi
-}
+[ "$HOSTS" = netns ] && netns_up
+
+# The mpirun line of both tools. Under netns, mpirun runs on h0 (its UTS name too), and Open
+# MPI starts h0's ranks itself (h0 is its own address) and h1's through the agent.
+if [ "$HOSTS" = local ]; then
+    LAUNCH=(mpirun -np "$NP" --bind-to core)
+else
+    LAUNCH=(ip netns exec "$NS-h0" unshare --uts sh -c 'hostname h0 && exec "$@"' sh
+        mpirun -np "$NP" --host "h0:$PAIRS,h1:$PAIRS" --mca plm_rsh_agent "$T/agent"
+        --mca btl tcp,self --mca btl_tcp_if_include 10.88.0.0/24
+        --mca oob_tcp_if_include 10.88.0.0/24 --bind-to none --mca mpi_yield_when_idle 1)
+fi
 
 counts() { # SIZE -> "ITERATIONS SKIP", OSU's
     if [ "$1" -gt 8192 ]; then echo "20 2"; else echo "100 10"; fi
 }
 
-# osu SIZE: "mean_time_rate makespan_rate" (msg/s at 8 B, MB/s above)
+# osu SIZE: "rate rate" (OSU 7.4's mean-time figure, twice: it has one statistic; msg/s at
+# 8 B, MB/s above)
 osu() {
     local it skip
     read -r it skip <<<"$(counts "$1")"
-    # shellcheck disable=SC2046
-    timeout "$LIMIT" $(launcher) "$T/osu_mbw_mr" -W 64 -i "$it" -x "$skip" "$1" </dev/null |
-        awk -v s="$1" '!/^#/ { if (s == 8) print $6, $8; else print $5, $7 }'
+    timeout "$LIMIT" "${LAUNCH[@]}" "$T/osu_mbw_mr" -W 64 -i $((TRIALS * it)) -x "$skip" "$1" \
+        </dev/null | awk -v s="$1" '!/^#/ { if (s == 8) print $6, $6; else print $5, $5 }'
 }
 
-# cb SIZE: the same two figures from commbench's aggregates (medians over its samples)
+# cb SIZE: "median whole": commbench's mean_time aggregate, the median over its samples and
+# the same formula over all its samples together
 cb() {
     local it skip json=$T/cb.json
     read -r it skip <<<"$(counts "$1")"
     rm -f "$json"
-    # shellcheck disable=SC2046
-    timeout "$LIMIT" $(launcher) "$B" bandwidth --backend mpi --pairs "$PAIRS" --window 64 \
+    timeout "$LIMIT" "${LAUNCH[@]}" "$B" bandwidth --backend mpi --pairs "$PAIRS" --window 64 \
         --buffers single --sizes "$1" --npp "$it" --warmup "$skip" --trials "$TRIALS" \
         --samples 100000 --quiet --json "$json" </dev/null >/dev/null || return 1
     python3 - "$json" "$1" <<'PY'
 import json, sys
-p = json.load(open(sys.argv[1]))["points"][-1]["pairs"]["aggregates"]
-key = "messages_per_s" if sys.argv[2] == "8" else "mb_s"
-by = {a["name"]: a[key]["median"] for a in p}
-print(by["mean_time"], by["makespan"])
+point = json.load(open(sys.argv[1]))["points"][-1]
+q, message = point["pairs"], sys.argv[2] == "8"
+median = next(a for a in q["aggregates"] if a["name"] == "mean_time")
+median = median["messages_per_s"]["median"] if message else median["mb_s"]["median"]
+per_sample = q["messages_per_sample"] if message else q["bytes_per_sample"]
+times = point["pair_trial_ns"]
+mean_total_s = sum(sum(t) for t in times) / len(times) / 1e9
+whole = len(times) * per_sample * len(times[0]) / mean_total_s
+print(median, whole if message else whole / 1e6)
 PY
 }
 
-[ "$HOSTS" = netns ] && netns_up
 echo "host: $(nproc) CPUs, $(lscpu | awk -F: '/Model name/ { gsub(/^ +/, "", $2); print $2; exit }'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "$ROUNDS rounds, $PAIRS pair(s), hosts $HOSTS: $(launcher)"
-echo "figures: message rate (msg/s) at 8 B, bandwidth (MB/s) at 1 MiB; mean-time (OSU 7.4) and makespan (IMB)"
+echo "$ROUNDS rounds, $PAIRS pair(s), hosts $HOSTS: ${LAUNCH[*]}"
+echo "figures: message rate (msg/s) at 8 B, bandwidth (MB/s) at 1 MiB, OSU 7.4's mean-time formula; commbench's median (whole run)"
 : >"$T/data"
 for r in $(seq "$ROUNDS"); do
     for s in 8 1048576; do
@@ -147,7 +156,11 @@ for r in $(seq "$ROUNDS"); do
                 echo "  round $r $s $t failed: $(grep -m 1 -i error "$T/err" || tail -n 1 "$T/err")"
             fi
             echo "$r $s $t $mean $span" >>"$T/data"
-            line+=" $(printf '%s %.5g (makespan %.5g)' "$t" "$mean" "$span")"
+            if [ "$t" = osu ]; then
+                line+=" $(printf 'osu %.5g' "$mean")"
+            else
+                line+=" $(printf 'cb %.5g (whole run %.5g)' "$mean" "$span")"
+            fi
         done
         echo "$line"
     done
@@ -167,10 +180,10 @@ def ok(x):
 
 
 for s, what in ((8, "message rate at 8 B"), (1048576, "bandwidth at 1 MiB")):
-    for i, fig in ((0, "mean time (OSU 7.4)"), (1, "makespan (IMB)")):
+    for i, fig in ((0, "commbench's median"), (1, "commbench's whole run")):
         ratios = []
         for r in rounds:
-            a, b = val.get((r, s, "cb"), (None, None))[i], val.get((r, s, "osu"), (None, None))[i]
+            a, b = val.get((r, s, "cb"), (None, None))[i], val.get((r, s, "osu"), (None, None))[0]
             ratios.append(a / b if ok(a) and ok(b) else None)
         good = [x for x in ratios if x is not None]
         med = statistics.median(good) if good else float("nan")

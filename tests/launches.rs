@@ -218,11 +218,15 @@ fn a_signal_stops_the_set_and_keeps_the_launches_done() {
         3,
         &out,
     );
-    c.stderr(std::process::Stdio::piped())
+    c.args(["--progress", "always"])
+        .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null());
     let mut child = c.spawn().expect("starts");
+    // Launch 2 measuring its first size: the signal lands with sizes left however loaded the
+    // machine is (a fixed pause after the launch started could land in its last size, which
+    // then completes).
     let lines = wait_for_line(&mut child, "launch 2 of 3");
-    std::thread::sleep(Duration::from_millis(300));
+    let lines = read_until(lines, "progress: size 1/4");
     let st = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

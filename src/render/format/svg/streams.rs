@@ -120,70 +120,81 @@ fn values(lines: &[Line]) -> (Vec<f64>, Vec<f64>) {
     (xs, ys)
 }
 
+/// What an aggregate plot draws: the bandwidth (linear from 0) or the message rate (log).
+struct Rates {
+    title: &'static str,
+    y_title: &'static str,
+    unit: &'static str,
+    log: bool,
+    value: fn(&Aggregate) -> Dot,
+    caption: &'static str,
+}
+
 /// The aggregate bandwidth of the pairs against the size, one line per number of pairs.
 pub(super) fn aggregate(doc: &ResultDoc) -> Result<String> {
-    let lines = by_series(doc, |a| {
-        let m = &a.mb_s;
-        (0.0, m.median, m.ci95_low.zip(m.ci95_high))
-    })?;
-    let (xs, ys) = values(&lines);
-    let (xmin, xmax) = min_max(&xs);
-    let x = Axis::log(xmin, xmax, Scale::Log2Bytes, plot_x().0, plot_x().1);
-    let y = Axis::linear(0.0, min_max(&ys).1 * 1.05, plot_y().0, plot_y().1);
-    let mut svg = Svg::new(
-        "Aggregate bandwidth of pairs streaming at once",
-        &subtitle(doc),
-    );
-    svg.axes(
-        &x,
-        &y,
-        "message size (bytes; K = 1024, M = 1024^2)",
-        "aggregate rate K x B / max_p t_p (MB/s, 10^6 B/s)",
-    );
-    let legend = draw(&mut svg, &x, &y, &lines, "MB/s");
-    svg.legend(&legend);
-    svg.caption(&[
-        "The makespan aggregate (IMB's): K pairs' bytes over the slowest pair's time, median over \
-         the samples, error bars from its 95% confidence interval (this run only). The document \
-         holds the mean-time (OSU 7.4) and sum-of-rates aggregates too."
-            .to_string(),
-    ]);
-    Ok(svg.finish())
+    rates(
+        doc,
+        &Rates {
+            title: "Aggregate bandwidth of pairs streaming at once",
+            y_title: "aggregate rate K x B / max_p t_p (MB/s, 10^6 B/s)",
+            unit: "MB/s",
+            log: false,
+            value: |a| (0.0, a.mb_s.median, a.mb_s.ci95_low.zip(a.mb_s.ci95_high)),
+            caption: "The makespan aggregate (IMB's): K pairs' bytes over the slowest pair's \
+                      time, median over the samples, error bars from its 95% confidence \
+                      interval (this run only). The document holds the mean-time (OSU 7.4) and \
+                      sum-of-rates aggregates too.",
+        },
+    )
 }
 
 /// The aggregate message rate of the pairs against the size, log-log.
 pub(super) fn message_rate(doc: &ResultDoc) -> Result<String> {
-    let lines = by_series(doc, |a| {
-        let m = &a.messages_per_s;
-        (0.0, m.median, m.ci95_low.zip(m.ci95_high))
-    })?;
+    rates(
+        doc,
+        &Rates {
+            title: "Aggregate message rate of pairs streaming at once",
+            y_title: "aggregate messages per second, K x M / max_p t_p",
+            unit: "msg/s",
+            log: true,
+            value: |a| {
+                let m = &a.messages_per_s;
+                (0.0, m.median, m.ci95_low.zip(m.ci95_high))
+            },
+            caption: "The makespan aggregate: K pairs' messages over the slowest pair's time, \
+                      median over the samples, error bars from its 95% confidence interval \
+                      (this run only); the acknowledgements closing each window are timed, not \
+                      counted.",
+        },
+    )
+}
+
+/// An aggregate of the pairs against the size, as `r` says.
+fn rates(doc: &ResultDoc, r: &Rates) -> Result<String> {
+    let lines = by_series(doc, r.value)?;
     let (xs, ys) = values(&lines);
     let ys: Vec<f64> = ys.into_iter().filter(|v| *v > 0.0).collect();
     if ys.is_empty() {
-        return Err(Error::Invalid("no positive message rate to plot".into()));
+        return Err(Error::Invalid(format!("no positive {} to plot", r.unit)));
     }
     let (xmin, xmax) = min_max(&xs);
     let (ymin, ymax) = min_max(&ys);
     let x = Axis::log(xmin, xmax, Scale::Log2Bytes, plot_x().0, plot_x().1);
-    let y = Axis::log(ymin, ymax, Scale::Log10, plot_y().0, plot_y().1);
-    let mut svg = Svg::new(
-        "Aggregate message rate of pairs streaming at once",
-        &subtitle(doc),
-    );
+    let y = if r.log {
+        Axis::log(ymin, ymax, Scale::Log10, plot_y().0, plot_y().1)
+    } else {
+        Axis::linear(0.0, ymax * 1.05, plot_y().0, plot_y().1)
+    };
+    let mut svg = Svg::new(r.title, &subtitle(doc));
     svg.axes(
         &x,
         &y,
         "message size (bytes; K = 1024, M = 1024^2)",
-        "aggregate messages per second, K x M / max_p t_p",
+        r.y_title,
     );
-    let legend = draw(&mut svg, &x, &y, &lines, "msg/s");
+    let legend = draw(&mut svg, &x, &y, &lines, r.unit);
     svg.legend(&legend);
-    svg.caption(&[
-        "The makespan aggregate: K pairs' messages over the slowest pair's time, median over the \
-         samples, error bars from its 95% confidence interval (this run only); the \
-         acknowledgements closing each window are timed, not counted."
-            .to_string(),
-    ]);
+    svg.caption(&[r.caption.to_string()]);
     Ok(svg.finish())
 }
 

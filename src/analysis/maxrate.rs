@@ -17,8 +17,9 @@
 //! between two of the measured `k` is fitted by weighted least squares (relative errors: weight
 //! `1 / T^2`, as the Hockney fit's), and the split whose model (with its own `k* = b / c`) has
 //! the least weighted residual is kept; a saturated regime needs a measured `k` beyond `k*`. When no measured `k` saturates (every point
-//! fits `alpha + b n`), `R_N` is only bounded below, by `k_max R_b`; when every `k` does, `R_b`
-//! is bounded below by `R_N / k_min`. Neither bound is printed as a value.
+//! fits `alpha + b n`), `R_N` is only bounded below, by `k_max R_b`; when every `k` is at the
+//! knee or past it, `R_b` is bounded below by `R_N / k_min`. Neither bound is printed as a
+//! value.
 
 use crate::analysis::point::Point;
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,9 @@ pub struct MaxRateFit {
     pub backend: String,
     /// The window (sends outstanding per pair) the points share, as asked.
     pub window: u32,
+    /// Whether every pair streamed both ways: `T` and the rates are then per direction.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_direction: bool,
     /// `alpha`, us.
     pub alpha_us: f64,
     /// `R_b`, MB/s: one process alone; absent when every `k` measured saturates.
@@ -89,9 +93,13 @@ pub fn fit_all(points: &[Point]) -> Vec<MaxRateFit> {
                 .filter(|p| p.backend == backend && window_of(p) == window)
                 .filter_map(|p| Some((p.size, p.pairs.as_ref()?.pairs, p.one_way_us.median)))
                 .collect();
+            let per_direction = points
+                .iter()
+                .any(|p| p.backend == backend && p.pattern == "bibandwidth");
             fit(&obs).map(|f| MaxRateFit {
                 backend,
                 window,
+                per_direction,
                 ..f
             })
         })
@@ -188,6 +196,7 @@ impl Split {
         MaxRateFit {
             backend: String::new(),
             window: 0,
+            per_direction: false,
             alpha_us: self.alpha,
             r_b_mb_s: r_b,
             r_n_mb_s: r_n,
@@ -239,7 +248,12 @@ fn split_fit(o: &[Obs], ks: &[u32], j: usize) -> Option<Split> {
     // and say nothing of R_N that the regime below does not.
     s.consistent = positive
         && match b.zip(c).map(|(b, c)| b / c) {
-            Some(k_star) => f64::from(ks[ks.len() - 1]) > k_star * (1.0 + 1e-6),
+            // ... and R_b one below it: when every k measured is at the knee or past it, the
+            // smallest k's rate is R_N / k_min, which bounds R_b and does not give it.
+            Some(k_star) => {
+                f64::from(ks[ks.len() - 1]) > k_star * (1.0 + 1e-6)
+                    && f64::from(ks[0]) < k_star * (1.0 - 1e-6)
+            }
             None => true,
         };
     Some(s)
@@ -334,6 +348,24 @@ mod tests {
                 assert!(f.rms_rel_residual < 1e-9, "case {case}");
             }
         }
+    }
+
+    /// Every number of pairs measured past the knee: `R_N` is given, `R_b` only bounded.
+    #[test]
+    fn a_sweep_past_the_knee_bounds_r_b() {
+        let (alpha, r_b, r_n) = (2.0, 1000.0, 1500.0_f64);
+        let mut obs = Vec::new();
+        for k in 2..=6u32 {
+            for n in [1u64 << 12, 1 << 16, 1 << 20] {
+                let t = alpha + f64::from(k) * n as f64 / r_n.min(f64::from(k) * r_b);
+                obs.push((n, k, t));
+            }
+        }
+        let f = fit(&obs).expect("a fit");
+        assert!(f.r_b_mb_s.is_none() && f.k_star.is_none(), "{f:?}");
+        assert!((f.r_n_mb_s.unwrap() / r_n - 1.0).abs() < 1e-9);
+        let at_least = f.r_b_at_least_mb_s.expect("a bound on R_b");
+        assert!((at_least / (r_n / 2.0) - 1.0).abs() < 1e-9, "{at_least}");
     }
 
     #[test]

@@ -51,12 +51,16 @@ pub struct RateSummary {
 }
 
 impl RateSummary {
-    /// The summary of `v` (finite values), `None` when empty.
+    /// The summary of `v` (finite values), `None` when empty; the interval only from as many
+    /// samples as a 95% distribution-free interval of the median needs.
     fn of(mut v: Vec<f64>) -> Option<RateSummary> {
         stats::sort_samples(&mut v);
         let median = stats::median(&v)?;
-        let ci = stats::median_ci_ranks(v.len() as u64);
-        let at = |r: u64| v.get(r.saturating_sub(1) as usize).copied();
+        let n = v.len() as u64;
+        let enough = stats::min_samples_for_median_ci(0.95).is_some_and(|m| n >= m);
+        let ci = stats::median_ci_ranks(n).filter(|_| enough);
+        // The ranks are 0-based.
+        let at = |r: u64| v.get(r as usize).copied();
         Some(RateSummary {
             median,
             ci95_low: ci.and_then(|(lo, _)| at(lo)),
@@ -93,10 +97,12 @@ pub struct PairStats {
     pub min_ns: f64,
     /// Greatest time of a sample, ns.
     pub max_ns: f64,
-    /// Bandwidth at the median, MB/s.
-    pub mb_s: f64,
-    /// Message rate at the median, messages per second.
-    pub messages_per_s: f64,
+    /// Bandwidth at the median, MB/s; absent when the median is not positive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mb_s: Option<f64>,
+    /// Message rate at the median, messages per second; absent as `mb_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages_per_s: Option<f64>,
 }
 
 /// The pair whose median sample took longest.
@@ -138,6 +144,13 @@ pub struct PairsPoint {
 
 fn is_zero(x: &u64) -> bool {
     *x == 0
+}
+
+impl PairsPoint {
+    /// The aggregate `name` (`makespan`, `mean_time`, `sum`), when the samples gave one.
+    pub fn aggregate(&self, name: &str) -> Option<&Aggregate> {
+        self.aggregates.iter().find(|a| a.name == name)
+    }
 }
 
 /// `x` per `ns` nanoseconds as per second, `/1e6` for MB/s.
@@ -220,8 +233,8 @@ fn pair_stats(pair: u32, ns: &[i64], b: f64, m: f64) -> Option<PairStats> {
         median_ns,
         min_ns: v[0],
         max_ns: v[v.len() - 1],
-        mb_s: rate(b).map_or(0.0, |r| r / 1e6),
-        messages_per_s: rate(m).unwrap_or(0.0),
+        mb_s: rate(b).map(|r| r / 1e6),
+        messages_per_s: rate(m),
     })
 }
 
@@ -441,6 +454,29 @@ mod tests {
             let unknown = PairsSection::of(&c, &[]);
             assert!(unknown.pairs.iter().all(|p| p.crosses_hosts.is_none()));
             assert!(unknown.note.is_none());
+        }
+    }
+
+    /// The interval of a median is taken at the order statistics `median_ci_ranks` names
+    /// (0-based), brackets the median, and is absent below the samples a 95% interval needs.
+    #[test]
+    fn a_rate_s_interval_brackets_its_median() {
+        let mut rng = Xoshiro256::new(0xc1);
+        for n in 1..80 {
+            let v: Vec<f64> = (0..n).map(|_| rng.log_range(1.0, 1e4)).collect();
+            let s = RateSummary::of(v.clone()).expect("samples");
+            let mut sorted = v;
+            stats::sort_samples(&mut sorted);
+            match (s.ci95_low, s.ci95_high) {
+                (Some(lo), Some(hi)) => {
+                    assert!(n >= 6, "{n}");
+                    let (a, b) = stats::median_ci_ranks(n as u64).unwrap();
+                    assert_eq!((lo, hi), (sorted[a as usize], sorted[b as usize]));
+                    assert!(lo <= s.median && s.median <= hi, "{n}");
+                }
+                _ => assert!(n < 6, "{n}"),
+            }
+            assert_eq!((s.min, s.max), (sorted[0], sorted[n - 1]));
         }
     }
 

@@ -229,6 +229,29 @@ fn measured_pattern(pattern: &str, points: &[&Point], doc: &ResultDoc) -> Measur
 /// Streaming, one way or both: a window of sends, then an acknowledgement.
 fn streaming(pattern: &str, points: &[&Point]) -> Measured {
     let w = window_words(points);
+    let k = points
+        .iter()
+        .filter_map(|p| p.pairs.as_ref().map(|q| q.pairs))
+        .max()
+        .unwrap_or(1);
+    let m = streaming_one(pattern, &w);
+    if k < 2 {
+        return m;
+    }
+    // Pairs at once: a trial's time is its slowest pair's.
+    Measured {
+        how: format!(
+            "{k} pairs at once: {}",
+            m.how.replacen("source", "each sender", 1)
+        ),
+        quantity: format!("{} of the slowest of {k} pairs", m.quantity),
+        formula: format!("{}; the trial is the slowest pair's", m.formula),
+        ..m
+    }
+}
+
+/// [`streaming`] of one pair.
+fn streaming_one(pattern: &str, w: &str) -> Measured {
     if pattern == "bandwidth" {
         return plain(
             "bandwidth",

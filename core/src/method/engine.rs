@@ -20,7 +20,10 @@
 //! [`crate::method::transpose`]; each iteration holds [`Kernel::trips`] message times, and
 //! the statistics are of `trial / (trips * npp)`.
 //!
-//! Ranks other than `source` and `dest` only join the barriers and the control plane.
+//! Ranks other than `source` and `dest` only join the barriers and the control plane. With
+//! pairs streaming at once ([`MethodConfig::pairs`], [`crate::method::pairs`]) every pair's
+//! sender times as `source` does and its receiver answers as `dest` does; rank 0 gathers
+//! every sender's trials.
 //! Rank 0 collects the raw trial times ([`RawPoint`]) one size at a time, so the sizes already
 //! measured survive a failure later in the run.
 
@@ -84,7 +87,7 @@ pub struct RawPoint {
     /// With pairs streaming at once ([`MethodConfig::pairs`]): every pair's trial times (ns,
     /// `min_ov` subtracted, each timed by its sender), in the order of the pairs; trial `k`
     /// of every pair started after the same barrier. `trial_ns` then holds each trial's
-    /// slowest pair (IMB's makespan). Empty for one pair.
+    /// slowest pair (IMB's makespan). Empty without [`MethodConfig::pairs`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pair_trial_ns: Vec<Vec<i64>>,
     /// Where the point lies in a sweep of windows and pairs ([`Kernel::sweep_at`]); `None`
@@ -1061,7 +1064,8 @@ pub trait Kernel<E: Endpoint> {
         None
     }
 
-    /// One iteration on this rank; called on `source` and `dest` only.
+    /// One iteration on this rank; called on the ranks that time and answer only (`source`
+    /// and `dest`, or every pair's two).
     fn iteration(&mut self, ep: &mut E) -> Result<()>;
 
     /// `n` iterations in a row, as the timed loop and the warm-up run them: [`Kernel::iteration`]

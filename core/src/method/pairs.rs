@@ -32,8 +32,10 @@ pub enum Placement {
 }
 
 impl Placement {
-    /// `k` pairs placed as block or cyclic (a file's pairs come from [`parse_pairs`]).
+    /// `k` pairs placed as block or cyclic (a file's pairs come from [`parse_pairs`]), at most
+    /// [`MAX_PAIRS`].
     pub fn pairs(&self, k: u32) -> Vec<Pair> {
+        let k = k.min(MAX_PAIRS);
         match self {
             Placement::Block => (0..k)
                 .map(|r| Pair {
@@ -270,6 +272,13 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn placements_stop_at_the_most_pairs() {
+        for p in [Placement::Block, Placement::Cyclic] {
+            assert_eq!(p.pairs(u32::MAX).len(), MAX_PAIRS as usize);
+        }
     }
 
     #[test]

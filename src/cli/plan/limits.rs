@@ -44,6 +44,7 @@ pub(super) fn check_limits(
     let place = Placement {
         all_here,
         measuring: measuring_ranks(method),
+        per_size: (bench.points(method, ranks).len() / method.sizes.len().max(1)).max(1),
     };
     let host = HostMemory::of_this_process();
     for b in backends {
@@ -341,6 +342,9 @@ pub struct Placement {
     pub all_here: bool,
     /// The ranks that measure, each holding its buffers: 2, or 2 per pair streaming at once.
     pub measuring: u64,
+    /// The points each size makes, each keeping its trial times on rank 0: the steps of a
+    /// sweep of windows and pairs, the queues of a queue benchmark, 1 otherwise.
+    pub per_size: usize,
 }
 
 /// The ranks of `cfg` that hold message buffers: `source` and `dest`, or every pair's two.
@@ -420,15 +424,16 @@ pub fn check_memory(
     place: Placement,
     host: &HostMemory,
 ) -> std::result::Result<(), Invalid> {
-    let Some(results) = results_bytes(cfg, sizes.len()) else {
-        return Err(trial_times_too_many(cfg, sizes.len(), None));
+    let points = sizes.len().saturating_mul(place.per_size);
+    let Some(results) = results_bytes(cfg, points) else {
+        return Err(trial_times_too_many(cfg, points, None));
     };
     let Some((size, need)) = largest_need(sizes, buffers, t, place, results) else {
         return Ok(());
     };
     let largest = Largest {
         cfg,
-        sizes: sizes.len(),
+        sizes: points,
         size,
         need,
         buffers,
@@ -652,8 +657,8 @@ fn trial_times_too_many(cfg: &MethodConfig, sizes: usize, mem: Option<(u64, u64)
     Invalid {
         setting: Setting::Trials,
         reason: format!(
-            "{} trials x {sizes} sizes x {values} npp values are more trial times than rank 0 \
-             can keep{have}",
+            "{} trials x {sizes} points (sizes, each once per window and pairs swept) x \
+             {values} npp values are more trial times than rank 0 can keep{have}",
             cfg.trials
         ),
         hint: Some("fewer trials, sizes or npp values; every trial time is kept (8 bytes)".into()),
@@ -723,6 +728,7 @@ mod tests {
         let here = Placement {
             all_here: true,
             measuring: 2,
+            per_size: 1,
         };
         let host = HostMemory {
             available: Some(24 << 30),
@@ -813,6 +819,7 @@ mod tests {
             Placement {
                 all_here: true,
                 measuring: 2,
+                per_size: 1,
             },
             &host,
         )
@@ -836,6 +843,7 @@ mod tests {
         let away = Placement {
             all_here: false,
             measuring: 2,
+            per_size: 1,
         };
         let tcp = Transport::unbounded("tcp");
         assert!(check_memory(&c, &c.sizes, &pingpong_buffers, &tcp, away, &host).is_ok());
@@ -856,6 +864,7 @@ mod tests {
         let here = |measuring| Placement {
             all_here: true,
             measuring,
+            per_size: 1,
         };
         assert!(check_memory(&c, &c.sizes, &pingpong_buffers, &tcp, here(2), &host).is_ok());
         c.pairs = Some(commbench::core::method::pairs::Concurrent {

@@ -51,11 +51,17 @@ pub fn render(out: &mut String, doc: &ResultDoc, detail: Detail) {
             row.push(p.backend.clone());
         }
         if swept {
-            row.push(p.trips_per_iteration.to_string());
+            // The window asked for, and the one used where the largest sizes capped it.
+            let used = p.trips_per_iteration;
+            row.push(match p.sweep {
+                Some(at) if u64::from(at.window) != used => format!("{} ({used})", at.window),
+                Some(at) => at.window.to_string(),
+                None => used.to_string(),
+            });
             row.push(q.pairs.to_string());
         }
         for name in ["makespan", "mean_time", "sum"] {
-            match q.aggregates.iter().find(|a| a.name == name) {
+            match q.aggregate(name) {
                 Some(a) => row.extend(rates(a)),
                 None => row.extend(["-".to_string(), "-".to_string()]),
             }
@@ -106,13 +112,15 @@ fn max_rate(out: &mut String, f: &MaxRateFit) {
         f.points.len()
     );
     let rate = |r: Option<f64>| r.map_or("-".to_string(), |v| text(v, Style::Significant));
-    let _ = writeln!(
+    let _ =
+        writeln!(
         out,
-        "  alpha = {} us, R_b = {} MB/s (one pair alone), R_N = {} MB/s (all pairs), k* = R_N / \
-         R_b = {}; rms relative residual {}%",
+        "  alpha = {} us, R_b = {} MB/s (one pair alone), R_N = {} MB/s (all pairs){}, k* = R_N \
+         / R_b = {}; rms relative residual {}%",
         text(f.alpha_us, Style::Significant),
         rate(f.r_b_mb_s),
         rate(f.r_n_mb_s),
+        if f.per_direction { " per direction" } else { "" },
         f.k_star.map_or("-".into(), |k| text(k, Style::Fixed(2))),
         text(100.0 * f.rms_rel_residual, Style::Fixed(1))
     );
@@ -180,12 +188,8 @@ fn per_pair(out: &mut String, points: &[(&Point, &PairsPoint)]) {
             .per_pair
             .iter()
             .map(|s| {
-                format!(
-                    "{}: {} ({})",
-                    s.pair,
-                    text(s.mb_s, Style::Significant),
-                    text(s.messages_per_s, Style::Significant)
-                )
+                let rate = |r: Option<f64>| r.map_or("-".into(), |v| text(v, Style::Significant));
+                format!("{}: {} ({})", s.pair, rate(s.mb_s), rate(s.messages_per_s))
             })
             .collect();
         let _ = writeln!(
@@ -258,6 +262,6 @@ pub fn window_profile(out: &mut String, doc: &ResultDoc) {
 fn point_rate(p: &Point) -> f64 {
     p.pairs
         .as_ref()
-        .and_then(|q| q.aggregates.iter().find(|a| a.name == "makespan"))
+        .and_then(|q| q.aggregate("makespan"))
         .map_or(p.rate_mb_s.median, |a| a.mb_s.median)
 }

@@ -24,11 +24,7 @@ type Line = (String, Vec<Dot>);
 
 /// The makespan aggregate of a point's pairs.
 fn makespan(p: &Point) -> Option<&Aggregate> {
-    p.pairs
-        .as_ref()?
-        .aggregates
-        .iter()
-        .find(|a| a.name == "makespan")
+    p.pairs.as_ref()?.aggregate("makespan")
 }
 
 /// The lines of the points with pairs, one per series ([`Point::group`]; with several

@@ -44,7 +44,10 @@ pub(super) fn check_limits(
     let place = Placement {
         all_here,
         measuring: measuring_ranks(method),
-        per_size: (bench.points(method, ranks).len() / method.sizes.len().max(1)).max(1),
+        per_size: match work {
+            Work::Sweep(s) => s.steps().len(),
+            _ => 1,
+        },
     };
     let host = HostMemory::of_this_process();
     for b in backends {
@@ -343,7 +346,7 @@ pub struct Placement {
     /// The ranks that measure, each holding its buffers: 2, or 2 per pair streaming at once.
     pub measuring: u64,
     /// The points each size makes, each keeping its trial times on rank 0: the steps of a
-    /// sweep of windows and pairs, the queues of a queue benchmark, 1 otherwise.
+    /// sweep of windows and pairs, 1 otherwise.
     pub per_size: usize,
 }
 

@@ -3,12 +3,13 @@
 //! kept (`--stream`); each point is analysed once, as it is kept, for the stream, a
 //! signal's save and the document at the end.
 
-use super::stream::Heard;
 use commbench::analysis::assemble::{Analysed, BackendRun, Recipe};
 use commbench::analysis::document::Point;
 use commbench::core::method::engine::{
     snapshot_collected, Collected, Kept, KernelSpec, Measurement, PointObserver,
 };
+use commbench::core::method::timer::TimerReport;
+use commbench::core::transport::BackendInfo;
 use commbench::core::Error;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -21,6 +22,10 @@ struct Live {
 
 /// The measurements of this run so far, in order.
 static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
+
+/// What a point's run had heard when the point was kept: its timer characterisation and its
+/// backend's description.
+pub type Heard = (Option<TimerReport>, Option<BackendInfo>);
 
 /// What hears of each point analysed, with what its run had heard (the stream's line).
 type Tell = fn(&'static str, Heard, Point);

@@ -11,6 +11,7 @@
 
 use super::fatal::Fatal;
 use super::files;
+use super::live::Heard;
 use super::plan::{Plan, Work};
 use commbench::analysis::assemble::Started;
 use commbench::analysis::document::{Environment, Point, ResultDoc};
@@ -20,16 +21,11 @@ use commbench::analysis::stream::{
     STREAM_VERSION,
 };
 use commbench::core::method::allpairs::RoundSeen;
-use commbench::core::method::timer::TimerReport;
 use commbench::core::transport::BackendInfo;
 use serde::Serialize;
 use std::io::Write;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
-
-/// What a point's run had heard when the point was kept: its timer characterisation and its
-/// backend's description.
-pub type Heard = (Option<TimerReport>, Option<BackendInfo>);
 
 /// This process's stream: one per run, on rank 0 only.
 static OPEN: OnceLock<Stream> = OnceLock::new();

@@ -19,6 +19,22 @@ pub trait Harness {
     }
 }
 
+/// The variable that picks how much of the tests run: unset, empty or `ci` for counts sized
+/// for CI, `full` for the full ones (docs/testing.md).
+pub const SCALE_VAR: &str = "COMMBENCH_TEST_SCALE";
+
+/// Whether [`SCALE_VAR`] asks for the full counts. Any other value than those it takes is a
+/// mistake worth a failure rather than a silently shorter run.
+pub fn full_scale() -> bool {
+    match std::env::var(SCALE_VAR) {
+        Err(std::env::VarError::NotPresent) => false,
+        Ok(v) if v.is_empty() || v == "ci" => false,
+        Ok(v) if v == "full" => true,
+        Ok(v) => panic!("{SCALE_VAR}={v:?}: expected `ci` or `full`"),
+        Err(e) => panic!("{SCALE_VAR}: {e}"),
+    }
+}
+
 /// The names of the checks, in the order [`run_suite`] runs them.
 pub const CHECKS: &[&str] = &[
     "ordering",

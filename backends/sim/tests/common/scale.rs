@@ -8,18 +8,11 @@
 use proptest::test_runner::{Config as ProptestConfig, RngAlgorithm, RngSeed};
 
 /// The variable that picks the counts: unset, empty or `ci` for CI's, `full` for the full ones.
-pub const VAR: &str = "COMMBENCH_TEST_SCALE";
+pub const VAR: &str = commbench_core::testkit::SCALE_VAR;
 
-/// Whether [`VAR`] asks for the full counts. Any other value than those it takes is a mistake
-/// worth a failure rather than a silently shorter run.
+/// Whether [`VAR`] asks for the full counts (a value it does not take fails the test).
 pub fn full() -> bool {
-    match std::env::var(VAR) {
-        Err(std::env::VarError::NotPresent) => false,
-        Ok(v) if v.is_empty() || v == "ci" => false,
-        Ok(v) if v == "full" => true,
-        Ok(v) => panic!("{VAR}={v:?}: expected `ci` or `full`"),
-        Err(e) => panic!("{VAR}: {e}"),
-    }
+    commbench_core::testkit::full_scale()
 }
 
 /// `ci` cases by default, `full` with `COMMBENCH_TEST_SCALE=full`.

@@ -16,7 +16,7 @@ use commbench_core::method::transpose::Transpose;
 use commbench_core::method::PatternKind;
 use commbench_core::method::{MethodConfig, NppChoice};
 use commbench_core::testkit::{run_check, Harness, CHECKS};
-use commbench_core::{Endpoint, Error, Program, Result, Role};
+use commbench_core::{Endpoint, Error, Program, Result, Role, Span, Src, TagSel};
 use commbench_mpi::{Mpi, MpiClock, MpiConfig};
 use std::time::{Duration, Instant};
 
@@ -79,6 +79,47 @@ impl Program for SilentPeer {
     }
 }
 
+/// A window posted as one span whose middle message is longer than its part of the buffer:
+/// the span's completion is that message's truncation, though the span's last message fitted,
+/// and the endpoint stays usable: the next message arrives.
+struct SpanTruncation;
+
+impl Program for SpanTruncation {
+    type Output = ();
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
+        const TAG: u32 = 23;
+        if ep.rank() == 1 {
+            for len in [8, 16, 8, 4] {
+                ep.send(0, TAG, vec![len as u8; len])?;
+            }
+        } else if ep.rank() == 0 {
+            let span = Span {
+                start: 0,
+                len: 8,
+                count: 3,
+            };
+            let r = ep.irecv_span(Src::Rank(1), TagSel::Tag(TAG), vec![0; 8], span)?;
+            match ep.wait(r) {
+                Err(Error::Truncated { len, cap: 8, .. }) if len > 8 => {}
+                other => {
+                    return Err(Error::Protocol(format!(
+                        "a span of 3 receives of 8 bytes, the second sent 16: {other:?}, not a truncation"
+                    )))
+                }
+            }
+            let c = ep.recv(Src::Rank(1), TagSel::Tag(TAG), vec![0; 8])?;
+            if c.len != 4 || c.buf[..4] != [4; 4] {
+                return Err(Error::Protocol(format!(
+                    "the message after a truncated span: {} bytes {:?}",
+                    c.len,
+                    &c.buf[..c.len.min(8)]
+                )));
+            }
+        }
+        ep.barrier()
+    }
+}
+
 fn all(mpi: &Mpi) -> Result<usize> {
     // The control-plane check compares clock readings across ranks, so it needs one clock
     // shared by all: CLOCK_MONOTONIC on one host. MPI_Wtime is per process in Open MPI
@@ -105,6 +146,9 @@ fn all(mpi: &Mpi) -> Result<usize> {
     };
     mpi.run_subset(2, &quick_timeout, &SilentPeer(quick_timeout.timeout))
         .map_err(|e| e.in_phase("a silent peer in the ping-pong loop"))?;
+    passed += 1;
+    mpi.run_subset(2, &cfg, &SpanTruncation)
+        .map_err(|e| e.in_phase("a truncated message inside a posted span"))?;
     passed += 1;
     // Every pattern between any two ranks (the last two, in reverse order), on both clocks.
     let (s, d) = (mpi.size() - 1, mpi.size() - 2);

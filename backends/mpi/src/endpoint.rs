@@ -72,13 +72,16 @@ struct Active {
 }
 
 /// A [`Span`] posted as one request: its messages before the last are the slot's
-/// [`Slot::rest`], tested in posting order before the last (`req`).
+/// [`Slot::rest`], collected together once the last (`req`) has finished.
 #[derive(Debug, Clone, Copy)]
 struct Posted {
     /// Bytes of each message (for a receive: the most each accepts).
     cap: usize,
     /// How many of the slot's `rest` have completed (MPI set them to `MPI_REQUEST_NULL`).
     done: usize,
+    /// MPI's code and status of the last message once it has finished (MPI set `req` to
+    /// `MPI_REQUEST_NULL`).
+    last: Option<(c_int, ffi::MPI_Status)>,
     /// MPI's code and status of the first of `rest` that finished with an error (a truncated
     /// receive): the span's error once all its messages have finished.
     failed: Option<(c_int, ffi::MPI_Status)>,
@@ -139,6 +142,8 @@ struct Slot {
     /// The requests of a span's messages before its last, in posting order; kept (empty)
     /// between uses, so that posting a window of messages allocates nothing once warm.
     rest: Vec<ffi::MPI_Request>,
+    /// `MPI_Testall`'s statuses of `rest`, kept as `rest` is.
+    statuses: Vec<ffi::MPI_Status>,
 }
 
 /// One rank's endpoint on MPI.
@@ -390,6 +395,7 @@ impl MpiEndpoint {
                     generation: 0,
                     op: None,
                     rest: Vec::new(),
+                    statuses: Vec::new(),
                 });
                 self.slots.len() - 1
             }
@@ -613,6 +619,7 @@ impl MpiEndpoint {
         let posted = Posted {
             cap: span.len,
             done: 0,
+            last: None,
             failed: None,
         };
         let active = Active {
@@ -629,44 +636,80 @@ impl MpiEndpoint {
         Ok(id)
     }
 
-    /// [`Endpoint::test`] of a posted span: its messages before the last are tested in
-    /// posting order (the first that finished with an error remembered), then the last. Once
-    /// all have finished, the slot is released and the completion is the last message's
-    /// (sender, tag and length of a receive), or the remembered error.
+    /// [`Endpoint::test`] of a posted span, as `MPI_Waitall` completes a window in osu_bw and
+    /// osu_mbw_mr: while the last message has not finished, one `MPI_Test` of it (which
+    /// progresses MPI once); then one `MPI_Testall` collects the messages before it. Messages
+    /// between two ranks on one tag match in posting order, so those have as a rule finished
+    /// by then, and a window costs one call per poll and one to collect it rather than an
+    /// `MPI_Test` per message. The first of them that finished with an error (a truncated
+    /// receive) is remembered. Once all have finished, the slot is released and the completion
+    /// is the last message's (sender, tag and length of a receive), or the remembered error.
     fn test_span(&mut self, i: usize, req: ReqId) -> Result<Option<Completion>> {
-        let mut st = sys::empty_status();
-        let mut flag: c_int = 0;
-        let rc = {
+        let (rc, st) = {
             let s = &mut self.slots[i];
             let a = s.op.as_mut().ok_or_else(|| unknown_request(req))?;
             let p = a.span.as_mut().ok_or_else(|| unknown_request(req))?;
-            let mut rc = sys::SUCCESS;
-            for r in &mut s.rest[p.done..] {
-                // SAFETY: `r` is an active request of this span, whose buffer `a.buf` lives
-                // in the slab until all of the span's requests have completed.
-                rc = unsafe { ffi::MPI_Test(r, &mut flag, &mut st) };
+            let mut flag: c_int = 0;
+            let last = match p.last {
+                Some(last) => last,
+                None => {
+                    let mut st = sys::empty_status();
+                    // SAFETY: `a.req` is the span's last request, active until this reports
+                    // it finished; the buffer `a.buf` lives in the slab until all of the
+                    // span's requests have completed.
+                    let rc = unsafe { ffi::MPI_Test(&mut a.req, &mut flag, &mut st) };
+                    if flag == 0 {
+                        if rc != sys::SUCCESS {
+                            // The request may still be active: keep the span (and its buffer).
+                            a.orphan = true;
+                            return Err(sys::mpi_error("MPI_Test", rc));
+                        }
+                        return Ok(None);
+                    }
+                    p.last = Some((rc, st));
+                    (rc, st)
+                }
+            };
+            let pending = &mut s.rest[p.done..];
+            let n = pending.len();
+            if n > 0 {
+                let count = c_int::try_from(n).map_err(|_| {
+                    Error::Invalid(format!(
+                        "{n} messages in one window: MPI_Testall takes at most {}",
+                        c_int::MAX
+                    ))
+                })?;
+                if s.statuses.len() < n {
+                    s.statuses.resize(n, sys::empty_status());
+                }
+                // SAFETY: `pending` are the span's requests not yet reported finished (MPI
+                // sets those it frees to `MPI_REQUEST_NULL`), their buffer `a.buf` in the slab
+                // as above; `statuses` holds `n` statuses.
+                let rc = unsafe {
+                    ffi::MPI_Testall(
+                        count,
+                        pending.as_mut_ptr(),
+                        &mut flag,
+                        s.statuses.as_mut_ptr(),
+                    )
+                };
                 if flag == 0 {
-                    break;
+                    if rc != sys::SUCCESS {
+                        a.orphan = true;
+                        return Err(sys::mpi_error("MPI_Testall", rc));
+                    }
+                    return Ok(None);
                 }
-                let truncated = a.op.kind == OpKind::Recv && st.MPI_ERROR == sys::ERR_TRUNCATE;
-                if p.failed.is_none() && (rc != sys::SUCCESS || truncated) {
-                    p.failed = Some((rc, st));
+                if rc == sys::ERR_IN_STATUS {
+                    // Each status says how its message ended: the first failure is the span's.
+                    let bad = s.statuses[..n].iter().find(|x| x.MPI_ERROR != sys::SUCCESS);
+                    p.failed = Some((rc, bad.copied().unwrap_or(s.statuses[0])));
+                } else if rc != sys::SUCCESS {
+                    p.failed = Some((rc, s.statuses[0]));
                 }
-                p.done += 1;
+                p.done = s.rest.len();
             }
-            if p.done == s.rest.len() {
-                // SAFETY: as above, for the span's last message.
-                rc = unsafe { ffi::MPI_Test(&mut a.req, &mut flag, &mut st) };
-            }
-            if flag == 0 {
-                if rc != sys::SUCCESS {
-                    // The request may still be active: keep the span (and its buffer).
-                    a.orphan = true;
-                    return Err(sys::mpi_error("MPI_Test", rc));
-                }
-                return Ok(None);
-            }
-            rc
+            last
         };
         let a = self.release(i).ok_or_else(|| unknown_request(req))?;
         let p = a.span.ok_or_else(|| unknown_request(req))?;
@@ -820,13 +863,16 @@ impl Drop for MpiEndpoint {
     fn drop(&mut self) {
         // Requests nobody collected: cancel receives, give every request a moment to finish,
         // and leak the buffers of those that did not, since MPI may still use them.
-        // A span's messages that had not completed are its `rest` from `done` on, and `req`.
+        // A span's messages that had not completed are its `rest` from `done` on, and `req`
+        // until it finished.
         let deadline = Instant::now() + Duration::from_millis(200);
         for s in &mut self.slots {
             let Some(mut a) = s.op.take() else { continue };
             let skip = a.span.map_or(0, |p| p.done);
+            // A span's last request, once finished, is `MPI_REQUEST_NULL`: nothing to settle.
+            let last = !a.span.is_some_and(|p| p.last.is_some());
             let mut done = true;
-            for req in s.rest[skip..].iter_mut().chain([&mut a.req]) {
+            for req in s.rest[skip..].iter_mut().chain(last.then_some(&mut a.req)) {
                 done &= settle(req, a.op.kind, deadline);
             }
             if !done {

@@ -57,9 +57,9 @@ fn conformance_suite_over_mpi_on_two_ranks() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(in_time, "conformance hung\n{stdout}\n{stderr}");
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    // Every conformance check once on 2 ranks, the silent peer, and the six pattern runs
-    // (four patterns, both transposes).
-    let checks = CHECKS.len() + 1 + 6;
+    // Every conformance check once on 2 ranks, the silent peer, a truncated message inside a
+    // span, and the six pattern runs (four patterns, both transposes).
+    let checks = CHECKS.len() + 2 + 6;
     assert!(
         stdout.contains(&format!("{checks} checks passed on up to 2 ranks")),
         "{stdout}"

@@ -4,7 +4,8 @@
 # the message rate at 8 bytes and the bandwidth at 1 MiB (docs/pairs-figures.md).
 #
 #   cargo build --release --features mpi && bash benches/mbw_mr.sh [ROUNDS]
-#   PAIRS=2 HOSTS=netns bash benches/mbw_mr.sh 5      (as root: two hosts, see below)
+#   PAIRS=2 HOSTS=netns TRIALS=5 bash benches/mbw_mr.sh 61   (as root: two hosts, see below;
+#                                          four ranks on two cores need tens of rounds)
 #   COMMBENCH=path/to/commbench ...                    (default target/release/commbench)
 #
 # HOSTS=local (default): `mpirun -np 2K --bind-to core` on this host, MPI's own transports.
@@ -26,8 +27,9 @@
 # pairs' bytes or messages over the senders' mean time); commbench's mean_time aggregate, the
 # median over its samples of the same formula, and beside it the same formula over all its
 # samples together (every pair's total time), OSU's statistic. The summary gives the per-round
-# ratios commbench / osu_mbw_mr, by commbench's median and by its whole-run figure, and their
-# median over the rounds.
+# ratios commbench / osu_mbw_mr, by commbench's median and by its whole-run figure, their
+# median over the rounds, and that median's distribution-free 95% interval (order statistics,
+# from 6 rounds) with whether it tells the tools within 5% of each other.
 set -euo pipefail
 export LC_ALL=C
 B=$(realpath -m -- "${COMMBENCH:-$(dirname "$0")/../target/release/commbench}")
@@ -179,6 +181,37 @@ def ok(x):
     return x is not None and math.isfinite(x) and x > 0
 
 
+def interval(xs):
+    """The distribution-free 95% interval of the median of xs: the order statistics at ranks j
+    and n-1-j (0-based) for the largest j with P(Binomial(n, 1/2) < j) <= 2.5%; None below 6."""
+    n = len(xs)
+    if n < 6:
+        return None
+    j, below = 0, 0.0
+    while True:
+        below_next = below + math.comb(n, j) / 2**n
+        if below_next > 0.025:
+            break
+        below, j = below_next, j + 1
+    xs = sorted(xs)
+    return xs[j], xs[n - 1 - j]
+
+
+def verdict(med, ci):
+    """Whether the rounds tell that the tools are within 5% of each other."""
+    where = "within" if 0.95 <= med <= 1.05 else "outside"
+    if ci is None:
+        return f"the median is {where} 5%; too few rounds for an interval (6 or more)"
+    lo, hi = ci
+    if 0.95 <= lo and hi <= 1.05:
+        return "within 5%"
+    if hi < 0.95 or lo > 1.05:
+        return "NOT within 5%"
+    return (f"the median is {where} 5%, but the interval reaches past 5% on "
+            + ("both sides" if lo < 0.95 and hi > 1.05 else "one side")
+            + ": more rounds or a quieter host would tell")
+
+
 for s, what in ((8, "message rate at 8 B"), (1048576, "bandwidth at 1 MiB")):
     for i, fig in ((0, "commbench's median"), (1, "commbench's whole run")):
         ratios = []
@@ -189,4 +222,7 @@ for s, what in ((8, "message rate at 8 B"), (1048576, "bandwidth at 1 MiB")):
         med = statistics.median(good) if good else float("nan")
         cells = " ".join(f"{x:.3f}" if x is not None else "-" for x in ratios)
         print(f"{what}, {fig}: per-round ratios commbench / osu_mbw_mr {cells}; median {med:.3f}")
+        ci = interval(good)
+        ci_text = f"{ci[0]:.3f}..{ci[1]:.3f}" if ci else "-"
+        print(f"  median's 95% interval {ci_text}: {verdict(med, ci)}")
 PY

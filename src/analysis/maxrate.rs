@@ -73,6 +73,38 @@ pub struct MaxRateFit {
     pub points: Vec<ModelPoint>,
 }
 
+/// Above this root-mean-square relative residual (10 %) the model does not describe the
+/// measured times well enough for its rates to be quoted as they are: flagged
+/// ([`MaxRateFit::warnings`]). Medians of a quiet machine sit within a few per cent of it.
+pub const POOR_FIT_RELATIVE_RMS: f64 = 0.10;
+
+impl MaxRateFit {
+    /// One-line warnings about what the fitted numbers do not mean: a model that misses the
+    /// measured times by more than [`POOR_FIT_RELATIVE_RMS`], and a negative start-up time.
+    /// Computed from the numbers, so documents written before these were flagged get them too.
+    /// (A rate the sweep does not reach is [`MaxRateFit::bound`].)
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.rms_rel_residual > POOR_FIT_RELATIVE_RMS {
+            out.push(format!(
+                "the model misses the measured times by {:.1}% (rms, above {:.0}%): these \
+                 points do not follow it closely (noise, or a regime it does not have), so \
+                 alpha, R_b and R_N are rough; more trials, a quieter host or more sizes",
+                100.0 * self.rms_rel_residual,
+                100.0 * POOR_FIT_RELATIVE_RMS
+            ));
+        }
+        if self.alpha_us < 0.0 {
+            out.push(
+                "alpha is negative: the sizes measured do not separate the start-up time from \
+                 the transfer; measure smaller sizes"
+                    .into(),
+            );
+        }
+        out
+    }
+}
+
 /// One observation: size, pairs, time (us).
 type Obs = (f64, f64, f64);
 
@@ -348,6 +380,46 @@ mod tests {
                 assert!(f.rms_rel_residual < 1e-9, "case {case}");
             }
         }
+    }
+
+    /// A fit to times that follow the model is not flagged; one to times scattered by a
+    /// random factor of up to 2 around it (a crowded host) is, above the threshold only.
+    #[test]
+    fn a_fit_that_misses_its_points_is_flagged() {
+        let mut rng = Xoshiro256::new(0xf1a6);
+        let mut flagged = 0;
+        for case in 0..200 {
+            let alpha = rng.log_range(0.2, 20.0);
+            let r_b = rng.log_range(100.0, 20_000.0);
+            let r_n = r_b * rng.range(1.2, 6.0);
+            let scatter = [0.0, 0.01, 1.0][rng.below(3) as usize];
+            let mut obs = Vec::new();
+            for k in 1..=4u32 {
+                for n in [1u64 << 10, 1 << 14, 1 << 18, 1 << 20] {
+                    let t = alpha + f64::from(k) * n as f64 / r_n.min(f64::from(k) * r_b);
+                    obs.push((n, k, t * (1.0 + scatter * rng.range(0.0, 1.0))));
+                }
+            }
+            let f = fit(&obs).expect("a fit");
+            let poor = f.rms_rel_residual > POOR_FIT_RELATIVE_RMS;
+            let said = f
+                .warnings()
+                .iter()
+                .any(|w| w.contains("misses the measured times"));
+            assert_eq!(said, poor, "case {case}: rms {}", f.rms_rel_residual);
+            if scatter <= 0.01 {
+                assert!(
+                    !poor,
+                    "case {case}: rms {} at {scatter}",
+                    f.rms_rel_residual
+                );
+            }
+            flagged += usize::from(poor);
+        }
+        assert!(
+            flagged > 20,
+            "only {flagged} of 200 fits to scattered times flagged"
+        );
     }
 
     /// Every number of pairs measured past the knee: `R_N` is given, `R_b` only bounded.

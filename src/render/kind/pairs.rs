@@ -131,12 +131,8 @@ fn max_rate(out: &mut String, f: &MaxRateFit) {
         });
         let _ = writeln!(out, "  ! {b}{v}");
     }
-    if f.alpha_us < 0.0 {
-        let _ = writeln!(
-            out,
-            "  ! alpha is negative: the sizes measured do not separate the start-up time from \
-             the transfer; measure smaller sizes"
-        );
+    for w in f.warnings() {
+        let _ = writeln!(out, "  ! {w}");
     }
 }
 

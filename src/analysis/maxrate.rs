@@ -392,7 +392,7 @@ mod tests {
             let alpha = rng.log_range(0.2, 20.0);
             let r_b = rng.log_range(100.0, 20_000.0);
             let r_n = r_b * rng.range(1.2, 6.0);
-            let scatter = [0.0, 0.01, 1.0][rng.below(3) as usize];
+            let scatter = [0.0, 0.01, 1.0][rng.below(3)];
             let mut obs = Vec::new();
             for k in 1..=4u32 {
                 for n in [1u64 << 10, 1 << 14, 1 << 18, 1 << 20] {

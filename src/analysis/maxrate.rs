@@ -206,7 +206,12 @@ impl Split {
                  {kmax} x R_b"
             )),
             (_, Some(_)) => Some(format!(
-                "R_b not seen: {kmin} pairs already saturated, so R_b is at least R_N / {kmin}"
+                "R_b not seen: {} already saturated, so R_b is at least R_N / {kmin}",
+                if kmin == 1 {
+                    "one pair".to_string()
+                } else {
+                    format!("{kmin} pairs")
+                }
             )),
             _ => None,
         };

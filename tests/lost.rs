@@ -399,8 +399,12 @@ fn a_stopped_rank_is_the_one_the_error_names() {
         .lines()
         .find(|l| l.starts_with("commbench: error:"))
         .expect("an error");
+    // Waiting in a trial ("waiting for a receive from rank R"), at a barrier of the pair
+    // ("waiting for request N: a receive from rank R"), on a send whose ring the rank no
+    // longer empties ("a send to rank R") or for the rank itself ("rank R to").
     assert!(
-        line.contains(&format!("waiting for a receive from rank {rank}"))
+        line.contains(&format!("a receive from rank {rank}"))
+            || line.contains(&format!("a send to rank {rank} "))
             || line.contains(&format!("rank {rank} to")),
         "rank {rank} was stopped: {line}"
     );

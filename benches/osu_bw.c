@@ -97,12 +97,7 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 2;
     }
-    if (iterations < 0) {
-        iterations = size > LARGE_MESSAGE_SIZE ? 20 : 100;
-    }
-    if (skip < 0) {
-        skip = size > LARGE_MESSAGE_SIZE ? 2 : 10;
-    }
+    default_counts(size, &iterations, &skip);
 
     /* single: bufs[0] only; multiple: one buffer per outstanding message. Rank 0 sends from
      * its buffers and receives the acknowledgement into ack; rank 1 the other way round. */

@@ -35,4 +35,15 @@ static char *page_buffer(size_t bytes, char fill) {
     return p;
 }
 
+/* OSU's counts where the options left them unset (-1): 100 timed and 10 untimed iterations
+ * up to LARGE_MESSAGE_SIZE bytes, 20 and 2 above. */
+static void default_counts(long size, long *iterations, long *skip) {
+    if (*iterations < 0) {
+        *iterations = size > LARGE_MESSAGE_SIZE ? 20 : 100;
+    }
+    if (*skip < 0) {
+        *skip = size > LARGE_MESSAGE_SIZE ? 2 : 10;
+    }
+}
+
 #endif

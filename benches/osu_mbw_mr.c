@@ -101,12 +101,7 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 2;
     }
-    if (iterations < 0) {
-        iterations = size > LARGE_MESSAGE_SIZE ? 20 : 100;
-    }
-    if (skip < 0) {
-        skip = size > LARGE_MESSAGE_SIZE ? 2 : 10;
-    }
+    default_counts(size, &iterations, &skip);
     int pairs = nranks / 2;
     int sender = rank < pairs;
     int peer = sender ? rank + pairs : rank - pairs;

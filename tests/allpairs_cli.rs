@@ -112,16 +112,19 @@ fn four_local_ranks_fill_the_matrix_over_shm_and_tcp() {
             let c = cells(&doc, size);
             assert_eq!(c.len(), 12, "{backend} {size}: {c:?}");
         }
-        // Every cell keeps its trials and the contract's statistics (a suspect measured again
-        // alone, on this busy host, four times as many).
+        // Every cell is a summary of its trials (a suspect measured again alone, on this busy
+        // host, four times as many); only a retested cell keeps its trials (--raw suspects).
         for c in m["cells"].as_array().unwrap() {
-            let want = if c.get("retest").is_some() {
+            let retest = c.get("retest").is_some();
+            let want = if retest {
                 4 * QUICK_TRIALS
             } else {
                 QUICK_TRIALS
-            } as usize;
-            assert_eq!(c["trial_ns"].as_array().unwrap().len(), want, "{c}");
-            assert!(c["one_way_us"]["median"].as_f64().unwrap() > 0.0);
+            };
+            assert_eq!(c["stats"]["n"].as_u64(), Some(want), "{c}");
+            assert!(c["stats"]["median"].as_f64().unwrap() > 0.0);
+            let kept = c.get("trial_ns").and_then(Value::as_array).map(Vec::len);
+            assert_eq!(kept, retest.then_some(want as usize), "{c}");
         }
         // Every rank on this one host: one class of pairs.
         let hosts: Vec<&Value> = m["hosts"].as_array().unwrap().iter().collect();
@@ -303,4 +306,170 @@ fn ctrl_c_between_rounds_keeps_the_cells_measured_and_exits_130() {
     assert_eq!(cells(&doc, 8).len(), 2 * rounds);
     let text = std::fs::read_to_string(out.join("commbench.output.txt")).expect("output");
     assert!(text.contains("RUN STOPPED"), "{text}");
+}
+
+/// The lines of a raw file.
+fn raw_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a raw line"))
+        .collect()
+}
+
+#[test]
+fn raw_trials_stay_where_they_were_measured_and_compare_reads_them_back() {
+    let dir = tmpdir("ap-raw");
+    assert_usage_error(
+        &["allpairs", "--raw", "all"],
+        "--raw all: every process writes",
+    );
+    assert_usage_error(&["allpairs", "--raw-dir", "x"], "--raw-dir: only --raw all");
+    let slow = Fault::SlowNode {
+        node: 5,
+        factor: 3.0,
+        from_us: None,
+        until_us: None,
+    };
+    let cfg = machine(&dir, &[slow]);
+    let trials = QUICK_TRIALS;
+    let sim = |raw: &str, name: &str| {
+        let j = dir.join(name);
+        let a = args(&["--backend", "sim", "--sim-config", &cfg, "--raw", raw]);
+        let o = run(&with_json(&a, &j));
+        assert_ok(&o);
+        (j.clone(), read_json(&j))
+    };
+    // --raw all: rank 0 keeps summaries; every trial is in the simulator's one file.
+    let (ja, all) = sim("all", "all.json");
+    let m = &all["allpairs"];
+    assert_eq!(m["config"]["raw"], "all");
+    assert_eq!(m["raw_files"]["files"], serde_json::json!(["ranks.jsonl"]));
+    let lines = raw_lines(&dir.join("all.json.raw").join("ranks.jsonl"));
+    let cells = m["cells"].as_array().unwrap();
+    assert_eq!(lines.len(), cells.len(), "a raw line for every cell");
+    for c in cells {
+        let n = c["stats"]["n"].as_u64().unwrap();
+        let line = lines
+            .iter()
+            .find(|l| {
+                ["source", "dest", "size", "round"]
+                    .iter()
+                    .all(|k| l[k] == c[k])
+            })
+            .unwrap_or_else(|| panic!("no raw line for {c}"));
+        assert_eq!(line["trial_ns"].as_array().map(Vec::len), Some(n as usize));
+        // The summary is of those trials: the median of the one-way times.
+        let mut us: Vec<f64> = line["trial_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_f64().unwrap() / 2000.0 / c["npp"].as_f64().unwrap())
+            .collect();
+        us.sort_by(f64::total_cmp);
+        let med = if us.len() % 2 == 1 {
+            us[us.len() / 2]
+        } else {
+            (us[us.len() / 2 - 1] + us[us.len() / 2]) / 2.0
+        };
+        let got = c["stats"]["median"].as_f64().unwrap();
+        assert!(
+            (got - med).abs() <= 1e-9 * med.max(1.0),
+            "{got} vs {med}: {c}"
+        );
+        // Only a retested cell keeps its trials in the document.
+        assert_eq!(
+            c.get("trial_ns").is_some(),
+            c.get("retest").is_some(),
+            "{c}"
+        );
+    }
+    assert!(cells.iter().any(|c| c["stats"]["n"] == trials), "{cells:?}");
+    // --raw none: no trials anywhere, the same verdict.
+    let (jn, none) = sim("none", "none.json");
+    assert!(none["allpairs"]["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c.get("trial_ns").is_none()));
+    assert!(none["allpairs"].get("raw_files").is_none());
+    assert_eq!(
+        none["allpairs"]["verdicts"][0]["nodes"],
+        serde_json::json!([5])
+    );
+    assert_eq!(
+        all["allpairs"]["verdicts"][0]["nodes"],
+        serde_json::json!([5])
+    );
+    // compare resamples the trials of the raw files, and says when it had only summaries.
+    let cmp = |a: &std::path::Path, b: &std::path::Path, name: &str| {
+        let out = dir.join(name);
+        let o = run(&[
+            "compare",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--json",
+            out.to_str().unwrap(),
+        ]);
+        assert_ok(&o);
+        read_json(&out)
+    };
+    let both = cmp(&ja, &ja, "cmp-raw.json");
+    let summaries = cmp(&jn, &ja, "cmp-summaries.json");
+    for (doc, want) in [(&both, false), (&summaries, true)] {
+        let cells = doc["sizes"][0]["cells"].as_array().expect("compared cells");
+        assert!(!cells.is_empty());
+        for c in cells {
+            assert_eq!(c.get("summaries").is_some(), want, "{c}");
+            let ci = &c["ci95"];
+            assert!(ci["lo"].as_f64().unwrap() <= c["ratio"].as_f64().unwrap());
+            assert!(ci["hi"].as_f64().unwrap() >= c["ratio"].as_f64().unwrap());
+        }
+    }
+    // Raw files moved with the document are found beside it.
+    let moved = tmpdir("ap-raw-moved");
+    std::fs::copy(&ja, moved.join("all.json")).unwrap();
+    std::fs::create_dir_all(moved.join("all.json.raw")).unwrap();
+    std::fs::copy(
+        dir.join("all.json.raw").join("ranks.jsonl"),
+        moved.join("all.json.raw").join("ranks.jsonl"),
+    )
+    .unwrap();
+    std::fs::remove_dir_all(dir.join("all.json.raw")).unwrap();
+    let again = cmp(
+        &moved.join("all.json"),
+        &moved.join("all.json"),
+        "cmp-moved.json",
+    );
+    assert!(again["sizes"][0]["cells"][0].get("summaries").is_none());
+}
+
+#[test]
+fn every_process_writes_its_own_raw_file() {
+    let dir = tmpdir("ap-raw-tcp");
+    let j = dir.join("r.json");
+    let raw = dir.join("trials");
+    let a = args(&[
+        "--backend",
+        "tcp",
+        "--sizes",
+        "8",
+        "--raw",
+        "all",
+        "--raw-dir",
+        raw.to_str().unwrap(),
+    ]);
+    let doc = run_json(&j, &a);
+    assert_eq!(doc["status"], "complete", "{}", doc["error"]);
+    let files = doc["allpairs"]["raw_files"]["files"].as_array().unwrap();
+    assert_eq!(files.len(), 4, "{files:?}");
+    // Rank R's file holds the cells R timed, and only those.
+    for r in 0..4u64 {
+        let lines = raw_lines(&raw.join(format!("rank-{r}.jsonl")));
+        assert!(lines.len() >= 3, "rank {r}: {lines:?}");
+        assert!(
+            lines.iter().all(|l| l["source"] == r),
+            "rank {r}: {lines:?}"
+        );
+    }
 }

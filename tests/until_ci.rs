@@ -6,6 +6,7 @@
 //! size to size and machine to machine), at random widths and coverages.
 
 use commbench::analysis::document::{ResultDoc, RunConfig};
+use commbench::core::method::allpairs::RawMode;
 use commbench::core::method::until::{Bound, Outcome, UntilCi};
 use commbench::core::method::{MethodConfig, NppChoice, PatternKind};
 use commbench::core::stats::{self, Xoshiro256};
@@ -314,9 +315,11 @@ fn all_pairs_cells_stop_once_their_interval_leaves_the_threshold_and_borderline_
             until: Some(rule.clone()),
             ..MethodConfig::default()
         };
+        // Every cell's trials, to check where each stopped.
         let config = AllPairsConfig {
             retest_trials: max,
             separate_factor: Some(factor),
+            raw: RawMode::All,
             ..AllPairsConfig::default()
         };
         let rule_ap = Rule {

@@ -1,113 +1,23 @@
 //! The all-pairs matrix as the result document records it (`allpairs`, docs/result-format.md):
-//! every cell with the statistics of the contract and its raw trials, the schedule and its
-//! rounds, the attribution fitted at each size ([`crate::analysis::allpairs`]) and the
+//! every cell with the statistics of the contract (its raw trials where they were kept), the
+//! schedule and its rounds, the attribution fitted at each size ([`crate::analysis::allpairs`]) and the
 //! verdicts, merged over the sizes.
 
 use crate::analysis::allpairs::{self, CellObs, Fit, Rule, Topology, Verdict};
 use commbench_core::method::allpairs::{
-    AllPairsCollected, AllPairsConfig, CellRaw, RoundRaw, Schedule,
+    AllPairsCollected, AllPairsConfig, RawCell, RoundRaw, Schedule,
 };
-use commbench_core::method::engine::{one_way_us_sorted, RawPoint};
-use commbench_core::method::PatternKind;
-use commbench_core::stats::{self, Summary};
-use commbench_core::transport::error::{Error, Result};
+use commbench_core::stats;
+use commbench_core::transport::error::Result;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Most pairs measured again per suspect.
 pub const RETEST_PER_SUSPECT: usize = 3;
 
-/// One cell measured once.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MatrixCell {
-    /// The timing source.
-    pub source: u32,
-    /// The echoing dest.
-    pub dest: u32,
-    /// Message size, bytes.
-    pub size: u64,
-    /// Index of its round in [`MatrixSection::rounds`].
-    pub round: u32,
-    /// Whether it was measured again alone to confirm a suspect.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub retest: bool,
-    /// `npp` used.
-    pub npp: u64,
-    /// `npp` the formula of §3.3 gave (None when given).
-    #[serde(default)]
-    pub npp_calculated: Option<u64>,
-    /// Message times per iteration (2: a ping-pong).
-    pub trips_per_iteration: u64,
-    /// Every trial time, ns, the source's `min_ov` subtracted, in the order measured.
-    pub trial_ns: Vec<i64>,
-    /// The one-way times' statistics (seed 000 §3.4), us.
-    pub one_way_us: Summary,
-    /// What the cell's message buffers were (docs/buffers.md), as a point's `buffers`;
-    /// absent in documents written before it was recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub buffers: Option<commbench_core::method::engine::PointBuffers>,
-    /// How the cell stopped when cells were measured until their interval was narrow enough
-    /// (`--until-ci`): as a point's `until_ci`, with `separated` (its interval wholly on one
-    /// side of `threshold_us`) and `borderline` (as narrow as asked, still holding it at its
-    /// bound). Absent for a fixed count and in documents written before it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub until_ci: Option<commbench_core::method::until::Stopping>,
-}
-
-impl MatrixCell {
-    /// The record of cell `x` as measured, its statistics computed; `retest`: whether its
-    /// round measured a suspect again.
-    pub fn of(x: &CellRaw, retest: bool) -> Result<Self> {
-        let sorted = x.point.one_way_us_sorted();
-        let one_way_us = stats::summarize(&sorted).ok_or_else(|| {
-            Error::Protocol(format!(
-                "cell {} -> {} at {} B has no trials",
-                x.source, x.dest, x.point.size
-            ))
-        })?;
-        Ok(MatrixCell {
-            source: x.source,
-            dest: x.dest,
-            size: x.point.size,
-            round: x.round,
-            retest,
-            npp: x.point.npp,
-            npp_calculated: x.point.npp_calculated,
-            trips_per_iteration: x.point.trips_per_iteration,
-            trial_ns: x.point.trial_ns.clone(),
-            one_way_us,
-            buffers: x.point.buffers.clone(),
-            until_ci: x.point.until_ci.clone(),
-        })
-    }
-
-    /// The cell as measured, back from its record: what [`MatrixSection::build`] takes (a
-    /// stream's cells become a document's again). A ping-pong; the estimate npp came from
-    /// is not recorded in a cell.
-    pub fn raw(&self) -> CellRaw {
-        CellRaw {
-            source: self.source,
-            dest: self.dest,
-            round: self.round,
-            point: RawPoint {
-                pattern: PatternKind::PingPong.name().into(),
-                size: self.size,
-                npp: self.npp,
-                npp_calculated: self.npp_calculated,
-                trips_per_iteration: self.trips_per_iteration,
-                trial_ns: self.trial_ns.clone(),
-                buffers: self.buffers.clone(),
-                until_ci: self.until_ci.clone(),
-                ..RawPoint::default()
-            },
-        }
-    }
-
-    /// The one-way time of every trial, us, sorted.
-    pub fn one_way_us_sorted(&self) -> Vec<f64> {
-        one_way_us_sorted(&self.trial_ns, self.npp, self.trips_per_iteration)
-    }
-}
+/// One cell measured once, as the document records it (`allpairs.cells[]`): a fixed-size
+/// summary of its one-way times, and its raw trials where they were kept.
+pub use commbench_core::method::allpairs::CellRecord as MatrixCell;
 
 /// The attribution fitted at one size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -156,6 +66,20 @@ pub struct MatrixSection {
     /// The verdicts over every size: nodes, links (the simulator: channels), dimensions,
     /// contention. Empty on a healthy machine.
     pub verdicts: Vec<Verdict>,
+    /// Where `--raw all` had every process write its cells' raw trials; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_files: Option<RawFiles>,
+}
+
+/// The raw files of a run (`--raw all`): a directory on every host, a file per process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawFiles {
+    /// The directory as the run was given it (relative paths: to where the ranks ran).
+    pub dir: String,
+    /// The files in it: `rank-R.jsonl` for a process of one rank, `ranks.jsonl` for every
+    /// rank in one process (the simulator). Each holds one JSON line a cell
+    /// (`source`, `dest`, `size`, `round`, `npp`, `trips_per_iteration`, `trial_ns`).
+    pub files: Vec<String>,
 }
 
 /// What the attribution knows of the ranks of `c`: the simulator's cube, else the hosts.
@@ -167,14 +91,23 @@ pub fn topology(c: &AllPairsCollected) -> Topology {
 }
 
 /// The cells of `size` as the attribution takes them: the main passes (`retest` false) or the
-/// retests, every measurement of a cell merged.
-fn observations(cells: impl Iterator<Item = (u32, u32, Vec<f64>)>) -> Vec<CellObs> {
-    let mut by: BTreeMap<(u32, u32), Vec<f64>> = BTreeMap::new();
-    for (s, d, v) in cells {
-        by.entry((s, d)).or_default().extend(v);
+/// retests, every measurement of a cell merged. A cell measured once is its median; one
+/// measured several times is the median of every trial when every measurement kept its
+/// trials (documents written before cells were summarised, the retests), else of the
+/// measurements' medians.
+pub fn observations<'c>(cells: impl Iterator<Item = &'c MatrixCell>) -> Vec<CellObs> {
+    let mut by: BTreeMap<(u32, u32), Vec<&MatrixCell>> = BTreeMap::new();
+    for c in cells {
+        by.entry((c.source, c.dest)).or_default().push(c);
     }
     by.into_iter()
-        .map(|((source, dest), mut one_way_us)| {
+        .map(|((source, dest), ms)| {
+            let raw = ms.iter().all(|m| !m.trial_ns.is_empty());
+            let mut one_way_us: Vec<f64> = if raw {
+                ms.iter().flat_map(|m| m.one_way_us_sorted()).collect()
+            } else {
+                ms.iter().map(|m| m.stats.median).collect()
+            };
             stats::sort_samples(&mut one_way_us);
             CellObs {
                 source,
@@ -195,9 +128,7 @@ fn collected_obs(c: &AllPairsCollected, size: u64, retest: bool) -> Vec<CellObs>
     observations(
         c.cells
             .iter()
-            .filter(|x| x.point.size == size)
-            .filter(|x| c.rounds.get(x.round as usize).map(|r| r.retest) == Some(retest))
-            .map(|x| (x.source, x.dest, x.point.one_way_us_sorted())),
+            .filter(|x| x.size == size && x.retest == retest),
     )
 }
 
@@ -237,11 +168,14 @@ impl MatrixSection {
                 verdicts,
             });
         }
-        let cells = c
-            .cells
+        let timers = c
+            .timers
             .iter()
-            .map(|x| MatrixCell::of(x, c.rounds.get(x.round as usize).is_some_and(|r| r.retest)))
-            .collect::<Result<Vec<_>>>()?;
+            .map(|t| RankTimer {
+                min_overhead_ns: t.min_overhead_ns,
+                resolution_ns: t.resolution_ns,
+            })
+            .collect();
         Ok(MatrixSection {
             config,
             rule,
@@ -249,19 +183,37 @@ impl MatrixSection {
             hosts: c.hosts.clone(),
             topology,
             sizes,
-            timers: c
-                .timers
-                .iter()
-                .map(|t| RankTimer {
-                    min_overhead_ns: t.min_overhead_ns,
-                    resolution_ns: t.resolution_ns,
-                })
-                .collect(),
+            timers,
             rounds: c.rounds,
-            cells,
+            cells: c.cells,
             fits,
             verdicts: allpairs::merge_sizes(per_size),
+            raw_files: None,
         })
+    }
+
+    /// Give the cells the trials of `raw` (lines of raw files, [`RawFiles`]), matched by
+    /// source, dest, size and round; returns how many cells got theirs. A line that matches
+    /// no cell, or whose npp or trips differ from its cell's, is left out.
+    pub fn attach_raw(&mut self, raw: impl IntoIterator<Item = RawCell>) -> usize {
+        let mut at: HashMap<(u32, u32, u64, u32), usize> = HashMap::with_capacity(self.cells.len());
+        for (i, c) in self.cells.iter().enumerate() {
+            at.insert((c.source, c.dest, c.size, c.round), i);
+        }
+        let mut got = 0;
+        for r in raw {
+            let Some(&i) = at.get(&(r.source, r.dest, r.size, r.round)) else {
+                continue;
+            };
+            let c = &mut self.cells[i];
+            if c.npp == r.npp && c.trips_per_iteration == r.trips_per_iteration {
+                if c.trial_ns.is_empty() {
+                    got += 1;
+                }
+                c.trial_ns = r.trial_ns;
+            }
+        }
+        got
     }
 
     /// The median one-way time (us) of every cell of `size` in the main passes, as an
@@ -269,12 +221,7 @@ impl MatrixSection {
     pub fn medians(&self, size: u64) -> Vec<Vec<Option<f64>>> {
         let n = self.ranks as usize;
         let mut m = vec![vec![None; n]; n];
-        let obs = observations(
-            self.cells
-                .iter()
-                .filter(|x| x.size == size && !x.retest)
-                .map(|x| (x.source, x.dest, x.one_way_us_sorted())),
-        );
+        let obs = observations(self.cells.iter().filter(|x| x.size == size && !x.retest));
         for o in obs {
             if let (Some(row), Some(v)) =
                 (m.get_mut(o.source as usize), stats::median(&o.one_way_us))

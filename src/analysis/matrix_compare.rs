@@ -5,7 +5,9 @@
 //! of the medians `B / A` of the cell's one-way times (every trial of the main passes, the
 //! retests left out), with a 95 % percentile-bootstrap interval of that ratio
 //! ([`inference::bootstrap_median_ratio_ci`], each side's trials resampled, a fixed seed per
-//! cell so that a comparison is reproducible). A cell is **slower** when its interval lies
+//! cell so that a comparison is reproducible). A cell whose trials were not kept (rank 0
+//! keeps summaries; `--raw all` writes the trials to files the comparison reads back) gets
+//! the wider interval of its two medians' intervals instead ([`CellRatio::summaries`]). A cell is **slower** when its interval lies
 //! above 1 and `B / A` is above [`SLOWER`], **faster** when the interval lies below 1 and
 //! `B / A` is below [`FASTER`], and the **same** otherwise: the factors keep a real but small
 //! change (a few per cent, which a long run makes significant) from being called one.
@@ -16,7 +18,8 @@
 //! does not make a node look slow.
 
 use crate::analysis::inference;
-use crate::analysis::matrix::MatrixSection;
+use crate::analysis::matrix::{MatrixCell, MatrixSection};
+use commbench_core::method::allpairs::CellStats;
 use commbench_core::stats::{self, Interval};
 use commbench_core::transport::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -53,8 +56,13 @@ pub struct CellRatio {
     /// `b_us / a_us`.
     pub ratio: f64,
     /// 95 % bootstrap interval of the ratio (`None`: the bootstrap could not be made, a zero
-    /// median on both sides).
+    /// median on both sides); with `summaries`, the interval from the two medians' intervals.
     pub ci95: Option<Interval>,
+    /// A side kept no trials to resample (`--raw suspects` or `none`, and no raw files
+    /// found): `ci95` runs from B's lowest median over A's highest to B's highest over A's
+    /// lowest, which covers the ratio at least 90 % of the time (both 95 % intervals hold).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub summaries: bool,
     /// Trials of A and of B.
     pub trials: (usize, usize),
     /// Slower, faster or the same.
@@ -147,19 +155,84 @@ impl MatrixComparison {
     }
 }
 
-/// The one-way times (us, sorted) of every cell of `size` in the main passes, every pass
-/// merged, by `(source, dest)`.
-pub fn cell_times(m: &MatrixSection, size: u64) -> BTreeMap<(u32, u32), Vec<f64>> {
-    let mut by: BTreeMap<(u32, u32), Vec<f64>> = BTreeMap::new();
-    for c in m.cells.iter().filter(|c| c.size == size && !c.retest) {
-        by.entry((c.source, c.dest))
-            .or_default()
-            .extend(c.one_way_us_sorted());
+/// A cell of a matrix at one size, every measurement of it merged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellSide {
+    /// Its one-way times' statistics, us: of every trial when every measurement kept its
+    /// trials; of its one measurement's summary; or, measured several times without trials,
+    /// the median of the medians, the hull of their intervals, the largest percentiles, the
+    /// trials counted over all.
+    pub stats: CellStats,
+    /// Every trial's one-way time, us, sorted: empty unless every measurement kept them.
+    pub trials: Vec<f64>,
+}
+
+/// The cells of `size` in the main passes (`retest` false) or the retests, by
+/// `(source, dest)`.
+pub fn cells_at(m: &MatrixSection, size: u64, retest: bool) -> BTreeMap<(u32, u32), CellSide> {
+    let mut by: BTreeMap<(u32, u32), Vec<&MatrixCell>> = BTreeMap::new();
+    for c in m
+        .cells
+        .iter()
+        .filter(|c| c.size == size && c.retest == retest)
+    {
+        by.entry((c.source, c.dest)).or_default().push(c);
     }
-    for v in by.values_mut() {
-        stats::sort_samples(v);
+    by.into_iter()
+        .filter_map(|(k, ms)| Some((k, merge(&ms)?)))
+        .collect()
+}
+
+/// One cell from its measurements ([`CellSide`]); `None` when none has a trial.
+fn merge(ms: &[&MatrixCell]) -> Option<CellSide> {
+    if ms.iter().all(|c| !c.trial_ns.is_empty()) {
+        let mut trials: Vec<f64> = ms.iter().flat_map(|c| c.one_way_us_sorted()).collect();
+        stats::sort_samples(&mut trials);
+        return Some(CellSide {
+            stats: CellStats::of_sorted(&trials)?,
+            trials,
+        });
     }
-    by
+    let usable: Vec<&CellStats> = ms.iter().map(|c| &c.stats).filter(|s| s.n > 0).collect();
+    let first = **usable.first()?;
+    let stats = if usable.len() == 1 {
+        first
+    } else {
+        let n: u64 = usable.iter().map(|s| s.n).sum();
+        let fold = |f: fn(&CellStats) -> f64, pick: fn(f64, f64) -> f64| {
+            usable.iter().map(|s| f(s)).fold(f(&first), pick)
+        };
+        CellStats {
+            n,
+            min: fold(|s| s.min, f64::min),
+            median: median_of(usable.iter().map(|s| s.median).collect()),
+            mean: usable.iter().map(|s| s.mean * s.n as f64).sum::<f64>() / n.max(1) as f64,
+            p90: fold(|s| s.p90, f64::max),
+            p99: fold(|s| s.p99, f64::max),
+            max: fold(|s| s.max, f64::max),
+            ci95_median: Interval {
+                lo: fold(|s| s.ci95_median.lo, f64::min),
+                hi: fold(|s| s.ci95_median.hi, f64::max),
+            },
+        }
+    };
+    Some(CellSide {
+        stats,
+        trials: Vec::new(),
+    })
+}
+
+/// The interval of `B / A` from the two medians' 95 % intervals, when a side kept no trials
+/// to resample: from B's lowest over A's highest to B's highest over A's lowest. Both
+/// intervals hold at once with at least 90 % probability (0.95 squared), so this one covers
+/// the ratio at least that often; it is wider than the bootstrap's.
+fn summary_ratio_ci(a: &CellStats, b: &CellStats) -> Option<Interval> {
+    let (al, ah) = (a.ci95_median.lo, a.ci95_median.hi);
+    let (bl, bh) = (b.ci95_median.lo, b.ci95_median.hi);
+    (al > 0.0 && ah.is_finite() && bl.is_finite() && bh.is_finite()).then(|| Interval {
+        lo: bl / ah,
+        hi: bh / al,
+    })
 }
 
 /// A seed of its own for each cell, from the comparison's.
@@ -194,23 +267,26 @@ fn compare_size(
     resamples: usize,
     seed: u64,
 ) -> SizeComparison {
-    let (ta, tb) = (cell_times(a, size), cell_times(b, size));
+    let (ta, tb) = (cells_at(a, size, false), cells_at(b, size, false));
     let mut cells = Vec::new();
     for (&(source, dest), xa) in &ta {
         let Some(xb) = tb.get(&(source, dest)) else {
             continue;
         };
-        let (Some(ma), Some(mb)) = (stats::median(xa), stats::median(xb)) else {
-            continue;
-        };
+        let (ma, mb) = (xa.stats.median, xb.stats.median);
         let ratio = mb / ma;
-        let ci = inference::bootstrap_median_ratio_ci(
-            xb,
-            xa,
-            resamples,
-            0.95,
-            cell_seed(seed, size, source, dest),
-        );
+        let summaries = xa.trials.is_empty() || xb.trials.is_empty();
+        let ci = if summaries {
+            summary_ratio_ci(&xa.stats, &xb.stats)
+        } else {
+            inference::bootstrap_median_ratio_ci(
+                &xb.trials,
+                &xa.trials,
+                resamples,
+                0.95,
+                cell_seed(seed, size, source, dest),
+            )
+        };
         cells.push(CellRatio {
             source,
             dest,
@@ -218,7 +294,8 @@ fn compare_size(
             b_us: mb,
             ratio,
             ci95: ci,
-            trials: (xa.len(), xb.len()),
+            summaries,
+            trials: (xa.stats.n as usize, xb.stats.n as usize),
             change: change(ratio, ci),
         });
     }
@@ -332,7 +409,7 @@ pub(crate) mod synthetic {
     use crate::analysis::allpairs::Rule;
     use crate::analysis::matrix::MatrixSection;
     use commbench_core::method::allpairs::{
-        AllPairsCollected, AllPairsConfig, CellRaw, Pair, RoundRaw,
+        AllPairsCollected, AllPairsConfig, CellRecord, Pair, RoundRaw,
     };
     use commbench_core::method::engine::RawPoint;
 
@@ -388,27 +465,16 @@ pub(crate) mod synthetic {
                             (2000.0 * t * (1.0 + 0.01 * u)).round() as i64
                         })
                         .collect();
-                    c.cells.push(CellRaw {
-                        source: i,
-                        dest: j,
-                        round,
-                        point: RawPoint {
-                            pattern: "pingpong".into(),
-                            size,
-                            npp: 1,
-                            npp_calculated: None,
-                            median_ppt_ns: None,
-                            trips_per_iteration: 2,
-                            trial_ns,
-                            queue: None,
-                            buffers: None,
-                            npp_check: None,
-                            trial_start_ns: Vec::new(),
-                            until_ci: None,
-                            pair_trial_ns: Vec::new(),
-                            sweep: None,
-                        },
-                    });
+                    let point = RawPoint {
+                        pattern: "pingpong".into(),
+                        size,
+                        npp: 1,
+                        trips_per_iteration: 2,
+                        trial_ns,
+                        ..RawPoint::default()
+                    };
+                    c.cells
+                        .push(CellRecord::of((i, j, round), false, point, true).expect("trials"));
                 }
             }
             c.rounds.push(RoundRaw {
@@ -429,6 +495,86 @@ pub(crate) mod synthetic {
 mod tests {
     use super::synthetic::section;
     use super::*;
+    use commbench_core::stats::Xoshiro256;
+
+    /// `m` with every cell's trials dropped, as rank 0 keeps them under `--raw none`.
+    fn summarised(mut m: MatrixSection) -> MatrixSection {
+        m.cells.iter_mut().for_each(|c| c.trial_ns.clear());
+        m
+    }
+
+    #[test]
+    fn summaries_alone_compare_with_a_wider_interval_that_still_finds_a_slow_node() {
+        let hosts = ["a0", "a1", "b0", "b1", "c0"];
+        for seed in 0..20u64 {
+            let mut rng = Xoshiro256::new(seed);
+            let slow = rng.below(hosts.len()) as u32;
+            let factor = 1.5 + 3.0 * rng.unit();
+            let a = section(&hosts, &[8, 4096], &[], 1.0, seed);
+            let b = section(&hosts, &[8, 4096], &[slow], factor, seed + 100);
+            let full = compare(&a, &b, 500, 7).unwrap();
+            let bare = compare(&summarised(a), &summarised(b), 500, 7).unwrap();
+            for (f, s) in full.sizes.iter().zip(&bare.sizes) {
+                for (x, y) in f.cells.iter().zip(&s.cells) {
+                    assert!(!x.summaries && y.summaries);
+                    assert_eq!((x.a_us, x.b_us), (y.a_us, y.b_us));
+                    let (cx, cy) = (x.ci95.unwrap(), y.ci95.unwrap());
+                    // The summaries' interval holds the bootstrap's: wider, never narrower.
+                    assert!(cy.lo <= cx.lo * (1.0 + 1e-9) && cy.hi >= cx.hi * (1.0 - 1e-9));
+                    let touches = x.source == slow || x.dest == slow;
+                    let want = if touches {
+                        Change::Slower
+                    } else {
+                        Change::Same
+                    };
+                    assert_eq!(y.change, want, "seed {seed}: {y:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_cell_measured_in_several_passes_without_trials_merges_its_summaries() {
+        let mut rng = Xoshiro256::new(5);
+        for _ in 0..100 {
+            let passes = 2 + rng.below(5);
+            let mut m = section(&["h0", "h1", "h2"], &[8], &[], 1.0, rng.next_u64());
+            let first: Vec<MatrixCell> = m.cells.clone();
+            for p in 1..passes {
+                m.cells.extend(first.iter().map(|c| {
+                    let mut c = c.clone();
+                    let k = 0.5 + 2.0 * rng.unit();
+                    c.trial_ns
+                        .iter_mut()
+                        .for_each(|t| *t = (*t as f64 * k) as i64);
+                    c.stats = CellStats::of_sorted(&c.one_way_us_sorted()).unwrap();
+                    c.round += p as u32;
+                    c
+                }));
+            }
+            let pooled = cells_at(&m, 8, false);
+            let m = summarised(m);
+            let merged = cells_at(&m, 8, false);
+            for (k, side) in &merged {
+                let mine: Vec<&MatrixCell> = m
+                    .cells
+                    .iter()
+                    .filter(|c| (c.source, c.dest) == *k)
+                    .collect();
+                assert_eq!(mine.len(), passes);
+                let mut med: Vec<f64> = mine.iter().map(|c| c.stats.median).collect();
+                stats::sort_samples(&mut med);
+                assert_eq!(Some(side.stats.median), stats::median(&med));
+                assert_eq!(side.stats.n, pooled[k].stats.n);
+                assert!(side.trials.is_empty() && !pooled[k].trials.is_empty());
+                for c in mine {
+                    assert!(side.stats.ci95_median.lo <= c.stats.ci95_median.lo);
+                    assert!(side.stats.ci95_median.hi >= c.stats.ci95_median.hi);
+                    assert!(side.stats.max >= c.stats.max && side.stats.min <= c.stats.min);
+                }
+            }
+        }
+    }
 
     const HOSTS: [&str; 6] = ["a0", "a0", "b1", "b1", "c2", "c2"];
 

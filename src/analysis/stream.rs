@@ -420,7 +420,7 @@ fn document(start: Start, got: Lines, cut_short: bool) -> Result<ResultDoc> {
         backend_info: Some(r.backend_info),
         hypercube: r.hypercube,
         rounds: got.rounds,
-        cells: got.cells.iter().map(MatrixCell::raw).collect(),
+        cells: got.cells,
     };
     Ok(assemble::with_matrix(doc, collected, ap.config, ap.rule))
 }

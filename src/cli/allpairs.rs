@@ -5,12 +5,13 @@
 use super::fatal::Fatal;
 use super::plan::{AllPairsWork, Plan};
 use super::progress::ProgressBar;
+use super::raw::{self, RawWriter};
 use super::run::{checkpoint, deliver, other_rank, reporting_rank, Ending, Who};
 use super::{signals, stream};
 use commbench::analysis::allpairs::Rule;
 use commbench::analysis::assemble::{self, BackendRun, Outcome, Started};
 use commbench::analysis::document::ResultDoc;
-use commbench::analysis::matrix;
+use commbench::analysis::matrix::{self, RawFiles};
 use commbench::core::method::allpairs::{AllPairs, AllPairsCollected, AllPairsProgress, RoundSeen};
 use commbench::core::method::engine::{Collected, Progress, Stage};
 use commbench::core::{Error, Rank};
@@ -45,6 +46,14 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
         prog = prog.with_retest(&pick);
     }
     let b = &plan.backends[0];
+    let one_process = b.transport(2).one_process;
+    let writer = work
+        .raw_dir
+        .as_ref()
+        .map(|d| RawWriter::new(d.clone(), one_process));
+    if let Some(w) = &writer {
+        prog = prog.with_raw_sink(w);
+    }
     let name = b.name();
     let seen = |r: RoundSeen| stream::round(name, r);
     prog = prog.with_rounds(&seen);
@@ -56,7 +65,10 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
     // No checkpoint from here on: one written after the take would hold nothing.
     signals::clear_checkpoint();
     bar.finish();
-    let ran = ran?;
+    let mut ran = ran?;
+    if let (Some(w), true) = (&writer, ran.result.is_ok()) {
+        ran.result = w.finish();
+    }
     if ran.rank != 0 {
         let outcome = Outcome {
             ranks: ran.ranks,
@@ -88,7 +100,18 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
     };
     let ending = Ending::of(&outcome.runs);
     let doc = assemble::document(&plan.recipe(), outcome, started);
-    let doc = assemble::with_matrix(doc, collected, work.config.clone(), rule);
+    let mut doc = assemble::with_matrix(doc, collected, work.config.clone(), rule);
+    if let (Some(m), Some(dir)) = (doc.allpairs.as_mut(), &work.raw_dir) {
+        let files = if one_process {
+            vec![raw::file_name(None)]
+        } else {
+            (0..m.ranks).map(|r| raw::file_name(Some(r))).collect()
+        };
+        m.raw_files = Some(RawFiles {
+            dir: dir.display().to_string(),
+            files,
+        });
+    }
     deliver(&plan.outputs, &doc, ending)?;
     match faults_named(&doc) {
         Some(names) if work.fail_on_suspect => Err(Fatal::run(
@@ -155,7 +178,7 @@ fn save_on_signal(
 fn sizes_done(c: &AllPairsCollected, sizes: &[u64]) -> usize {
     c.cells
         .last()
-        .and_then(|cell| sizes.iter().position(|&s| s == cell.point.size))
+        .and_then(|cell| sizes.iter().position(|&s| s == cell.size))
         .unwrap_or(0)
 }
 

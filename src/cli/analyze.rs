@@ -307,7 +307,12 @@ pub fn compare(a: CompareArgs) -> Result<(), Fatal> {
     let (fa, fb) = sides(&a)?;
     check_runs_for_fail_if_slower(a.fail_if_slower, &fa, &fb)?;
     let load_all = |files: &[PathBuf]| files.iter().map(|f| load(f)).collect::<Result<Vec<_>, _>>();
-    let (da, db) = (load_all(&fa)?, load_all(&fb)?);
+    let (mut da, mut db) = (load_all(&fa)?, load_all(&fb)?);
+    // A matrix's cells are summaries; the comparison resamples their trials where the run
+    // wrote them (--raw all).
+    for (f, d) in fa.iter().zip(&mut da).chain(fb.iter().zip(&mut db)) {
+        crate::cli::raw::attach(f, d);
+    }
     if let Some(w) = buffers_differ((&fa, &da), (&fb, &db)) {
         say!("commbench: warning: {w}");
     }

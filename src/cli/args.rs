@@ -669,6 +669,19 @@ pub struct AllpairsArgs {
     #[arg(long, value_name = "SECS", help_heading = ALLPAIRS)]
     pub round_timeout: Option<f64>,
 
+    /// Where each cell's raw trial times go: suspects (the retested cells', in the document),
+    /// all (every cell's, written where it was measured: each process appends to a file of
+    /// its own in --raw-dir, the document lists them), none. Rank 0 keeps every cell as a
+    /// fixed-size summary (median and its 95% interval, percentiles, trials) whatever this
+    /// says, so its memory grows with the cells, not the trials.
+    #[arg(long, value_enum, default_value_t = RawArg::Suspects, value_name = "WHICH", help_heading = ALLPAIRS)]
+    pub raw: RawArg,
+
+    /// Directory of the raw files of --raw all, on every host the same path (default: the
+    /// --json document's path with `.raw` appended, or `raw` in --output-dir).
+    #[arg(long, value_name = "DIR", help_heading = ALLPAIRS)]
+    pub raw_dir: Option<PathBuf>,
+
     /// Exit 1 when a verdict other than contention names a node, host, link or dimension,
     /// confirmed alone or not, for health-check scripts; the report and files are written
     /// first.
@@ -680,6 +693,17 @@ pub struct AllpairsArgs {
 
     #[command(flatten)]
     pub common: PingpongArgs,
+}
+
+/// `--raw`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RawArg {
+    /// Every cell's trials, in a file per process.
+    All,
+    /// The retested cells' trials, in the document.
+    Suspects,
+    /// No trials: every cell is its summary.
+    None,
 }
 
 /// `--schedule`.

@@ -28,6 +28,7 @@ mod launches;
 mod live;
 pub mod plan;
 mod progress;
+mod raw;
 mod run;
 mod signals;
 mod stream;

@@ -247,12 +247,7 @@ impl Stream {
             };
             self.write(&mut st, "ranks", &r);
         }
-        let retest = seen.round.retest;
-        let cells: Vec<MatrixCell> = seen
-            .cells
-            .iter()
-            .filter_map(|x| MatrixCell::of(x, retest).ok())
-            .collect();
+        let cells: Vec<MatrixCell> = seen.cells;
         let line = RoundLine {
             index: seen.index as u64,
             unix_s: unix_now(),

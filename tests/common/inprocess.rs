@@ -9,7 +9,9 @@ use commbench::analysis::assemble::{self, BackendRun, Outcome, Recipe, Started};
 use commbench::analysis::document::{ResultDoc, RunConfig};
 use commbench::analysis::fit::Breakpoint;
 use commbench::analysis::point::Point;
-use commbench::core::method::allpairs::{AllPairs, AllPairsCollected, AllPairsConfig};
+use commbench::core::method::allpairs::{
+    AllPairs, AllPairsCollected, AllPairsConfig, RawCell, RawMode, RawSink,
+};
 use commbench::core::method::engine::{Collected, KernelSpec, Measurement};
 use commbench::core::method::MethodConfig;
 use commbench::core::transport::work::Work;
@@ -81,7 +83,11 @@ pub fn sim_matrix_document(
     let pick = |c: &AllPairsCollected, size: u64| {
         commbench::analysis::matrix::pick_retests(c, size, &rule)
     };
-    let prog = AllPairs::new(method, config.clone(), None).with_retest(&pick);
+    let sink = MemorySink::default();
+    let mut prog = AllPairs::new(method, config.clone(), None).with_retest(&pick);
+    if config.raw == RawMode::All {
+        prog = prog.with_raw_sink(&sink);
+    }
     let result = commbench_sim::run(machine, &prog).map(drop);
     let collected = prog.take_collected();
     let timers = Collected::of(
@@ -90,7 +96,24 @@ pub fn sim_matrix_document(
         Vec::new(),
     );
     let doc = document(machine, &recipe, timers, result);
-    assemble::with_matrix(doc, collected, config, rule)
+    let mut doc = assemble::with_matrix(doc, collected, config, rule);
+    // The raw files' lines, read back as `compare` reads them.
+    if let Some(m) = doc.allpairs.as_mut() {
+        let lines = std::mem::take(&mut *sink.0.lock().unwrap());
+        m.attach_raw(lines);
+    }
+    doc
+}
+
+/// Raw trials kept in memory, as a run's raw files would hold them (`--raw all`).
+#[derive(Default)]
+struct MemorySink(Mutex<Vec<RawCell>>);
+
+impl RawSink for MemorySink {
+    fn write(&self, _rank: Rank, cells: &[RawCell]) -> Result<()> {
+        self.0.lock().unwrap().extend_from_slice(cells);
+        Ok(())
+    }
 }
 
 /// `spec` measured under `method` on `machine` as [`sim_document`] does, with every reading

@@ -1343,6 +1343,8 @@ fn run_stoppable<P: Program>(
 ) -> Result<(Vec<P::Output>, SimStats)> {
     cfg.validate()?;
     crate::check_mappings(cfg)?;
+    crate::pages::fresh_pages_for_large_buffers();
+    let _untouched = commbench_core::method::alloc::UntouchedPages::hold();
     if cfg.ranks() <= SCOPES_ON_CALLER {
         return run_here(cfg, p, stop);
     }

@@ -35,6 +35,7 @@ mod budget;
 mod config;
 mod endpoint;
 mod kernel;
+mod pages;
 
 pub use budget::check_run;
 pub use config::{

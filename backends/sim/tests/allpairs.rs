@@ -31,8 +31,8 @@ fn method(sizes: Vec<u64>) -> MethodConfig {
 fn medians(c: &AllPairsCollected, size: u64) -> HashMap<(Rank, Rank), f64> {
     c.cells
         .iter()
-        .filter(|x| x.point.size == size && !c.rounds[x.round as usize].retest)
-        .map(|x| ((x.source, x.dest), x.point.median_one_way_us()))
+        .filter(|x| x.size == size && !c.rounds[x.round as usize].retest)
+        .map(|x| ((x.source, x.dest), x.median_us()))
         .collect()
 }
 
@@ -88,7 +88,7 @@ fn every_cell_once_and_alike_at_one_distance() {
 fn named_pairs_are_measured_again_alone_with_more_trials() {
     let cfg = machine(2);
     let pick = |c: &AllPairsCollected, size: u64| {
-        assert!(c.cells.iter().any(|x| x.point.size == size));
+        assert!(c.cells.iter().any(|x| x.size == size));
         vec![(1, 2), (3, 3), (9, 0)]
     };
     let p = AllPairs::new(
@@ -111,7 +111,10 @@ fn named_pairs_are_measured_again_alone_with_more_trials() {
     assert_eq!(again.len(), 2);
     assert_eq!((again[0].source, again[0].dest), (1, 2));
     assert_eq!((again[1].source, again[1].dest), (2, 1));
-    assert!(again.iter().all(|x| x.point.trial_ns.len() == 11));
+    // A retested cell keeps its trials (the default, suspects' raw trials kept).
+    assert!(again
+        .iter()
+        .all(|x| x.trial_ns.len() == 11 && x.stats.n == 11 && x.retest));
     assert_eq!(c.rounds.iter().filter(|r| r.retest).count(), 1);
 }
 
@@ -154,4 +157,37 @@ fn a_machine_carrying_a_prefix_times_as_one_carrying_all() {
             "{n} bytes: beyond it"
         );
     }
+}
+
+/// What rank 0 keeps grows with the cells and not with the trials: each cell a summary of a
+/// fixed size, whatever its trials (the raw trials stay with the source, `RawMode`).
+#[test]
+fn rank_0_keeps_a_summary_per_cell_whatever_the_trials() {
+    let cfg = machine(4);
+    let mut per_cell = Vec::new();
+    for trials in [5u64, 40, 300] {
+        let p = AllPairs::new(
+            MethodConfig {
+                trials,
+                ..method(vec![8, 65536])
+            },
+            AllPairsConfig::default(),
+            None,
+        );
+        run(&cfg, &p).unwrap();
+        let c = p.take_collected();
+        assert_eq!(c.cells.len(), 2 * 16 * 15);
+        assert!(c
+            .cells
+            .iter()
+            .all(|x| x.trial_ns.is_empty() && x.stats.n == trials));
+        let bytes = serde_json::to_vec(&c.cells).unwrap().len();
+        per_cell.push(bytes as f64 / c.cells.len() as f64);
+    }
+    let (lo, hi) = per_cell
+        .iter()
+        .fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
+    // 5 to 300 trials: the same bytes a cell, give or take the digits of its numbers.
+    assert!(hi / lo < 1.2, "{per_cell:?}");
+    assert!(hi < 600.0, "{per_cell:?}");
 }

@@ -4,6 +4,7 @@
 
 use crate::method::units::human_bytes;
 use crate::transport::error::{Error, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The error of an allocation of `bytes` for `what` that failed: `cannot allocate 64 GiB for
 /// <what>: out of memory`.
@@ -16,11 +17,45 @@ pub fn cannot_allocate(bytes: u64, what: impl std::fmt::Display) -> Error {
 
 /// `len` zero bytes, or an out-of-memory error naming `what` was being allocated (called only
 /// on failure), `len` and the reason. Never aborts.
+///
+/// The zeros are written, so every page of the buffer is in memory before a trial touches
+/// it (no page fault in a timed region), unless a transport that reads buffers only in part
+/// asked for untouched pages ([`UntouchedPages`]).
 pub fn try_zeroed(len: u64, what: impl FnOnce() -> String) -> Result<Vec<u8>> {
     let mut v = try_with_capacity::<u8>(len, what)?;
+    let len = v.capacity().min(len as usize);
+    if UNTOUCHED.load(Ordering::Relaxed) {
+        // Room for it was had: the zeroed buffer is allocated in its place, on fresh pages
+        // that take no memory until written.
+        drop(v);
+        return Ok(vec![0u8; len]);
+    }
     // The capacity is there: resizing only writes the zeros.
-    v.resize(v.capacity().min(len as usize), 0);
+    v.resize(len, 0);
     Ok(v)
+}
+
+/// Whether [`try_zeroed`] leaves the pages of its buffers untouched.
+static UNTOUCHED: AtomicBool = AtomicBool::new(false);
+
+/// While held, [`try_zeroed`] leaves the pages of its buffers untouched: for the simulator,
+/// whose virtual clock models no memory and which copies only the first bytes of each message,
+/// so that a thousand simulated ranks with megabyte buffers hold only what they touch.
+/// Dropped, buffers are written again.
+#[derive(Debug)]
+pub struct UntouchedPages(bool);
+
+impl UntouchedPages {
+    /// Leave buffers' pages untouched until this is dropped.
+    pub fn hold() -> Self {
+        UntouchedPages(UNTOUCHED.swap(true, Ordering::Relaxed))
+    }
+}
+
+impl Drop for UntouchedPages {
+    fn drop(&mut self) {
+        UNTOUCHED.store(self.0, Ordering::Relaxed);
+    }
 }
 
 /// An empty vector with room for `n` elements, or an out-of-memory error naming `what` and the

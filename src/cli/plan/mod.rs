@@ -4,7 +4,7 @@
 use super::args::{
     invalid_method, AllpairsArgs, BackendArgs, BandwidthArgs, BuffersArg, CacheArg, CacheArgs,
     DropWarmupArg, FitArgs, Given, MessageArgs, OutputArgs, PatternArgs, PingpongArgs,
-    ProgressWhen, QArg, QueueArgs, ScheduleArg, SeedArgs, SizeArgs, StopArgs,
+    ProgressWhen, QArg, QueueArgs, RawArg, ScheduleArg, SeedArgs, SizeArgs, StopArgs,
 };
 use super::fatal::Fatal;
 use crate::cli::backend::{self, Chosen, Job};
@@ -12,7 +12,7 @@ use commbench::analysis::allpairs::Rule;
 use commbench::analysis::assemble::Recipe;
 use commbench::analysis::document::RunConfig;
 use commbench::analysis::fit::{self, Breakpoint};
-use commbench::core::method::allpairs::{AllPairsConfig, Schedule};
+use commbench::core::method::allpairs::{AllPairsConfig, RawMode, Schedule};
 use commbench::core::method::benchmark::Benchmark;
 use commbench::core::method::buffers::{BufferOptions, BufferReuse, CacheState};
 use commbench::core::method::limits::MAX_TRIALS;
@@ -75,6 +75,8 @@ pub struct AllPairsWork {
     pub min_factor: f64,
     /// `--fail-on-suspect`.
     pub fail_on_suspect: bool,
+    /// Where every process writes its cells' raw trials (`--raw all`).
+    pub raw_dir: Option<PathBuf>,
 }
 
 impl AllPairsWork {
@@ -1136,12 +1138,19 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
         // Cells measured until their interval is narrow enough stop once it lies wholly on
         // one side of the verdicts' factor over the earlier cells' median.
         separate_factor: method.until.as_ref().map(|_| a.min_factor),
+        raw: match a.raw {
+            RawArg::All => RawMode::All,
+            RawArg::Suspects => RawMode::Suspects,
+            RawArg::None => RawMode::None,
+        },
     };
+    let raw_dir = raw_dir(&a)?;
     let work = Work::AllPairs(AllPairsWork {
         config,
         z: a.z,
         min_factor: a.min_factor,
         fail_on_suspect: a.fail_on_suspect,
+        raw_dir,
     });
     let fit = FitArgs {
         breakpoint: Breakpoint::Auto,
@@ -1155,6 +1164,43 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
         ));
     }
     Ok(plan)
+}
+
+/// The directory of `--raw all`'s files: `--raw-dir`, else beside the `--json` document
+/// (`FILE.raw`), else `raw` in `--output`; `None` for the other modes.
+fn raw_dir(a: &AllpairsArgs) -> Result<Option<PathBuf>, Fatal> {
+    if a.raw != RawArg::All {
+        if a.raw_dir.is_some() {
+            return Err(Fatal::usage(
+                "--raw-dir: only --raw all writes raw files",
+                "add --raw all, or drop --raw-dir",
+            ));
+        }
+        return Ok(None);
+    }
+    let out = &a.common.out;
+    let beside = |j: &PathBuf| {
+        let mut s = j.clone().into_os_string();
+        s.push(".raw");
+        PathBuf::from(s)
+    };
+    let dir = a
+        .raw_dir
+        .clone()
+        .or_else(|| {
+            out.json
+                .as_ref()
+                .filter(|j| j.as_os_str() != "-")
+                .map(beside)
+        })
+        .or_else(|| out.output.as_ref().map(|d| d.join("raw")));
+    match dir {
+        Some(d) => Ok(Some(d)),
+        None => Err(Fatal::usage(
+            "--raw all: every process writes its cells' trials to a file, and no place was given",
+            "add --raw-dir DIR, --json FILE (the files go to FILE.raw) or --output DIR",
+        )),
+    }
 }
 
 /// All-pairs' own options, checked: no `--source`/`--dest` or `--drop-warmup auto`, a

@@ -9,13 +9,14 @@ use crate::analysis::allpairs::{CellFit, Estimate, Fit, Suspect, Topology, Verdi
 use crate::analysis::document::ResultDoc;
 use crate::analysis::matrix::MatrixSection;
 use crate::analysis::matrix_compare::{
-    self, cell_times, CellRatio, Change, MatrixComparison, SizeComparison,
+    self, cells_at, CellRatio, Change, MatrixComparison, SizeComparison,
 };
 use crate::render::number::{text, Style};
 use crate::render::words::{buffers_words, hang, size_words, sizes_list, Detail, CI_NOTE};
 use crate::spec::format_size;
+use commbench_core::method::allpairs::CellStats;
 use commbench_core::method::NppChoice;
-use commbench_core::stats::{self, Summary};
+use commbench_core::stats;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 
@@ -460,7 +461,7 @@ fn head(out: &mut String, doc: &ResultDoc, m: &MatrixSection) {
 
 /// One cell of one size: its merged trials' statistics and its fit.
 struct CellView {
-    summary: Summary,
+    summary: CellStats,
     fit: Option<CellFit>,
 }
 
@@ -470,16 +471,16 @@ fn cells_of(m: &MatrixSection, size: u64) -> BTreeMap<(u32, u32), CellView> {
         .fit_at(size)
         .map(|f| f.cells.iter().map(|c| ((c.source, c.dest), *c)).collect())
         .unwrap_or_default();
-    cell_times(m, size)
+    cells_at(m, size, false)
         .into_iter()
-        .filter_map(|(k, v)| {
-            Some((
+        .map(|(k, v)| {
+            (
                 k,
                 CellView {
-                    summary: stats::summarize(&v)?,
+                    summary: v.stats,
                     fit: fits.get(&k).copied(),
                 },
-            ))
+            )
         })
         .collect()
 }
@@ -620,7 +621,7 @@ fn stopping(out: &mut String, m: &MatrixSection, size: u64) {
         .cells
         .iter()
         .filter(|c| c.size == size)
-        .filter_map(|c| c.until_ci.as_ref().map(|u| (u, c.trial_ns.len())))
+        .filter_map(|c| c.until_ci.as_ref().map(|u| (u, c.stats.n as usize)))
         .collect();
     let Some((first, _)) = cells.first() else {
         return;
@@ -693,25 +694,13 @@ fn rounds(out: &mut String, m: &MatrixSection, size: u64) {
         again.len(),
         span(&again)
     );
-    let main_t = cell_times(m, size);
-    let mut alone: BTreeMap<(u32, u32), Vec<f64>> = BTreeMap::new();
-    for c in m.cells.iter().filter(|c| c.size == size && c.retest) {
-        alone
-            .entry((c.source, c.dest))
-            .or_default()
-            .extend(c.one_way_us_sorted());
-    }
-    for ((i, j), mut v) in alone
-        .iter_mut()
-        .map(|(k, v)| (*k, std::mem::take(v)))
-        .take(RETESTS_SHOWN)
-    {
-        stats::sort_samples(&mut v);
-        let a = stats::median(&v).map_or_else(|| "-".into(), us);
+    let main_t = cells_at(m, size, false);
+    let alone = cells_at(m, size, true);
+    for (&(i, j), v) in alone.iter().take(RETESTS_SHOWN) {
+        let a = us(v.stats.median);
         let b = main_t
             .get(&(i, j))
-            .and_then(|t| stats::median(t))
-            .map_or_else(|| "-".into(), us);
+            .map_or_else(|| "-".into(), |t| us(t.stats.median));
         let _ = writeln!(
             out,
             "    {}: {a} us alone, {b} us in the rounds",
@@ -1255,6 +1244,7 @@ mod tests {
         let mut m = section(&HOSTS, &[8], &[], 1.0, 1);
         for c in m.cells.iter_mut().filter(|c| (c.source, c.dest) == (2, 5)) {
             c.trial_ns.iter_mut().for_each(|t| *t *= 4);
+            c.stats = CellStats::of_sorted(&c.one_way_us_sorted()).unwrap();
         }
         // Fitted again from the cells as changed; the attribution names nothing for one cell.
         let cells: Vec<CellObs> = m
@@ -1303,6 +1293,7 @@ mod tests {
         // Node 5 twice as slow in b2's cells to it.
         for c in b2.cells.iter_mut().filter(|c| c.dest == 1 && c.source == 0) {
             c.trial_ns.iter_mut().for_each(|t| *t *= 5);
+            c.stats = CellStats::of_sorted(&c.one_way_us_sorted()).unwrap();
         }
         let c = matrix_compare::compare(&a, &b2, 300, 1).unwrap();
         let s = comparison(&c, &a, ("a.json", "b.json"));

@@ -11,14 +11,16 @@
 //! A round starts when rank 0 has heard from every rank about the last one and tells them to
 //! go on (or to stop: a stop asked for is honoured between rounds); rank 0 records when it
 //! started, so interference local in time shows. After the round every source sends its
-//! cells to rank 0, which keeps everything measured so far ([`AllPairsCollected`]) for a run
-//! that fails or is stopped later.
+//! cells to rank 0 as fixed-size summaries ([`cell::CellRecord`]; the raw trials stay where
+//! they were measured, [`cell::RawMode`]), and rank 0 keeps everything measured so far
+//! ([`AllPairsCollected`]) for a run that fails or is stopped later.
 //!
 //! After every size and pass, rank 0 may name pairs to measure again, one pair at a time
 //! in the machine and with more trials ([`AllPairs::with_retest`]): the confirmation of a
 //! suspect before a verdict, as LinkTest retests its worst connections serially. What to
 //! retest is the caller's analysis; this module only measures.
 
+pub mod cell;
 pub mod pair;
 pub mod schedule;
 
@@ -31,6 +33,7 @@ use crate::method::timer::{self, TimerReport};
 use crate::method::{MethodConfig, PatternKind};
 use crate::transport::error::{Error, Result, ResultExt};
 use crate::transport::{BackendInfo, Endpoint, Program, Rank};
+pub use cell::{CellRecord, CellStats, RawCell, RawMode, RawSink};
 pub use schedule::{rounds, Pair, Schedule};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
@@ -59,6 +62,10 @@ pub struct AllPairsConfig {
     /// `None`: every cell stops on its width alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub separate_factor: Option<f64>,
+    /// Where the cells' raw trial times go ([`RawMode`]; documents written before it kept
+    /// every cell's in the document).
+    #[serde(default)]
+    pub raw: RawMode,
 }
 
 /// Every ordered pair measured with the ping-pong, each cell a point.
@@ -97,21 +104,9 @@ impl Default for AllPairsConfig {
             retest_trials: 0,
             round_timeout_s: 0.0,
             separate_factor: None,
+            raw: RawMode::Suspects,
         }
     }
-}
-
-/// One cell measured once: the source, the dest, when and in which round, and its raw point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CellRaw {
-    /// The timing source.
-    pub source: Rank,
-    /// The echoing dest.
-    pub dest: Rank,
-    /// Index of its round in [`AllPairsCollected::rounds`].
-    pub round: u32,
-    /// The point: size, npp, trial times (ns, the source's `min_ov` subtracted).
-    pub point: crate::method::engine::RawPoint,
 }
 
 /// One round as run.
@@ -133,6 +128,9 @@ pub struct RoundRaw {
     pub pairs: Vec<Pair>,
 }
 
+/// The rounds of one pass, shared by the ranks of a process.
+type PassRounds = Arc<Vec<Vec<Pair>>>;
+
 /// What rank 0 learned, filled as the run goes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AllPairsCollected {
@@ -148,8 +146,8 @@ pub struct AllPairsCollected {
     pub hypercube: Option<u32>,
     /// Every round run, in order.
     pub rounds: Vec<RoundRaw>,
-    /// Every cell measured, in order.
-    pub cells: Vec<CellRaw>,
+    /// Every cell measured, in order, each a fixed-size summary.
+    pub cells: Vec<CellRecord>,
 }
 
 /// Where a run is, given on rank 0 at the start of every round.
@@ -186,7 +184,7 @@ pub struct RoundSeen {
     /// The round.
     pub round: RoundRaw,
     /// Its cells, in order.
-    pub cells: Vec<CellRaw>,
+    pub cells: Vec<CellRecord>,
     /// What was collected of the run besides its rounds and cells (left empty here): the
     /// ranks, hosts, clocks and backend description.
     pub run: AllPairsCollected,
@@ -206,10 +204,15 @@ pub struct AllPairs<'a> {
     stop: Option<&'a StopFlag>,
     retest: Option<&'a RetestFn<'a>>,
     rounds_seen: Option<&'a RoundFn<'a>>,
+    raw_sink: Option<&'a dyn RawSink>,
     collected: Arc<Mutex<AllPairsCollected>>,
     /// Rank 0's median one-way time (us) of every cell measured, by size: what a cell's
     /// threshold is taken from ([`AllPairsConfig::separate_factor`]).
     medians: Mutex<Vec<(u64, f64)>>,
+    /// The rounds of the pass under way, made once per process and shared by the ranks it
+    /// runs (the simulator runs every rank in one: a schedule of 1,024 ranks is half a
+    /// million pairs, which each rank holding its own copy would make a thousand).
+    schedule: Mutex<Option<(u32, PassRounds)>>,
 }
 
 impl std::fmt::Debug for AllPairs<'_> {
@@ -250,8 +253,10 @@ impl<'a> AllPairs<'a> {
             stop: None,
             retest: None,
             rounds_seen: None,
+            raw_sink: None,
             collected: Arc::new(Mutex::new(AllPairsCollected::default())),
             medians: Mutex::new(Vec::new()),
+            schedule: Mutex::new(None),
         }
     }
 
@@ -271,6 +276,13 @@ impl<'a> AllPairs<'a> {
     /// Tell `seen` of every round once rank 0 has its cells ([`RoundFn`]).
     pub fn with_rounds(mut self, seen: &'a RoundFn<'a>) -> Self {
         self.rounds_seen = Some(seen);
+        self
+    }
+
+    /// Write the raw trials of the cells this process's ranks measure to `sink`
+    /// ([`RawMode::All`]).
+    pub fn with_raw_sink(mut self, sink: &'a dyn RawSink) -> Self {
+        self.raw_sink = Some(sink);
         self
     }
 
@@ -305,6 +317,12 @@ impl<'a> AllPairs<'a> {
         }
         if self.config.passes == 0 {
             return Err(Error::Config("all-pairs needs at least one pass".into()));
+        }
+        if self.config.raw == RawMode::All && self.raw_sink.is_none() {
+            return Err(Error::Config(
+                "every cell's raw trials were asked for, and no place to write them was given"
+                    .into(),
+            ));
         }
         Ok(())
     }
@@ -350,6 +368,8 @@ struct Ctx {
     t0: u64,
     timer: (i64, f64),
     kernels: Kernels,
+    /// Rounds this rank has run: the index of the next in [`AllPairsCollected::rounds`].
+    rounds_run: u32,
 }
 
 impl AllPairs<'_> {
@@ -423,19 +443,21 @@ impl AllPairs<'_> {
 
     /// Rank 0 keeps the median of each cell of a round at `size` for later rounds'
     /// thresholds ([`AllPairs::threshold`]), when cells are held against one.
-    fn keep_medians(&self, size: u64, cells: &[(Rank, Vec<crate::method::engine::RawPoint>)]) {
+    fn keep_medians(&self, size: u64, cells: &[CellRecord]) {
         if self.config.separate_factor.is_none() || self.method.until.is_none() {
             return;
         }
         let mut m = self.medians.lock().unwrap_or_else(|p| p.into_inner());
-        for (_, points) in cells {
-            m.extend(points.iter().map(|p| (size, p.median_one_way_us())));
-        }
+        m.extend(cells.iter().map(|c| (size, c.median_us())));
     }
 
-    /// One round on this rank: the cells of its pair measured, sent to rank 0.
+    /// One round on this rank: the cells of its pair measured, summarised, their raw trials
+    /// kept as [`RawMode`] says, the summaries sent to rank 0.
     fn round<E: Endpoint>(&self, ep: &mut E, plan: RoundPlan<'_>, ctx: &mut Ctx) -> Result<()> {
-        let (t0, timer, kernels) = (ctx.t0, ctx.timer, &mut ctx.kernels);
+        let (t0, timer) = (ctx.t0, ctx.timer);
+        // Every rank runs every round, so each counts them as rank 0 does.
+        let index = ctx.rounds_run;
+        ctx.rounds_run += 1;
         let me = ep.rank();
         let start_ns = ep.now_ns().saturating_sub(t0);
         let trials = if plan.retest {
@@ -443,21 +465,39 @@ impl AllPairs<'_> {
         } else {
             self.method.trials
         };
-        let mut mine = Vec::new();
+        let mode = self.config.raw;
+        let keep = plan.retest && mode != RawMode::None;
+        let (mut mine, mut raw) = (Vec::new(), Vec::new());
         let at = || format!("round {} at {} B", plan.index, plan.size);
         let threshold = self.threshold(ep, plan.size).phase_with(at)?;
         for p in plan.pairs.iter().filter(|p| p.has(me)) {
             for (s, d) in p.cells() {
-                let cell = measure_cell(
+                let point = measure_cell(
                     ep,
                     (s, d, plan.size),
                     (&self.method, trials, threshold),
                     timer,
-                    kernels,
+                    &mut ctx.kernels,
                 )
                 .phase_with(|| format!("{}: cell {s} -> {d}", at()))?;
-                mine.extend(cell);
+                let Some(point) = point else { continue };
+                if mode == RawMode::All {
+                    raw.push(RawCell {
+                        source: s,
+                        dest: d,
+                        size: point.size,
+                        round: index,
+                        npp: point.npp,
+                        trips_per_iteration: point.trips_per_iteration,
+                        trial_ns: point.trial_ns.clone(),
+                    });
+                }
+                mine.push(CellRecord::of((s, d, index), plan.retest, point, keep)?);
             }
+        }
+        if let (Some(sink), false) = (self.raw_sink, raw.is_empty()) {
+            sink.write(me, &raw)
+                .phase_with(|| format!("{}: writing the raw trials", at()))?;
         }
         let bytes = serde_json::to_vec(&mine)
             .map_err(|e| Error::Protocol(format!("encoding cells: {e}")))?;
@@ -468,44 +508,38 @@ impl AllPairs<'_> {
         let end_ns = ep.now_ns().saturating_sub(t0);
         let mut cells = Vec::new();
         for (r, b) in all.iter().enumerate() {
-            let v: Vec<crate::method::engine::RawPoint> = serde_json::from_slice(b)
+            let v: Vec<CellRecord> = serde_json::from_slice(b)
                 .map_err(|e| Error::Protocol(format!("rank {r}'s cells: {e}")))?;
-            cells.push((r as Rank, v));
+            cells.extend(v);
         }
         if !plan.retest {
             self.keep_medians(plan.size, &cells);
         }
+        let round = RoundRaw {
+            size: plan.size,
+            pass: plan.pass,
+            index: plan.index,
+            retest: plan.retest,
+            start_ns,
+            end_ns,
+            pairs: plan.pairs.to_vec(),
+        };
+        self.keep_round(index, round, cells)
+    }
+
+    /// Rank 0 keeps round `index` and its cells, and tells the observer of rounds.
+    fn keep_round(&self, index: u32, round: RoundRaw, cells: Vec<CellRecord>) -> Result<()> {
         let seen = with(&self.collected, |c| {
-            let round = c.rounds.len() as u32;
-            let first_cell = c.cells.len();
-            for (source, points) in cells {
-                let dests = plan
-                    .pairs
-                    .iter()
-                    .flat_map(|p| p.cells())
-                    .filter(|&(s, _)| s == source);
-                for ((_, dest), point) in dests.zip(points) {
-                    c.cells.push(CellRaw {
-                        source,
-                        dest,
-                        round,
-                        point,
-                    });
-                }
+            if c.rounds.len() != index as usize {
+                return Err(Error::Protocol(format!(
+                    "round {index} came after {} round(s)",
+                    c.rounds.len()
+                )));
             }
-            c.rounds.push(RoundRaw {
-                size: plan.size,
-                pass: plan.pass,
-                index: plan.index,
-                retest: plan.retest,
-                start_ns,
-                end_ns,
-                pairs: plan.pairs.to_vec(),
-            });
-            self.rounds_seen.map(|_| RoundSeen {
-                index: round as usize,
-                round: c.rounds[round as usize].clone(),
-                cells: c.cells[first_cell..].to_vec(),
+            let seen = self.rounds_seen.map(|_| RoundSeen {
+                index: index as usize,
+                round: round.clone(),
+                cells: cells.clone(),
                 run: AllPairsCollected {
                     ranks: c.ranks,
                     hosts: c.hosts.clone(),
@@ -515,8 +549,11 @@ impl AllPairs<'_> {
                     rounds: Vec::new(),
                     cells: Vec::new(),
                 },
-            })
-        });
+            });
+            c.rounds.push(round);
+            c.cells.extend(cells);
+            Ok(seen)
+        })?;
         // Told with the collection unlocked: an observer that blocks never holds up a copy
         // taken meanwhile (a signal's save).
         if let (Some(tell), Some(seen)) = (self.rounds_seen, seen) {
@@ -623,18 +660,11 @@ impl Program for AllPairs<'_> {
             t0: ep.now_ns(),
             timer,
             kernels: Kernels::default(),
+            rounds_run: 0,
         };
         let ctx = &mut ctx;
         // Each pass's rounds are made when it starts (a run of many passes holds one).
-        let pass_rounds = |p: u32| {
-            rounds(
-                self.config.schedule,
-                n,
-                self.config.seed,
-                p,
-                self.config.concurrency,
-            )
-        };
+        let pass_rounds = |p: u32| self.pass_rounds(n, p);
         let sizes = self.method.sizes.clone();
         // Every pass has as many rounds as the first (the progress's unit).
         let per_size = (pass_rounds(0).len() as u64).saturating_mul(u64::from(self.config.passes));
@@ -675,6 +705,21 @@ impl Program for AllPairs<'_> {
 }
 
 impl AllPairs<'_> {
+    /// The rounds of pass `pass` over `n` ranks, from the process's copy when it holds this
+    /// pass's.
+    fn pass_rounds(&self, n: u32, pass: u32) -> PassRounds {
+        let mut g = self.schedule.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((p, r)) = g.as_ref() {
+            if *p == pass {
+                return Arc::clone(r);
+            }
+        }
+        let c = &self.config;
+        let r = Arc::new(rounds(c.schedule, n, c.seed, pass, c.concurrency));
+        *g = Some((pass, Arc::clone(&r)));
+        r
+    }
+
     /// The safe point before a round: stop when rank 0 was asked to.
     fn stop_point<E: Endpoint>(&self, ep: &mut E, done: usize, sizes: usize) -> Result<()> {
         if let Some(signal) = self.go(ep)? {
@@ -710,8 +755,9 @@ impl AllPairs<'_> {
         let n = ep.size();
         let mut word = Vec::new();
         if ep.rank() == 0 {
-            let snapshot = with(&self.collected, |c| c.clone());
-            for (a, b) in pick(&snapshot, size) {
+            // Picked under the lock, not from a copy: a copy of a million cells would double
+            // rank 0's memory at the end of each size.
+            for (a, b) in with(&self.collected, |c| pick(c, size)) {
                 if a < n && b < n && a != b {
                     word.extend_from_slice(&a.to_le_bytes());
                     word.extend_from_slice(&b.to_le_bytes());

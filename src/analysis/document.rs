@@ -464,9 +464,23 @@ impl ResultDoc {
 
     /// Read a document back, checking schema and version.
     pub fn read_json(s: &str) -> Result<ResultDoc> {
-        let v: serde_json::Value = serde_json::from_str(s)
-            .map_err(|e| Error::Config(format!("not a JSON document: {e}")))?;
-        match v.get("schema").and_then(|s| s.as_str()) {
+        /// The keys that say what a document is, read first (the rest skipped, nothing of it
+        /// held: an all-pairs document of a thousand ranks is most of a gigabyte).
+        #[derive(Deserialize)]
+        struct Head {
+            schema: Option<serde_json::Value>,
+            version: Option<serde_json::Value>,
+        }
+        let head: Head = match serde_json::from_str(s) {
+            Ok(h) => h,
+            // JSON, but not an object: no schema.
+            Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(s).is_ok() => Head {
+                schema: None,
+                version: None,
+            },
+            Err(e) => return Err(Error::Config(format!("not a JSON document: {e}"))),
+        };
+        match head.schema.as_ref().and_then(|s| s.as_str()) {
             Some(SCHEMA) => {}
             other => {
                 return Err(Error::Config(format!(
@@ -474,7 +488,7 @@ impl ResultDoc {
                 )))
             }
         }
-        let ver = v.get("version").and_then(|s| s.as_u64()).unwrap_or(0);
+        let ver = head.version.as_ref().and_then(|s| s.as_u64()).unwrap_or(0);
         if ver != SCHEMA_VERSION as u64 {
             return Err(Error::Config(format!(
                 "result schema version {ver} is not supported (this commbench reads {SCHEMA_VERSION})"
@@ -482,7 +496,7 @@ impl ResultDoc {
         }
         // serde quotes what it did not expect as it is: escape the line breaks a document's
         // text may hold, so that the reason stays one line.
-        let doc: ResultDoc = serde_json::from_value(v).map_err(|e| {
+        let doc: ResultDoc = serde_json::from_str(s).map_err(|e| {
             let reason = commbench_core::transport::error::escape_controls(&e.to_string());
             Error::Config(format!("malformed result document: {reason}"))
         })?;

@@ -18,13 +18,15 @@ bin=$PWD/target/release/commbench
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# Wall seconds and peak resident MiB of a command (its output discarded).
+# Wall seconds and peak resident MiB of a command (its output discarded, its errors shown).
 measure() {
     python3 - "$@" <<'PY'
 import resource, subprocess, sys, time
 t = time.monotonic()
-r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 wall = time.monotonic() - t
+if r.returncode != 0:
+    sys.stderr.buffer.write(r.stderr)
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 print(f"{wall:.1f} {peak:.0f}")
 sys.exit(r.returncode)

@@ -678,7 +678,7 @@ pub struct AllpairsArgs {
     pub raw: RawArg,
 
     /// Directory of the raw files of --raw all, on every host the same path (default: the
-    /// --json document's path with `.raw` appended, or `raw` in --output-dir).
+    /// --json document's path with `.raw` appended, or `raw` in the --output directory).
     #[arg(long, value_name = "DIR", help_heading = ALLPAIRS)]
     pub raw_dir: Option<PathBuf>,
 

@@ -325,6 +325,22 @@ fn raw_trials_stay_where_they_were_measured_and_compare_reads_them_back() {
         "--raw all: every process writes",
     );
     assert_usage_error(&["allpairs", "--raw-dir", "x"], "--raw-dir: only --raw all");
+    // A directory that cannot be made is refused before anything runs.
+    let file = dir.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let under = file.join("raw");
+    assert_usage_error(
+        &[
+            "allpairs",
+            "--backend",
+            "sim",
+            "--raw",
+            "all",
+            "--raw-dir",
+            under.to_str().unwrap(),
+        ],
+        "--raw all: the raw directory",
+    );
     let slow = Fault::SlowNode {
         node: 5,
         factor: 3.0,

@@ -75,24 +75,39 @@ fn unwritable(what: String, hint: &str) -> Fatal {
 }
 
 fn probe_dir(dir: &Path) -> Result<(), Fatal> {
+    probe_dir_of(
+        "--output",
+        dir,
+        "give a directory for --output (it is created if missing), or --json FILE",
+    )
+}
+
+/// Check the directory of `allpairs --raw all` on this host before the first message is
+/// sent: created if need be, and it must take new files.
+pub fn probe_raw_dir(dir: &Path) -> Result<(), Fatal> {
+    probe_dir_of(
+        "--raw all: the raw directory",
+        dir,
+        "give a directory with --raw-dir (it is created if missing)",
+    )
+}
+
+fn probe_dir_of(flag: &str, dir: &Path, not_a_dir: &str) -> Result<(), Fatal> {
     if dir.exists() && !dir.is_dir() {
         return Err(unwritable(
-            format!("--output {} is not a directory", dir.display()),
-            "give a directory for --output (it is created if missing), or --json FILE",
+            format!("{flag} {} is not a directory", dir.display()),
+            not_a_dir,
         ));
     }
     std::fs::create_dir_all(dir).map_err(|e| {
         unwritable(
-            format!(
-                "--output {}: cannot create the directory: {e}",
-                dir.display()
-            ),
+            format!("{flag} {}: cannot create the directory: {e}", dir.display()),
             "choose a directory you can write",
         )
     })?;
     takes_new_files(dir).map_err(|e| {
         unwritable(
-            format!("--output {}: cannot write files there: {e}", dir.display()),
+            format!("{flag} {}: cannot write files there: {e}", dir.display()),
             "choose a directory you can write",
         )
     })

@@ -188,6 +188,12 @@ fn measure(plan: plan::Plan) -> Result<(), Fatal> {
     let reports = run::reporting_rank(&plan);
     // First, before any thread is started: SIGINT and SIGTERM stop the run at a safe point.
     signals::install(reports).map_err(|e| Fatal::run(e, None))?;
+    if let Work::AllPairs(w) = &plan.work {
+        // Every process writes its own raw file: each checks the directory on its host.
+        if let Some(dir) = &w.raw_dir {
+            files::probe_raw_dir(dir)?;
+        }
+    }
     if reports {
         files::probe(&plan.outputs)?;
         let who = run::Who::of(&plan);

@@ -489,3 +489,79 @@ fn every_process_writes_its_own_raw_file() {
         );
     }
 }
+
+#[test]
+fn a_time_budget_ends_rounds_early_and_says_what_it_covered() {
+    let dir = tmpdir("ap-budget");
+    assert_usage_error(
+        &["allpairs", "--backend", "sim", "--max-time", "1s,2s"],
+        "allpairs takes one time",
+    );
+    let cfg = Machine::new("cube4", 4)
+        .clock_read_ns(50)
+        .poll_ns(100)
+        .stack_kib(128)
+        .times(six([
+            (0.4, 0.0001),
+            (0.2, 0.0),
+            (0.2, 0.0),
+            (0.1, 0.0),
+            (0.4, 0.0001),
+            (1.5, 0.001),
+        ]))
+        .faults([Fault::SlowNode {
+            node: 9,
+            factor: 6.0,
+            from_us: None,
+            until_us: None,
+        }])
+        .write(&dir.join("cube4.toml"))
+        .display()
+        .to_string();
+    let base = ["--backend", "sim", "--sim-config", &cfg, "--sizes", "8"];
+    // Every round, to learn how long the rounds take on this machine (virtual time).
+    let full = run_json(&dir.join("full.json"), &args(&base));
+    let rounds = full["allpairs"]["rounds"].as_array().unwrap();
+    let main: Vec<&Value> = rounds.iter().filter(|r| r["retest"] == false).collect();
+    assert_eq!(main.len(), 15);
+    // A budget that ends the main rounds about halfway (the clock characterisation first).
+    let half = main[7]["end_ns"].as_f64().unwrap() / 1e9;
+    let t = format!("{half}");
+    let mut a = args(&base);
+    a.extend(["--max-time", t.as_str()]);
+    let doc = run_json(&dir.join("budget.json"), &a);
+    assert_eq!(doc["status"], "complete", "{}", doc["error"]);
+    let m = &doc["allpairs"];
+    assert_eq!(m["config"]["max_time_s"].as_f64(), Some(half));
+    // Random bisections without --schedule.
+    assert_eq!(m["config"]["schedule"], "random");
+    assert_eq!(m["budget_reached"], true);
+    let c = &m["coverage"][0];
+    let cells = c["cells"].as_u64().unwrap();
+    assert!(cells > 0 && cells < 240, "{c}");
+    assert_eq!(c["of_cells"], 240);
+    // Every round a perfect matching: every rank in a cell from the first.
+    assert_eq!(c["ranks"], 16);
+    assert!(c["host_pairs"].as_u64().unwrap() < c["of_host_pairs"].as_u64().unwrap());
+    let measured = m["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c.get("retest").is_none())
+        .count() as u64;
+    assert_eq!(measured, cells);
+    // The slow node is still named from the cells measured (x3 leaves its own cells about
+    // x1.35 slower, which half the matrix puts at the edge of x1.25; x6 well beyond).
+    let v = m["verdicts"].as_array().unwrap();
+    assert!(
+        v.iter()
+            .any(|v| v["kind"] == "node" && v["nodes"] == serde_json::json!([9])),
+        "{v:?}"
+    );
+    let report = stdout(&run(&["report", dir.join("budget.json").to_str().unwrap()]));
+    assert!(
+        report.contains("ended the size early; covered")
+            && report.contains(&format!("covered {cells} of 240 cells")),
+        "{report}"
+    );
+}

@@ -69,6 +69,71 @@ pub struct MatrixSection {
     /// Where `--raw all` had every process write its cells' raw trials; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_files: Option<RawFiles>,
+    /// Whether the time budget (`config.max_time_s`) ended a size before its last round.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub budget_reached: bool,
+    /// How much of the matrix each size covered, under a time budget; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coverage: Vec<Coverage>,
+}
+
+/// How much of the matrix one size covered (the main passes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// Message size, bytes.
+    pub size: u64,
+    /// Ordered pairs measured.
+    pub cells: u64,
+    /// Ordered pairs there are: `n (n - 1)`.
+    pub of_cells: u64,
+    /// Ranks in at least one measured cell.
+    pub ranks: u32,
+    /// Pairs of hosts (unordered; a host with itself when it has two ranks) with a measured
+    /// cell between them.
+    pub host_pairs: u64,
+    /// Pairs of hosts there are.
+    pub of_host_pairs: u64,
+}
+
+/// The coverage of `size` by the main-pass cells of `c`.
+fn coverage(c: &AllPairsCollected, size: u64) -> Coverage {
+    let n = c.ranks as usize;
+    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let host: Vec<u32> = (0..n)
+        .map(|r| {
+            let name = c.hosts.get(r).map_or("", String::as_str);
+            let next = ids.len() as u32;
+            *ids.entry(name).or_insert(next)
+        })
+        .collect();
+    let key = |i: usize, j: usize| (host[i].min(host[j]), host[i].max(host[j]));
+    let mut all = std::collections::HashSet::new();
+    for i in 0..n {
+        for j in (i + 1)..n {
+            all.insert(key(i, j));
+        }
+    }
+    let mut cells = std::collections::HashSet::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut ranks = vec![false; n];
+    for x in c.cells.iter().filter(|x| x.size == size && !x.retest) {
+        let (i, j) = (x.source as usize, x.dest as usize);
+        if i >= n || j >= n {
+            continue;
+        }
+        cells.insert((i, j));
+        seen.insert(key(i, j));
+        ranks[i] = true;
+        ranks[j] = true;
+    }
+    Coverage {
+        size,
+        cells: cells.len() as u64,
+        of_cells: (n as u64) * (n as u64).saturating_sub(1),
+        ranks: ranks.iter().filter(|&&r| r).count() as u32,
+        host_pairs: seen.len() as u64,
+        of_host_pairs: all.len() as u64,
+    }
 }
 
 /// The raw files of a run (`--raw all`): a directory on every host, a file per process.
@@ -176,6 +241,11 @@ impl MatrixSection {
                 resolution_ns: t.resolution_ns,
             })
             .collect();
+        let coverage = if config.max_time_s.is_some() {
+            sizes.iter().map(|&s| coverage(&c, s)).collect()
+        } else {
+            Vec::new()
+        };
         Ok(MatrixSection {
             config,
             rule,
@@ -189,6 +259,8 @@ impl MatrixSection {
             fits,
             verdicts: allpairs::merge_sizes(per_size),
             raw_files: None,
+            budget_reached: c.budget_reached,
+            coverage,
         })
     }
 
@@ -243,5 +315,69 @@ impl MatrixSection {
     /// one).
     pub fn has_fault(&self) -> bool {
         self.verdicts.iter().any(|v| v.kind != "contention")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use commbench_core::method::allpairs::CellRecord;
+    use commbench_core::method::engine::RawPoint;
+    use commbench_core::stats::Xoshiro256;
+
+    /// Coverage against a count made the slow way, on random hosts and random cells.
+    #[test]
+    fn coverage_counts_cells_ranks_and_host_pairs() {
+        let mut rng = Xoshiro256::new(3);
+        for _ in 0..100 {
+            let n = 2 + rng.below(20) as u32;
+            let hosts: Vec<String> = (0..n).map(|_| format!("h{}", rng.below(6))).collect();
+            let mut c = AllPairsCollected {
+                ranks: n,
+                hosts: hosts.clone(),
+                ..AllPairsCollected::default()
+            };
+            for i in 0..n {
+                for j in 0..n {
+                    if j == i || rng.below(3) != 0 {
+                        continue;
+                    }
+                    let point = RawPoint {
+                        size: 8,
+                        npp: 1,
+                        trips_per_iteration: 2,
+                        trial_ns: vec![1000],
+                        ..RawPoint::default()
+                    };
+                    let retest = rng.below(10) == 0;
+                    c.cells
+                        .push(CellRecord::of((i, j, 0), retest, point, false).unwrap());
+                }
+            }
+            let got = coverage(&c, 8);
+            let main: Vec<&CellRecord> = c.cells.iter().filter(|x| !x.retest).collect();
+            assert_eq!(got.cells, main.len() as u64);
+            assert_eq!(got.of_cells, u64::from(n * (n - 1)));
+            let in_cell = (0..n)
+                .filter(|&r| main.iter().any(|x| x.source == r || x.dest == r))
+                .count();
+            assert_eq!(got.ranks as usize, in_cell);
+            let pair = |i: u32, j: u32| {
+                let (a, b) = (&hosts[i as usize], &hosts[j as usize]);
+                if a <= b {
+                    (a.clone(), b.clone())
+                } else {
+                    (b.clone(), a.clone())
+                }
+            };
+            let all: std::collections::HashSet<_> = (0..n)
+                .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
+                .map(|(i, j)| pair(i, j))
+                .collect();
+            let seen: std::collections::HashSet<_> =
+                main.iter().map(|x| pair(x.source, x.dest)).collect();
+            assert_eq!(got.of_host_pairs, all.len() as u64);
+            assert_eq!(got.host_pairs, seen.len() as u64);
+        }
     }
 }

@@ -421,6 +421,8 @@ fn document(start: Start, got: Lines, cut_short: bool) -> Result<ResultDoc> {
         hypercube: r.hypercube,
         rounds: got.rounds,
         cells: got.cells,
+        // A stream does not say why its rounds ended; the coverage is still computed.
+        budget_reached: false,
     };
     Ok(assemble::with_matrix(doc, collected, ap.config, ap.rule))
 }

@@ -242,7 +242,10 @@ pub struct StopArgs {
     /// With --until-ci: the most time of one size's trials and, after a comma, of the whole
     /// run's sizes (10s, 10s,5m or ,5m; units ns, us, ms, s, m, h; a number alone is
     /// seconds), on the timing rank's clock (virtual time on sim). Once the run's time is
-    /// spent, each size left gets its first block only.
+    /// spent, each size left gets its first block only. allpairs: the run's time budget
+    /// (one time, e.g. 10m): the sizes share it, a round starts only within its size's
+    /// share, the report says how much of the matrix was covered; without --schedule the
+    /// rounds are then random bisections, every rank and far pairs met from the first.
     #[arg(long, value_name = "SIZE[,RUN]", help_heading = STOP)]
     pub max_time: Option<String>,
 }
@@ -851,6 +854,11 @@ fn parse_breakpoint(s: &str) -> Result<Breakpoint, String> {
 pub struct Given(Vec<String>);
 
 impl Given {
+    /// These options without `flag` (one a command reads in a way of its own).
+    pub fn without(&self, flag: &str) -> Self {
+        Given(self.0.iter().filter(|f| *f != flag).cloned().collect())
+    }
+
     /// The subcommand's options that `m`, parsed by `cmd`, took from the command line.
     pub fn from_matches(cmd: &clap::Command, m: &clap::ArgMatches) -> Self {
         let Some((name, sub)) = m.subcommand() else {

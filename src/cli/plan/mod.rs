@@ -1120,9 +1120,18 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
     })?;
     let c = &mut a.common;
     c.backend.ranks = c.backend.ranks.or(Some(4));
-    let method = method(c, sizes, given)?;
+    // allpairs reads --max-time as the run's time budget, not as a bound of --until-ci.
+    let budget = allpairs_budget(c.stop.max_time.take())?;
+    let method = method(c, sizes, &given.without("--max-time"))?;
+    // Under a time budget the rounds are random bisections unless a schedule was chosen:
+    // the tournament's first rounds pair near ranks only.
+    let schedule = if budget.is_some() && !given.has("--schedule") {
+        ScheduleArg::Random
+    } else {
+        a.schedule
+    };
     let config = AllPairsConfig {
-        schedule: match a.schedule {
+        schedule: match schedule {
             ScheduleArg::Tournament => Schedule::Tournament,
             ScheduleArg::Shift => Schedule::Shift,
             ScheduleArg::Random => Schedule::Random,
@@ -1138,6 +1147,7 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
         // Cells measured until their interval is narrow enough stop once it lies wholly on
         // one side of the verdicts' factor over the earlier cells' median.
         separate_factor: method.until.as_ref().map(|_| a.min_factor),
+        max_time_s: budget,
         raw: match a.raw {
             RawArg::All => RawMode::All,
             RawArg::Suspects => RawMode::Suspects,
@@ -1164,6 +1174,20 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
         ));
     }
     Ok(plan)
+}
+
+/// `allpairs --max-time T`: the run's time budget, seconds (one time: `10m`, or `,10m`).
+fn allpairs_budget(text: Option<String>) -> Result<Option<f64>, Fatal> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    match max_time(&text)? {
+        (Some(t), None) | (None, Some(t)) if t > 0 => Ok(Some(t as f64 / 1e9)),
+        _ => Err(Fatal::usage(
+            format!("--max-time {text}: allpairs takes one time, the run's budget"),
+            "for example --max-time 10m; each cell's trials are bounded by --max-trials",
+        )),
+    }
 }
 
 /// The directory of `--raw all`'s files: `--raw-dir`, else beside the `--json` document

@@ -647,6 +647,38 @@ fn stopping(out: &mut String, m: &MatrixSection, size: u64) {
     );
 }
 
+/// Under a time budget (`--max-time`): whether it ended the size early, and how much of the
+/// matrix the size covered.
+fn budget(out: &mut String, m: &MatrixSection, size: u64) {
+    let (Some(t), Some(c)) = (
+        m.config.max_time_s,
+        m.coverage.iter().find(|c| c.size == size),
+    ) else {
+        return;
+    };
+    let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
+    let ended = if c.cells < c.of_cells {
+        "ended the size early"
+    } else {
+        "left every round measured"
+    };
+    let _ = writeln!(
+        out,
+        "  time budget {} s ({} a size): {ended}; covered {} of {} cells ({:.1} %), {} of {} ranks, \
+         {} of {} host pairs ({:.1} %)",
+        text(t, Style::Significant),
+        text(t / m.sizes.len().max(1) as f64, Style::Significant),
+        c.cells,
+        c.of_cells,
+        pct(c.cells, c.of_cells),
+        c.ranks,
+        m.ranks,
+        c.host_pairs,
+        c.of_host_pairs,
+        pct(c.host_pairs, c.of_host_pairs)
+    );
+}
+
 /// The rounds of `size`: how many, over how long, and the retests.
 fn rounds(out: &mut String, m: &MatrixSection, size: u64) {
     let main: Vec<_> = m
@@ -673,6 +705,7 @@ fn rounds(out: &mut String, m: &MatrixSection, size: u64) {
         span(&main),
         m.config.schedule.name()
     );
+    budget(out, m, size);
     stopping(out, m, size);
     if again.is_empty() {
         let _ = writeln!(out, "  retests: none");

@@ -66,6 +66,12 @@ pub struct AllPairsConfig {
     /// every cell's in the document).
     #[serde(default)]
     pub raw: RawMode,
+    /// A time budget, seconds from the run's start on rank 0's clock (the simulator's:
+    /// virtual), shared equally by the sizes (what one leaves carries to the next): a round
+    /// starts only within its size's share, and a size whose share is spent skips its other
+    /// rounds (its retests still run). `None`: every round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_time_s: Option<f64>,
 }
 
 /// Every ordered pair measured with the ping-pong, each cell a point.
@@ -105,6 +111,7 @@ impl Default for AllPairsConfig {
             round_timeout_s: 0.0,
             separate_factor: None,
             raw: RawMode::Suspects,
+            max_time_s: None,
         }
     }
 }
@@ -148,6 +155,9 @@ pub struct AllPairsCollected {
     pub rounds: Vec<RoundRaw>,
     /// Every cell measured, in order, each a fixed-size summary.
     pub cells: Vec<CellRecord>,
+    /// Whether [`AllPairsConfig::max_time_s`] ended a size before its last round.
+    #[serde(default)]
+    pub budget_reached: bool,
 }
 
 /// Where a run is, given on rank 0 at the start of every round.
@@ -548,6 +558,7 @@ impl AllPairs<'_> {
                     hypercube: c.hypercube,
                     rounds: Vec::new(),
                     cells: Vec::new(),
+                    budget_reached: false,
                 },
             });
             c.rounds.push(round);
@@ -655,6 +666,7 @@ impl Program for AllPairs<'_> {
     fn run<E: Endpoint>(&self, ep: &mut E) -> Result<()> {
         let n = ep.size();
         self.validate(n)?;
+        let begun = ep.now_ns();
         let timer = self.start(ep)?;
         let mut ctx = Ctx {
             t0: ep.now_ns(),
@@ -670,9 +682,18 @@ impl Program for AllPairs<'_> {
         let per_size = (pass_rounds(0).len() as u64).saturating_mul(u64::from(self.config.passes));
         for (si, &size) in sizes.iter().enumerate() {
             let mut here = 0u64;
-            for pass in 0..self.config.passes {
+            // The budget's share of the sizes up to this one (what an earlier size left over
+            // carries on), from the run's start on rank 0's clock.
+            let deadline = self.config.max_time_s.map(|t| {
+                let share = t * (si + 1) as f64 / sizes.len() as f64;
+                begun.saturating_add((share * 1e9).min(u64::MAX as f64 / 2.0) as u64)
+            });
+            'size: for pass in 0..self.config.passes {
                 for (index, pairs) in pass_rounds(pass).iter().enumerate() {
                     self.stop_point(ep, si, sizes.len())?;
+                    if self.spent(ep, deadline)? {
+                        break 'size;
+                    }
                     here += 1;
                     self.report(
                         ep,
@@ -705,6 +726,23 @@ impl Program for AllPairs<'_> {
 }
 
 impl AllPairs<'_> {
+    /// Whether the time budget of this size ran out (`deadline` on rank 0's clock): rank 0
+    /// decides and every rank hears it; a round is started only before the deadline, so a
+    /// run ends within one round of it. Recorded on rank 0.
+    fn spent<E: Endpoint>(&self, ep: &mut E, deadline: Option<u64>) -> Result<bool> {
+        let Some(deadline) = deadline else {
+            return Ok(false);
+        };
+        let mut word = vec![u8::from(ep.rank() == 0 && ep.now_ns() >= deadline)];
+        self.between_rounds(ep, |ep| ep.broadcast(0, &mut word))
+            .phase("sharing whether the time budget is spent")?;
+        let spent = word.first() == Some(&1);
+        if spent && ep.rank() == 0 {
+            with(&self.collected, |c| c.budget_reached = true);
+        }
+        Ok(spent)
+    }
+
     /// The rounds of pass `pass` over `n` ranks, from the process's copy when it holds this
     /// pass's.
     fn pass_rounds(&self, n: u32, pass: u32) -> PassRounds {

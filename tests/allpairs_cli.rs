@@ -169,7 +169,13 @@ fn every_schedule_covers_every_pair_and_records_its_rounds() {
 /// A machine description of our own in `dir`: a 3-cube, network slower than the copies, with
 /// `faults`. Its path.
 fn machine(dir: &std::path::Path, faults: &[Fault]) -> String {
-    Machine::new("cube3", 3)
+    cube(dir, 3, faults)
+}
+
+/// [`machine`] on `dimensions` dimensions, written to `cubeD.toml` in `dir`.
+fn cube(dir: &std::path::Path, dimensions: u32, faults: &[Fault]) -> String {
+    let name = format!("cube{dimensions}");
+    Machine::new(&name, dimensions)
         .clock_read_ns(50)
         .poll_ns(100)
         .stack_kib(128)
@@ -182,7 +188,7 @@ fn machine(dir: &std::path::Path, faults: &[Fault]) -> String {
             (1.5, 0.001),
         ]))
         .faults(faults.iter().cloned())
-        .write(&dir.join("machine.toml"))
+        .write(&dir.join(format!("{name}.toml")))
         .display()
         .to_string()
 }
@@ -497,27 +503,16 @@ fn a_time_budget_ends_rounds_early_and_says_what_it_covered() {
         &["allpairs", "--backend", "sim", "--max-time", "1s,2s"],
         "allpairs takes one time",
     );
-    let cfg = Machine::new("cube4", 4)
-        .clock_read_ns(50)
-        .poll_ns(100)
-        .stack_kib(128)
-        .times(six([
-            (0.4, 0.0001),
-            (0.2, 0.0),
-            (0.2, 0.0),
-            (0.1, 0.0),
-            (0.4, 0.0001),
-            (1.5, 0.001),
-        ]))
-        .faults([Fault::SlowNode {
+    let cfg = cube(
+        &dir,
+        4,
+        &[Fault::SlowNode {
             node: 9,
             factor: 6.0,
             from_us: None,
             until_us: None,
-        }])
-        .write(&dir.join("cube4.toml"))
-        .display()
-        .to_string();
+        }],
+    );
     let base = ["--backend", "sim", "--sim-config", &cfg, "--sizes", "8"];
     // Every round, to learn how long the rounds take on this machine (virtual time).
     let full = run_json(&dir.join("full.json"), &args(&base));

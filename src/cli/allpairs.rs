@@ -21,22 +21,7 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
     let started = Started::now();
     let rule = work.rule();
     let bar = ProgressBar::new(plan.outputs.progress, plan.outputs.quiet);
-    let cb = |p: AllPairsProgress| {
-        bar.update(Progress {
-            size_index: p.size_index,
-            sizes: p.sizes,
-            size: p.size,
-            stage: if p.retest {
-                Stage::Retests
-            } else {
-                Stage::Rounds
-            },
-            done: p.round,
-            total: p.rounds,
-            run_done: p.run_done,
-            run_floor: std::time::Duration::ZERO,
-        })
-    };
+    let cb = |p: AllPairsProgress| bar.update(progress(p));
     let pick = |c: &AllPairsCollected, size: u64| -> Vec<(Rank, Rank)> {
         matrix::pick_retests(c, size, &rule)
     };
@@ -47,10 +32,7 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
     }
     let b = &plan.backends[0];
     let one_process = b.transport(2).one_process;
-    let writer = work
-        .raw_dir
-        .as_ref()
-        .map(|d| RawWriter::new(d.clone(), one_process));
+    let writer = raw_writer(work, one_process);
     if let Some(w) = &writer {
         prog = prog.with_raw_sink(w);
     }
@@ -101,16 +83,8 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
     let ending = Ending::of(&outcome.runs);
     let doc = assemble::document(&plan.recipe(), outcome, started);
     let mut doc = assemble::with_matrix(doc, collected, work.config.clone(), rule);
-    if let (Some(m), Some(dir)) = (doc.allpairs.as_mut(), &work.raw_dir) {
-        let files = if one_process {
-            vec![raw::file_name(None)]
-        } else {
-            (0..m.ranks).map(|r| raw::file_name(Some(r))).collect()
-        };
-        m.raw_files = Some(RawFiles {
-            dir: dir.display().to_string(),
-            files,
-        });
+    if let Some(m) = doc.allpairs.as_mut() {
+        m.raw_files = raw_files(work, m.ranks, one_process);
     }
     deliver(&plan.outputs, &doc, ending)?;
     match faults_named(&doc) {
@@ -120,6 +94,44 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
         )),
         _ => Ok(()),
     }
+}
+
+/// Where an all-pairs run is, as the progress bar shows it.
+fn progress(p: AllPairsProgress) -> Progress {
+    Progress {
+        size_index: p.size_index,
+        sizes: p.sizes,
+        size: p.size,
+        stage: if p.retest {
+            Stage::Retests
+        } else {
+            Stage::Rounds
+        },
+        done: p.round,
+        total: p.rounds,
+        run_done: p.run_done,
+        run_floor: std::time::Duration::ZERO,
+    }
+}
+
+/// This process's writer of raw trials (`--raw all`); `one_process`: every rank runs in it.
+fn raw_writer(work: &AllPairsWork, one_process: bool) -> Option<RawWriter> {
+    let dir = work.raw_dir.as_ref()?;
+    Some(RawWriter::new(dir.clone(), one_process))
+}
+
+/// The raw files the run's `ranks` wrote (`--raw all`), as the document lists them.
+fn raw_files(work: &AllPairsWork, ranks: u32, one_process: bool) -> Option<RawFiles> {
+    let dir = work.raw_dir.as_ref()?;
+    let files = if one_process {
+        vec![raw::file_name(None)]
+    } else {
+        (0..ranks).map(|r| raw::file_name(Some(r))).collect()
+    };
+    Some(RawFiles {
+        dir: dir.display().to_string(),
+        files,
+    })
 }
 
 /// The run of `backend` as the document records it: rank 0's timer and the backend's

@@ -517,9 +517,25 @@ impl AllPairs<'_> {
         let Some(all) = all else { return Ok(()) };
         let end_ns = ep.now_ns().saturating_sub(t0);
         let mut cells = Vec::new();
+        let timed: std::collections::HashSet<(Rank, Rank)> =
+            plan.pairs.iter().flat_map(|p| p.cells()).collect();
         for (r, b) in all.iter().enumerate() {
             let v: Vec<CellRecord> = serde_json::from_slice(b)
                 .map_err(|e| Error::Protocol(format!("rank {r}'s cells: {e}")))?;
+            // A rank reports the cells it timed in this round, and only those.
+            let ours = |c: &CellRecord| {
+                c.source as usize == r
+                    && c.round == index
+                    && c.size == plan.size
+                    && timed.contains(&(c.source, c.dest))
+            };
+            if let Some(c) = v.iter().find(|c| !ours(c)) {
+                return Err(Error::Protocol(format!(
+                    "rank {r} reported cell {} -> {} at {} B of round {}, not one it timed in \
+                     round {index}",
+                    c.source, c.dest, c.size, c.round
+                )));
+            }
             cells.extend(v);
         }
         if !plan.retest {

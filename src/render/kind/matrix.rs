@@ -972,6 +972,18 @@ fn comparison_head(out: &mut String, c: &MatrixComparison, names: (&str, &str)) 
         "  B/A = ratio of the cell's median one-way times, 95% bootstrap CI ({} resamples); a",
         c.resamples
     );
+    let by_summary: usize = c
+        .sizes
+        .iter()
+        .map(|s| s.cells.iter().filter(|x| x.summaries).count())
+        .sum();
+    if by_summary > 0 {
+        let _ = writeln!(
+            out,
+            "  {by_summary} cell(s) without trials on a side (no --raw all files found) get the \
+             wider interval of\n  their medians' intervals instead (at least 90% coverage)"
+        );
+    }
     let _ = writeln!(
         out,
         "  cell is slower (faster) when its CI lies above (below) 1 and B/A is beyond {} ({})",
@@ -1341,5 +1353,15 @@ mod tests {
         let s = comparison(&c, &a, ("a.json", "b.json"));
         assert!(s.contains("B = b.json against A = a.json"), "{s}");
         assert!(s.contains("10 slower, 0 faster, 20 the same"), "{s}");
+        assert!(!s.contains("without trials on a side"), "{s}");
+        // Without trials on one side, the report says which interval the cells got.
+        let mut bare = b.clone();
+        bare.cells.iter_mut().for_each(|c| c.trial_ns.clear());
+        let c = matrix_compare::compare(&a, &bare, 300, 1).unwrap();
+        let s = comparison(&c, &a, ("a.json", "b.json"));
+        assert!(
+            s.contains("30 cell(s) without trials on a side (no --raw all files found)"),
+            "{s}"
+        );
     }
 }

@@ -972,6 +972,12 @@ fn comparison_head(out: &mut String, c: &MatrixComparison, names: (&str, &str)) 
         "  B/A = ratio of the cell's median one-way times, 95% bootstrap CI ({} resamples); a",
         c.resamples
     );
+    let _ = writeln!(
+        out,
+        "  cell is slower (faster) when its CI lies above (below) 1 and B/A is beyond {} ({})",
+        text(matrix_compare::SLOWER, Style::Fixed(2)),
+        text(matrix_compare::FASTER, Style::Fixed(2))
+    );
     let by_summary: usize = c
         .sizes
         .iter()
@@ -984,12 +990,6 @@ fn comparison_head(out: &mut String, c: &MatrixComparison, names: (&str, &str)) 
              wider interval of\n  their medians' intervals instead (at least 90% coverage)"
         );
     }
-    let _ = writeln!(
-        out,
-        "  cell is slower (faster) when its CI lies above (below) 1 and B/A is beyond {} ({})",
-        text(matrix_compare::SLOWER, Style::Fixed(2)),
-        text(matrix_compare::FASTER, Style::Fixed(2))
-    );
     let (slower, faster, same) = c.totals();
     let _ = writeln!(
         out,

@@ -5,9 +5,9 @@
 
 use crate::analysis::allpairs::{self, CellObs, Fit, Rule, Topology, Verdict};
 use commbench_core::method::allpairs::{
-    AllPairsCollected, AllPairsConfig, RawCell, RoundRaw, Schedule,
+    AllPairsCollected, AllPairsConfig, CellStats, RawCell, RoundRaw, Schedule,
 };
-use commbench_core::stats;
+use commbench_core::stats::{self, Interval};
 use commbench_core::transport::error::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -107,12 +107,12 @@ fn coverage(c: &AllPairsCollected, size: u64) -> Coverage {
         })
         .collect();
     let key = |i: usize, j: usize| (host[i].min(host[j]), host[i].max(host[j]));
-    let mut all = std::collections::HashSet::new();
-    for i in 0..n {
-        for j in (i + 1)..n {
-            all.insert(key(i, j));
-        }
-    }
+    // Every two hosts make a pair, and a host with two ranks or more one with itself.
+    let mut per_host = vec![0u64; ids.len()];
+    host.iter().for_each(|&h| per_host[h as usize] += 1);
+    let hosts = per_host.len() as u64;
+    let of_host_pairs =
+        hosts * hosts.saturating_sub(1) / 2 + per_host.iter().filter(|&&k| k >= 2).count() as u64;
     let mut cells = std::collections::HashSet::new();
     let mut seen = std::collections::HashSet::new();
     let mut ranks = vec![false; n];
@@ -132,7 +132,7 @@ fn coverage(c: &AllPairsCollected, size: u64) -> Coverage {
         of_cells: (n as u64) * (n as u64).saturating_sub(1),
         ranks: ranks.iter().filter(|&&r| r).count() as u32,
         host_pairs: seen.len() as u64,
-        of_host_pairs: all.len() as u64,
+        of_host_pairs,
     }
 }
 
@@ -155,30 +155,91 @@ pub fn topology(c: &AllPairsCollected) -> Topology {
     }
 }
 
-/// The cells of `size` as the attribution takes them: the main passes (`retest` false) or the
-/// retests, every measurement of a cell merged. A cell measured once is its median; one
-/// measured several times is the median of every trial when every measurement kept its
-/// trials (documents written before cells were summarised, the retests), else of the
-/// measurements' medians.
-pub fn observations<'c>(cells: impl Iterator<Item = &'c MatrixCell>) -> Vec<CellObs> {
+/// A cell of a matrix at one size, every measurement of it merged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellSide {
+    /// Its one-way times' statistics, us: of every trial when every measurement kept its
+    /// trials; of its one measurement's summary; or, measured several times without trials,
+    /// the median of the medians, the hull of their intervals, the largest percentiles, the
+    /// trials counted over all.
+    pub stats: CellStats,
+    /// Every trial's one-way time, us, sorted: empty unless every measurement kept them.
+    pub trials: Vec<f64>,
+}
+
+/// Every cell of `cells` with its measurements merged ([`CellSide`]), by `(source, dest)`;
+/// a cell none of whose measurements has a trial is left out.
+pub fn merged<'c>(cells: impl Iterator<Item = &'c MatrixCell>) -> BTreeMap<(u32, u32), CellSide> {
     let mut by: BTreeMap<(u32, u32), Vec<&MatrixCell>> = BTreeMap::new();
     for c in cells {
         by.entry((c.source, c.dest)).or_default().push(c);
     }
     by.into_iter()
-        .map(|((source, dest), ms)| {
-            let raw = ms.iter().all(|m| !m.trial_ns.is_empty());
-            let mut one_way_us: Vec<f64> = if raw {
-                ms.iter().flat_map(|m| m.one_way_us_sorted()).collect()
+        .filter_map(|(k, ms)| Some((k, merge(&ms)?)))
+        .collect()
+}
+
+/// One cell from its measurements ([`CellSide`]); `None` when none has a trial.
+fn merge(ms: &[&MatrixCell]) -> Option<CellSide> {
+    if ms.iter().all(|c| !c.trial_ns.is_empty()) {
+        let mut trials: Vec<f64> = ms.iter().flat_map(|c| c.one_way_us_sorted()).collect();
+        stats::sort_samples(&mut trials);
+        return Some(CellSide {
+            stats: CellStats::of_sorted(&trials)?,
+            trials,
+        });
+    }
+    let usable: Vec<&CellStats> = ms.iter().map(|c| &c.stats).filter(|s| s.n > 0).collect();
+    let first = **usable.first()?;
+    let stats = if usable.len() == 1 {
+        first
+    } else {
+        let n: u64 = usable.iter().map(|s| s.n).sum();
+        let fold = |f: fn(&CellStats) -> f64, pick: fn(f64, f64) -> f64| {
+            usable.iter().map(|s| f(s)).fold(f(&first), pick)
+        };
+        CellStats {
+            n,
+            min: fold(|s| s.min, f64::min),
+            median: median_of_medians(&usable),
+            mean: usable.iter().map(|s| s.mean * s.n as f64).sum::<f64>() / n.max(1) as f64,
+            p90: fold(|s| s.p90, f64::max),
+            p99: fold(|s| s.p99, f64::max),
+            max: fold(|s| s.max, f64::max),
+            ci95_median: Interval {
+                lo: fold(|s| s.ci95_median.lo, f64::min),
+                hi: fold(|s| s.ci95_median.hi, f64::max),
+            },
+        }
+    };
+    Some(CellSide {
+        stats,
+        trials: Vec::new(),
+    })
+}
+
+/// The median of the measurements' medians.
+fn median_of_medians(s: &[&CellStats]) -> f64 {
+    let mut v: Vec<f64> = s.iter().map(|s| s.median).collect();
+    stats::sort_samples(&mut v);
+    stats::median(&v).unwrap_or(f64::NAN)
+}
+
+/// The cells of `size` as the attribution takes them: the main passes (`retest` false) or the
+/// retests, every measurement of a cell merged ([`merged`]): the median of every trial when
+/// every measurement kept its trials (documents written before cells were summarised, the
+/// retests), else the median of the measurements' medians.
+pub fn observations<'c>(cells: impl Iterator<Item = &'c MatrixCell>) -> Vec<CellObs> {
+    merged(cells)
+        .into_iter()
+        .map(|((source, dest), side)| CellObs {
+            source,
+            dest,
+            one_way_us: if side.trials.is_empty() {
+                vec![side.stats.median]
             } else {
-                ms.iter().map(|m| m.stats.median).collect()
-            };
-            stats::sort_samples(&mut one_way_us);
-            CellObs {
-                source,
-                dest,
-                one_way_us,
-            }
+                side.trials
+            },
         })
         .collect()
 }

@@ -18,7 +18,7 @@
 //! does not make a node look slow.
 
 use crate::analysis::inference;
-use crate::analysis::matrix::{MatrixCell, MatrixSection};
+use crate::analysis::matrix::{self, CellSide, MatrixSection};
 use commbench_core::method::allpairs::CellStats;
 use commbench_core::stats::{self, Interval};
 use commbench_core::transport::error::{Error, Result};
@@ -155,71 +155,14 @@ impl MatrixComparison {
     }
 }
 
-/// A cell of a matrix at one size, every measurement of it merged.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CellSide {
-    /// Its one-way times' statistics, us: of every trial when every measurement kept its
-    /// trials; of its one measurement's summary; or, measured several times without trials,
-    /// the median of the medians, the hull of their intervals, the largest percentiles, the
-    /// trials counted over all.
-    pub stats: CellStats,
-    /// Every trial's one-way time, us, sorted: empty unless every measurement kept them.
-    pub trials: Vec<f64>,
-}
-
 /// The cells of `size` in the main passes (`retest` false) or the retests, by
-/// `(source, dest)`.
+/// `(source, dest)`, every measurement of a cell merged ([`matrix::merged`]).
 pub fn cells_at(m: &MatrixSection, size: u64, retest: bool) -> BTreeMap<(u32, u32), CellSide> {
-    let mut by: BTreeMap<(u32, u32), Vec<&MatrixCell>> = BTreeMap::new();
-    for c in m
-        .cells
-        .iter()
-        .filter(|c| c.size == size && c.retest == retest)
-    {
-        by.entry((c.source, c.dest)).or_default().push(c);
-    }
-    by.into_iter()
-        .filter_map(|(k, ms)| Some((k, merge(&ms)?)))
-        .collect()
-}
-
-/// One cell from its measurements ([`CellSide`]); `None` when none has a trial.
-fn merge(ms: &[&MatrixCell]) -> Option<CellSide> {
-    if ms.iter().all(|c| !c.trial_ns.is_empty()) {
-        let mut trials: Vec<f64> = ms.iter().flat_map(|c| c.one_way_us_sorted()).collect();
-        stats::sort_samples(&mut trials);
-        return Some(CellSide {
-            stats: CellStats::of_sorted(&trials)?,
-            trials,
-        });
-    }
-    let usable: Vec<&CellStats> = ms.iter().map(|c| &c.stats).filter(|s| s.n > 0).collect();
-    let first = **usable.first()?;
-    let stats = if usable.len() == 1 {
-        first
-    } else {
-        let n: u64 = usable.iter().map(|s| s.n).sum();
-        let fold = |f: fn(&CellStats) -> f64, pick: fn(f64, f64) -> f64| {
-            usable.iter().map(|s| f(s)).fold(f(&first), pick)
-        };
-        CellStats {
-            n,
-            min: fold(|s| s.min, f64::min),
-            median: median_of(usable.iter().map(|s| s.median).collect()),
-            mean: usable.iter().map(|s| s.mean * s.n as f64).sum::<f64>() / n.max(1) as f64,
-            p90: fold(|s| s.p90, f64::max),
-            p99: fold(|s| s.p99, f64::max),
-            max: fold(|s| s.max, f64::max),
-            ci95_median: Interval {
-                lo: fold(|s| s.ci95_median.lo, f64::min),
-                hi: fold(|s| s.ci95_median.hi, f64::max),
-            },
-        }
-    };
-    Some(CellSide {
-        stats,
-        trials: Vec::new(),
-    })
+    matrix::merged(
+        m.cells
+            .iter()
+            .filter(|c| c.size == size && c.retest == retest),
+    )
 }
 
 /// The interval of `B / A` from the two medians' 95 % intervals, when a side kept no trials
@@ -495,6 +438,7 @@ pub(crate) mod synthetic {
 mod tests {
     use super::synthetic::section;
     use super::*;
+    use crate::analysis::matrix::MatrixCell;
     use commbench_core::stats::Xoshiro256;
 
     /// `m` with every cell's trials dropped, as rank 0 keeps them under `--raw none`.

@@ -32,7 +32,7 @@ fn medians(c: &AllPairsCollected, size: u64) -> HashMap<(Rank, Rank), f64> {
     c.cells
         .iter()
         .filter(|x| x.size == size && !c.rounds[x.round as usize].retest)
-        .map(|x| ((x.source, x.dest), x.median_us()))
+        .map(|x| ((x.source, x.dest), x.stats.median))
         .collect()
 }
 

@@ -220,11 +220,6 @@ impl CellRecord {
     pub fn one_way_us_sorted(&self) -> Vec<f64> {
         one_way_us_sorted(&self.trial_ns, self.npp, self.trips_per_iteration)
     }
-
-    /// The median one-way time, us.
-    pub fn median_us(&self) -> f64 {
-        self.stats.median
-    }
 }
 
 /// One cell's raw trials as a raw file holds them (one JSON line each).

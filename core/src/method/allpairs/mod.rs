@@ -458,7 +458,7 @@ impl AllPairs<'_> {
             return;
         }
         let mut m = self.medians.lock().unwrap_or_else(|p| p.into_inner());
-        m.extend(cells.iter().map(|c| (size, c.median_us())));
+        m.extend(cells.iter().map(|c| (size, c.stats.median)));
     }
 
     /// One round on this rank: the cells of its pair measured, summarised, their raw trials
@@ -491,18 +491,26 @@ impl AllPairs<'_> {
                 )
                 .phase_with(|| format!("{}: cell {s} -> {d}", at()))?;
                 let Some(point) = point else { continue };
-                if mode == RawMode::All {
+                let to_file = mode == RawMode::All;
+                let mut rec = CellRecord::of((s, d, index), plan.retest, point, keep || to_file)?;
+                if to_file {
+                    // The record keeps its trials only when it is a retest's.
+                    let trial_ns = if keep {
+                        rec.trial_ns.clone()
+                    } else {
+                        std::mem::take(&mut rec.trial_ns)
+                    };
                     raw.push(RawCell {
                         source: s,
                         dest: d,
-                        size: point.size,
+                        size: rec.size,
                         round: index,
-                        npp: point.npp,
-                        trips_per_iteration: point.trips_per_iteration,
-                        trial_ns: point.trial_ns.clone(),
+                        npp: rec.npp,
+                        trips_per_iteration: rec.trips_per_iteration,
+                        trial_ns,
                     });
                 }
-                mine.push(CellRecord::of((s, d, index), plan.retest, point, keep)?);
+                mine.push(rec);
             }
         }
         if let (Some(sink), false) = (self.raw_sink, raw.is_empty()) {

@@ -475,8 +475,6 @@ impl AllPairs<'_> {
         } else {
             self.method.trials
         };
-        let mode = self.config.raw;
-        let keep = plan.retest && mode != RawMode::None;
         let (mut mine, mut raw) = (Vec::new(), Vec::new());
         let at = || format!("round {} at {} B", plan.index, plan.size);
         let threshold = self.threshold(ep, plan.size).phase_with(at)?;
@@ -490,27 +488,9 @@ impl AllPairs<'_> {
                     &mut ctx.kernels,
                 )
                 .phase_with(|| format!("{}: cell {s} -> {d}", at()))?;
-                let Some(point) = point else { continue };
-                let to_file = mode == RawMode::All;
-                let mut rec = CellRecord::of((s, d, index), plan.retest, point, keep || to_file)?;
-                if to_file {
-                    // The record keeps its trials only when it is a retest's.
-                    let trial_ns = if keep {
-                        rec.trial_ns.clone()
-                    } else {
-                        std::mem::take(&mut rec.trial_ns)
-                    };
-                    raw.push(RawCell {
-                        source: s,
-                        dest: d,
-                        size: rec.size,
-                        round: index,
-                        npp: rec.npp,
-                        trips_per_iteration: rec.trips_per_iteration,
-                        trial_ns,
-                    });
+                if let Some(point) = point {
+                    mine.push(self.record((s, d, index), plan.retest, point, &mut raw)?);
                 }
-                mine.push(rec);
             }
         }
         if let (Some(sink), false) = (self.raw_sink, raw.is_empty()) {
@@ -524,28 +504,7 @@ impl AllPairs<'_> {
             .phase_with(|| format!("{}: collecting cells", at()))?;
         let Some(all) = all else { return Ok(()) };
         let end_ns = ep.now_ns().saturating_sub(t0);
-        let mut cells = Vec::new();
-        let timed: std::collections::HashSet<(Rank, Rank)> =
-            plan.pairs.iter().flat_map(|p| p.cells()).collect();
-        for (r, b) in all.iter().enumerate() {
-            let v: Vec<CellRecord> = serde_json::from_slice(b)
-                .map_err(|e| Error::Protocol(format!("rank {r}'s cells: {e}")))?;
-            // A rank reports the cells it timed in this round, and only those.
-            let ours = |c: &CellRecord| {
-                c.source as usize == r
-                    && c.round == index
-                    && c.size == plan.size
-                    && timed.contains(&(c.source, c.dest))
-            };
-            if let Some(c) = v.iter().find(|c| !ours(c)) {
-                return Err(Error::Protocol(format!(
-                    "rank {r} reported cell {} -> {} at {} B of round {}, not one it timed in \
-                     round {index}",
-                    c.source, c.dest, c.size, c.round
-                )));
-            }
-            cells.extend(v);
-        }
+        let cells = received(&all, &plan, index)?;
         if !plan.retest {
             self.keep_medians(plan.size, &cells);
         }
@@ -559,6 +518,39 @@ impl AllPairs<'_> {
             pairs: plan.pairs.to_vec(),
         };
         self.keep_round(index, round, cells)
+    }
+
+    /// The record of cell `(source, dest)` of round `index` measured as `point`, its trials
+    /// kept in it as [`RawMode`] says (a retest's, unless `none`) and added to `raw` for this
+    /// process's raw file (`all`).
+    fn record(
+        &self,
+        (source, dest, index): (Rank, Rank, u32),
+        retest: bool,
+        point: crate::method::engine::RawPoint,
+        raw: &mut Vec<RawCell>,
+    ) -> Result<CellRecord> {
+        let mode = self.config.raw;
+        let keep = retest && mode != RawMode::None;
+        let to_file = mode == RawMode::All;
+        let mut rec = CellRecord::of((source, dest, index), retest, point, keep || to_file)?;
+        if to_file {
+            let trial_ns = if keep {
+                rec.trial_ns.clone()
+            } else {
+                std::mem::take(&mut rec.trial_ns)
+            };
+            raw.push(RawCell {
+                source,
+                dest,
+                size: rec.size,
+                round: index,
+                npp: rec.npp,
+                trips_per_iteration: rec.trips_per_iteration,
+                trial_ns,
+            });
+        }
+        Ok(rec)
     }
 
     /// Rank 0 keeps round `index` and its cells, and tells the observer of rounds.
@@ -596,6 +588,33 @@ impl AllPairs<'_> {
         }
         Ok(())
     }
+}
+
+/// The cells of round `index` as every rank sent them to rank 0 (`all`, by rank), each rank
+/// checked to report the cells it timed in the round, and only those.
+fn received(all: &[Vec<u8>], plan: &RoundPlan<'_>, index: u32) -> Result<Vec<CellRecord>> {
+    let timed: std::collections::HashSet<(Rank, Rank)> =
+        plan.pairs.iter().flat_map(|p| p.cells()).collect();
+    let mut cells = Vec::new();
+    for (r, b) in all.iter().enumerate() {
+        let v: Vec<CellRecord> = serde_json::from_slice(b)
+            .map_err(|e| Error::Protocol(format!("rank {r}'s cells: {e}")))?;
+        let ours = |c: &CellRecord| {
+            c.source as usize == r
+                && c.round == index
+                && c.size == plan.size
+                && timed.contains(&(c.source, c.dest))
+        };
+        if let Some(c) = v.iter().find(|c| !ours(c)) {
+            return Err(Error::Protocol(format!(
+                "rank {r} reported cell {} -> {} at {} B of round {}, not one it timed in round \
+                 {index}",
+                c.source, c.dest, c.size, c.round
+            )));
+        }
+        cells.extend(v);
+    }
+    Ok(cells)
 }
 
 /// The ping-pong kernels of this rank, one per role in a pair (0: source, 1: dest), their

@@ -42,3 +42,14 @@ fn conformance_poll_mode() {
     // Busy-polling ranks share few cores here: two and three ranks, smaller sizes.
     suite(&Threads(cfg(true)), 2..=3, 1 << 20);
 }
+
+#[test]
+fn control_plane_on_trees_of_5_to_9_ranks() {
+    // The control plane's binomial trees have depth 3 and more from 5 ranks on; every root.
+    let h = Threads(cfg(false));
+    for n in 5..=9 {
+        if let Err(e) = run_check(&h, "control_plane", n, 1 << 10) {
+            panic!("control plane on {n} ranks: {e}");
+        }
+    }
+}

@@ -14,6 +14,7 @@
 //! (a process, a thread, or a simulated node's coroutine) and hands back each rank's output.
 
 pub mod clock;
+pub mod control;
 pub mod error;
 pub mod ids;
 pub mod matching;
@@ -495,118 +496,4 @@ pub trait Program: Sync {
     type Output: Send;
     /// Run on one rank.
     fn run<E: Endpoint>(&self, ep: &mut E) -> Result<Self::Output>;
-}
-
-/// Control-plane algorithms on top of the data plane, with reserved tags. Linear: the control
-/// plane runs between timed regions, never inside one, and rank counts are small.
-pub mod control {
-    use super::*;
-
-    fn check_root<E: Endpoint + ?Sized>(ep: &E, root: Rank) -> Result<()> {
-        if root >= ep.size() {
-            return Err(Error::Invalid(format!(
-                "root rank {root} out of range for {} ranks",
-                ep.size()
-            )));
-        }
-        Ok(())
-    }
-
-    /// Linear barrier: everyone reports to rank 0, which then releases everyone.
-    pub fn barrier<E: Endpoint + ?Sized>(ep: &mut E) -> Result<()> {
-        barrier_first(ep, 0)
-    }
-
-    /// Barrier that releases `first` before the others (seed 004's asymmetric barrier; with
-    /// `first == 0` it is an ordinary barrier). Every rank but `first` reports to `first`;
-    /// `first` leaves once all have arrived and then releases the rest.
-    pub fn barrier_first<E: Endpoint + ?Sized>(ep: &mut E, first: Rank) -> Result<()> {
-        check_root(ep, first)?;
-        let n = ep.size();
-        let me = ep.rank();
-        let tag = if first == 0 {
-            TAG_BARRIER
-        } else {
-            TAG_ABARRIER
-        };
-        if me == first {
-            let mut buf = Vec::new();
-            for r in (0..n).filter(|&r| r != first) {
-                buf = ep.recv(Src::Rank(r), TagSel::Tag(tag), buf)?.buf;
-            }
-            for r in (0..n).filter(|&r| r != first) {
-                buf = ep.send(r, tag, buf)?;
-            }
-        } else {
-            let b = ep.send(first, tag, Vec::new())?;
-            ep.recv(Src::Rank(first), TagSel::Tag(tag), b)?;
-        }
-        Ok(())
-    }
-
-    /// Broadcast from `root`: the length first, then the bytes.
-    pub fn broadcast<E: Endpoint + ?Sized>(
-        ep: &mut E,
-        root: Rank,
-        data: &mut Vec<u8>,
-    ) -> Result<()> {
-        check_root(ep, root)?;
-        let n = ep.size();
-        if ep.rank() == root {
-            for r in (0..n).filter(|&r| r != root) {
-                ep.send(r, TAG_BCAST, (data.len() as u64).to_le_bytes().to_vec())?;
-                let b = ep.send(r, TAG_BCAST, std::mem::take(data))?;
-                *data = b;
-            }
-        } else {
-            let c = ep.recv(Src::Rank(root), TagSel::Tag(TAG_BCAST), vec![0; 8])?;
-            let len = decode_len(&c.buf[..c.len])?;
-            let c = ep.recv(Src::Rank(root), TagSel::Tag(TAG_BCAST), vec![0; len])?;
-            let mut b = c.buf;
-            b.truncate(c.len);
-            *data = b;
-        }
-        Ok(())
-    }
-
-    /// Gather to `root`: the length first, then the bytes.
-    pub fn gather<E: Endpoint + ?Sized>(
-        ep: &mut E,
-        root: Rank,
-        data: &[u8],
-    ) -> Result<Option<Vec<Vec<u8>>>> {
-        check_root(ep, root)?;
-        let n = ep.size();
-        if ep.rank() == root {
-            let mut all = Vec::with_capacity(n as usize);
-            for r in 0..n {
-                if r == root {
-                    all.push(data.to_vec());
-                    continue;
-                }
-                let c = ep.recv(Src::Rank(r), TagSel::Tag(TAG_GATHER), vec![0; 8])?;
-                let len = decode_len(&c.buf[..c.len])?;
-                let c = ep.recv(Src::Rank(r), TagSel::Tag(TAG_GATHER), vec![0; len])?;
-                let mut b = c.buf;
-                b.truncate(c.len);
-                all.push(b);
-            }
-            Ok(Some(all))
-        } else {
-            ep.send(root, TAG_GATHER, (data.len() as u64).to_le_bytes().to_vec())?;
-            ep.send(root, TAG_GATHER, data.to_vec())?;
-            Ok(None)
-        }
-    }
-
-    fn decode_len(b: &[u8]) -> Result<usize> {
-        let arr: [u8; 8] = b
-            .try_into()
-            .map_err(|_| Error::Protocol(format!("control length of {} bytes", b.len())))?;
-        let len = u64::from_le_bytes(arr);
-        usize::try_from(len)
-            .ok()
-            .filter(|&l| l <= 1 << 40)
-            .ok_or_else(|| Error::Protocol(format!("control message of {len} bytes")))
-    }
 }

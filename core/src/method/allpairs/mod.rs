@@ -13,7 +13,10 @@
 //! started, so interference local in time shows. After the round every source sends its
 //! cells to rank 0 as fixed-size summaries ([`cell::CellRecord`]; the raw trials stay where
 //! they were measured, [`cell::RawMode`]), and rank 0 keeps everything measured so far
-//! ([`AllPairsCollected`]) for a run that fails or is stopped later.
+//! ([`AllPairsCollected`]) for a run that fails or is stopped later. On a backend without
+//! collectives of its own, the summaries travel up a binomial tree and the word to go on
+//! down it ([`crate::transport::control`]): rank 0 exchanges `log2(n)` messages a round,
+//! not `n - 1`.
 //!
 //! After every size and pass, rank 0 may name pairs to measure again, one pair at a time
 //! in the machine and with more trials ([`AllPairs::with_retest`]): the confirmation of a

@@ -262,3 +262,13 @@ pub fn new_token() -> Result<String> {
         .map_err(|e| Error::io("reading /dev/urandom for the run token", e))?;
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
+
+/// The soft limit on this process's open descriptors (`RLIMIT_NOFILE`) and how many it has
+/// open now: what a rank that opens connections as it goes has to stay within.
+pub fn descriptors() -> (u64, u64) {
+    use nix::sys::resource::{getrlimit, Resource};
+    let soft = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(s, _)| s);
+    // The directory's own descriptor is among those listed.
+    let open = std::fs::read_dir("/proc/self/fd").map_or(16, |d| d.count().saturating_sub(1));
+    (soft, open as u64)
+}

@@ -1622,6 +1622,18 @@ mod tests {
         fn now_ns(&mut self) -> u64 {
             self.clock
         }
+        /// The peer is not modelled: at the root its part is empty, as the scripted receives
+        /// that would carry it deliver nothing.
+        fn gather(&mut self, root: Rank, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+            if self.me != root {
+                let tag = crate::transport::TAG_GATHER;
+                self.send(root, tag, (data.len() as u64).to_le_bytes().to_vec())?;
+                self.send(root, tag, data.to_vec())?;
+                return Ok(None);
+            }
+            let part = |r: Rank| if r == root { data.to_vec() } else { Vec::new() };
+            Ok(Some((0..2).map(part).collect()))
+        }
     }
 
     /// Dest's side of a ping-pong with `source`.

@@ -1,6 +1,10 @@
-//! The bootstrap star: rank 0 binds the rendezvous and accepts every other rank into it, the
-//! others join it, and the star carries a small control plane ([`Bootstrap::allgather`],
-//! [`Bootstrap::barrier`]) before a backend's own data plane exists.
+//! The bootstrap tree: rank 0 binds the rendezvous; every other rank joins it once, says where
+//! it listens and leaves; rank 0 then sends the list of those addresses down a binomial tree
+//! ([`crate::transport::control::Tree`]) whose edges stay open and carry a small control plane
+//! ([`Bootstrap::allgather`], [`Bootstrap::barrier`]) before a backend's own data plane exists.
+//! No rank holds more than `1 + log2(n)` bootstrap connections at once (rank 0, which
+//! accepts every rank in turn, holds at most as many handshakes as its spare descriptors
+//! allow), so a run of more ranks than a rank may open descriptors still starts.
 
 use super::join::connect_stream;
 use super::listener::Listener;
@@ -9,19 +13,21 @@ use super::{
     check_address, check_token, Rendezvous, HANDSHAKE_LIMIT, MAX_FRAME, MAX_SIZE, TOKEN_HINT,
 };
 use crate::launch::RankEnv;
+use crate::transport::control::Tree;
 use crate::transport::error::{Error, Result};
 use crate::transport::Rank;
-use std::net::{IpAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-/// The bootstrap star of one rank: rank 0 keeps one stream per other rank (index `r - 1`),
-/// every other rank one stream to rank 0.
+/// The bootstrap tree of one rank: a stream to its parent (none on rank 0) and one to each
+/// of its children, nearest first.
 #[derive(Debug)]
 pub struct Bootstrap {
     rank: Rank,
     size: u32,
     timeout: Duration,
-    streams: Vec<TcpStream>,
+    parent: Option<(Rank, TcpStream)>,
+    children: Vec<(Rank, TcpStream)>,
     listen_ip: IpAddr,
 }
 
@@ -42,9 +48,10 @@ impl Bootstrap {
         })
     }
 
-    /// Ranks other than 0: connect to the rendezvous at `addr`, retrying until `timeout`
-    /// (rank 0 may not be listening yet), and run the handshake: rank 0 proves `token` first,
-    /// then this rank.
+    /// Ranks other than 0: join the rendezvous at `addr` (retrying until `timeout`: rank 0
+    /// may not be listening yet) with the handshake (rank 0 proves `token` first, then this
+    /// rank), say where this rank listens and leave; then take the connection of this rank's
+    /// parent in the tree, with the list of every rank's address, and connect to its children.
     pub fn connect(
         addr: &str,
         rank: Rank,
@@ -57,20 +64,57 @@ impl Bootstrap {
                 "rank {rank} of {size} cannot connect to the rendezvous (rank 0 holds it)"
             )));
         }
-        let s = connect_stream(addr, rank, 0, size, token, timeout)?;
+        let mut s = connect_stream(addr, rank, 0, size, token, timeout)?;
         let listen_ip = s
             .local_addr()
             .map_err(|e| Error::io("reading the local address", e))?
             .ip();
+        let mine = Self::listen(&SocketAddr::new(listen_ip, 0).to_string())?;
+        let deadline = Instant::now() + timeout;
+        let here = mine.local_addr().to_string();
+        write_frame(
+            &mut s,
+            here.as_bytes(),
+            deadline,
+            &Who { me: rank, peer: 0 },
+        )?;
+        drop(s);
+        let tree = Tree::new(size, 0, rank);
+        let parent = tree.parent().unwrap_or(0);
+        // Rank 0 waits for every rank before it answers, and every rank above this one in the
+        // tree forwards in turn: wait for the parent twice the timeout.
+        let mut up = mine
+            .accept_ranks(
+                rank,
+                size,
+                parent..parent + 1,
+                token,
+                timeout.saturating_mul(2),
+            )
+            .map_err(|e| e.in_phase(format!("waiting for rank {parent}, its parent")))?;
+        let mut up = up
+            .pop()
+            .ok_or_else(|| Error::Protocol(format!("no stream from rank {parent}")))?;
+        let deadline = Instant::now() + timeout;
+        let table = read_frame(
+            &mut up,
+            deadline,
+            &Who {
+                me: rank,
+                peer: parent,
+            },
+        )?;
+        let addrs = decode_all(&table, size)?;
+        let children = send_down(rank, size, token, timeout, &table, &addrs)?;
         Ok(Bootstrap {
             rank,
             size,
             timeout,
-            streams: vec![s],
+            parent: Some((parent, up)),
+            children,
             listen_ip,
         })
     }
-
     /// Bootstrap from the rank's environment: rank 0 binds `env.rendezvous` and accepts,
     /// the others connect to it; both need `env.token` (checked with [`check_token`], and the
     /// address with [`check_address`], before anything is bound or connected).
@@ -86,7 +130,8 @@ impl Bootstrap {
                 rank: 0,
                 size: 1,
                 timeout,
-                streams: Vec::new(),
+                parent: None,
+                children: Vec::new(),
                 listen_ip: IpAddr::from([127, 0, 0, 1]),
             });
         }
@@ -123,57 +168,39 @@ impl Bootstrap {
     /// The local IP address this rank reached (or, on rank 0, was reached on) the rendezvous
     /// by: the interface a backend should listen on for its data connections.
     pub fn local_ip(&self) -> IpAddr {
-        match self.streams.first().and_then(|s| s.local_addr().ok()) {
+        if self.parent.is_some() {
+            return self.listen_ip;
+        }
+        match self.children.first().and_then(|(_, s)| s.local_addr().ok()) {
             Some(a) => a.ip(),
             None => self.listen_ip,
         }
     }
 
-    /// Every rank's `blob` (at most [`MAX_FRAME`] bytes), in rank order, on every rank.
-    /// Rank 0 collects and then sends the whole set back.
+    /// Every rank's `blob` (at most [`MAX_FRAME`] bytes in all), in rank order, on every
+    /// rank: up the tree to rank 0, each rank adding its subtree's, and the whole set back
+    /// down.
     pub fn allgather(&mut self, blob: &[u8]) -> Result<Vec<Vec<u8>>> {
         let deadline = Instant::now() + self.timeout;
         let me = self.rank;
-        if me == 0 {
-            let mut all = Vec::with_capacity(self.size as usize);
-            all.push(blob.to_vec());
-            for (i, s) in self.streams.iter_mut().enumerate() {
-                let who = Who {
-                    me,
-                    peer: i as Rank + 1,
-                };
-                all.push(read_frame(s, deadline, &who)?);
-            }
-            let mut out = Vec::new();
-            out.extend_from_slice(&self.size.to_le_bytes());
-            for b in &all {
-                out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-                out.extend_from_slice(b);
-            }
-            if out.len() > MAX_FRAME {
-                return Err(Error::Invalid(format!(
-                    "allgather of {} bytes in all (at most {MAX_FRAME})",
-                    out.len()
-                )));
-            }
-            for (i, s) in self.streams.iter_mut().enumerate() {
-                let who = Who {
-                    me,
-                    peer: i as Rank + 1,
-                };
-                write_frame(s, &out, deadline, &who)?;
-            }
-            Ok(all)
-        } else {
-            let who = Who { me, peer: 0 };
-            let s = self
-                .streams
-                .first_mut()
-                .ok_or_else(|| Error::Protocol("no stream to rank 0".into()))?;
-            write_frame(s, blob, deadline, &who)?;
-            let f = read_frame(s, deadline, &who)?;
-            decode_all(&f, self.size)
+        let mut packed = Vec::with_capacity(8 + blob.len());
+        pack(&mut packed, me, blob);
+        for (c, s) in self.children.iter_mut() {
+            let got = read_frame(s, deadline, &Who { me, peer: *c })?;
+            packed.extend_from_slice(&got);
         }
+        let out = match self.parent.as_mut() {
+            Some((p, s)) => {
+                let who = Who { me, peer: *p };
+                write_frame(s, &packed, deadline, &who)?;
+                read_frame(s, deadline, &who)?
+            }
+            None => encode_all(&unpack(&packed, self.size)?)?,
+        };
+        for (c, s) in self.children.iter_mut().rev() {
+            write_frame(s, &out, deadline, &Who { me, peer: *c })?;
+        }
+        decode_all(&out, self.size)
     }
 
     /// Block until every rank has entered the barrier (an allgather of nothing).
@@ -182,8 +209,8 @@ impl Bootstrap {
     }
 }
 
-// Rank 0's step 2 of 2 (step 1 is `Bootstrap::listen`): the bound listener accepts every other
-// rank into the bootstrap star.
+// Rank 0's step 2 of 2 (step 1 is `Bootstrap::listen`): the bound listener hears every other
+// rank say where it listens, and rank 0 sends the list down the tree.
 impl Listener {
     /// Rank 0 of a local launch (`env`), which bound this listener before the other ranks
     /// were spawned with its address: every rank accepted with the run's token (checked), in
@@ -200,21 +227,113 @@ impl Listener {
             .map_err(|e| e.in_phase("bootstrap"))
     }
 
-    /// Accept ranks `1..size` proving `token`, refusing every other connection, until all
-    /// have arrived or `timeout` runs out ([`Error::Timeout`] naming the missing ranks).
+    /// Hear ranks `1..size` proving `token` say where they listen, refusing every other
+    /// connection, until all have or `timeout` runs out ([`Error::Timeout`] naming the
+    /// missing ranks); then send the list of addresses to rank 0's children in the tree.
+    /// Each rank's connection is closed once it has spoken, and no more handshakes run at
+    /// once than half the descriptors this process has to spare.
     pub fn accept_all(self, size: u32, token: &str, timeout: Duration) -> Result<Bootstrap> {
         if size == 0 || size > MAX_SIZE {
             return Err(Error::Invalid(format!("a run of {size} ranks")));
         }
-        let peers = self.accept_ranks(0, size, 1..size, token, timeout)?;
+        let mut addrs: Vec<Vec<u8>> = vec![Vec::new(); size as usize];
+        addrs[0] = self.addr.to_string().into_bytes();
+        let (soft, open) = crate::launch::descriptors();
+        let spare = usize::try_from(soft.saturating_sub(open) / 2).unwrap_or(usize::MAX);
+        let deadline = Instant::now() + timeout;
+        self.accept_each(0, size, 1..size, token, (timeout, spare), |r, mut s| {
+            let a = read_frame(&mut s, deadline, &Who { me: 0, peer: r })?;
+            let text = std::str::from_utf8(&a).map_err(|_| {
+                Error::Protocol(format!("rank {r} sent an address that is not text"))
+            })?;
+            check_address(text)?;
+            addrs[r as usize] = a;
+            Ok(())
+        })?;
+        let table = encode_all(&addrs)?;
+        let children = send_down(0, size, token, timeout, &table, &addrs)?;
         Ok(Bootstrap {
             rank: 0,
             size,
             timeout,
-            streams: peers,
+            parent: None,
+            children,
             listen_ip: self.addr.ip(),
         })
     }
+}
+
+/// Rank `me` connects to each of its children in the tree at its address in `addrs` and
+/// sends it `table` (every rank's address).
+fn send_down(
+    me: Rank,
+    size: u32,
+    token: &str,
+    timeout: Duration,
+    table: &[u8],
+    addrs: &[Vec<u8>],
+) -> Result<Vec<(Rank, TcpStream)>> {
+    let deadline = Instant::now() + timeout;
+    let tree = Tree::new(size, 0, me);
+    let mut out = Vec::new();
+    for c in tree.children() {
+        let addr = addrs
+            .get(c as usize)
+            .and_then(|a| std::str::from_utf8(a).ok())
+            .ok_or_else(|| Error::Protocol(format!("no address for rank {c}")))?;
+        let mut s = connect_stream(addr, me, c, size, token, timeout)
+            .map_err(|e| e.in_phase(format!("connecting to rank {c}, a child in the tree")))?;
+        write_frame(&mut s, table, deadline, &Who { me, peer: c })?;
+        out.push((c, s));
+    }
+    Ok(out)
+}
+
+/// One rank's entry in a subtree's contributions: rank, length, bytes.
+fn pack(out: &mut Vec<u8>, rank: Rank, blob: &[u8]) {
+    out.extend_from_slice(&rank.to_le_bytes());
+    out.extend_from_slice(&(blob.len() as u32).to_le_bytes());
+    out.extend_from_slice(blob);
+}
+
+/// Rank 0's view of every rank's contribution, each rank exactly once.
+fn unpack(mut b: &[u8], size: u32) -> Result<Vec<Vec<u8>>> {
+    let bad = || Error::Protocol("malformed allgather frame from a child".into());
+    let mut all: Vec<Option<Vec<u8>>> = vec![None; size as usize];
+    while !b.is_empty() {
+        let head = b.get(..8).ok_or_else(bad)?;
+        let r = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let l = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+        let body = b.get(8..8 + l).ok_or_else(bad)?;
+        match all.get_mut(r as usize) {
+            Some(slot @ None) => *slot = Some(body.to_vec()),
+            _ => return Err(bad()),
+        }
+        b = &b[8 + l..];
+    }
+    all.into_iter()
+        .enumerate()
+        .map(|(r, x)| {
+            x.ok_or_else(|| Error::Protocol(format!("rank {r} missing from an allgather")))
+        })
+        .collect()
+}
+
+/// Every rank's contribution as rank 0 sends it down: the count, then each length-prefixed.
+fn encode_all(all: &[Vec<u8>]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(all.len() as u32).to_le_bytes());
+    for b in all {
+        out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        out.extend_from_slice(b);
+    }
+    if out.len() > MAX_FRAME {
+        return Err(Error::Invalid(format!(
+            "allgather of {} bytes in all (at most {MAX_FRAME})",
+            out.len()
+        )));
+    }
+    Ok(out)
 }
 
 fn decode_all(f: &[u8], size: u32) -> Result<Vec<Vec<u8>>> {
@@ -292,8 +411,9 @@ mod tests {
     }
 
     #[test]
-    fn allgather_on_2_3_4_ranks() {
-        for n in 2..=4 {
+    fn allgather_on_2_to_9_ranks() {
+        // From 5 ranks the tree is three deep.
+        for n in 2..=9 {
             let want: Vec<Vec<u8>> = (0..n).map(|r| format!("rank {r}").into_bytes()).collect();
             for r in run(n, TOKEN) {
                 assert_eq!(r.unwrap(), want);

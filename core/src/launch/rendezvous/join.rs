@@ -195,7 +195,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("does not expect"), "{e}");
-        connect_stream(&addr, 1, 0, 2, TOKEN, T).unwrap();
+        Bootstrap::connect(&addr, 1, 2, TOKEN, T).unwrap();
         acc.join().unwrap().unwrap();
     }
 

@@ -20,7 +20,11 @@ use std::time::{Duration, Instant};
 
 /// Refusals and drops logged one by one before they are only counted.
 const LOG_LINES: usize = 20;
-/// How long accepting pauses after `accept(2)` fails (out of descriptors and the like).
+/// How long a handshake is under way before a newcomer may take its place when as many are
+/// pending as may be.
+const MAKE_ROOM_AFTER: Duration = Duration::from_secs(1);
+/// How long accepting pauses after `accept(2)` fails (out of descriptors and the like), or
+/// while as many handshakes are pending as may be.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 
 fn addr_str(a: &Option<SocketAddr>) -> String {
@@ -302,6 +306,30 @@ impl Listener {
         token: &str,
         timeout: Duration,
     ) -> Result<Vec<TcpStream>> {
+        let mut streams: Vec<Option<TcpStream>> = (0..ranks.len()).map(|_| None).collect();
+        let first = ranks.start;
+        self.accept_each(me, size, ranks, token, (timeout, MAX_PENDING), |r, s| {
+            streams[(r - first) as usize] = Some(s);
+            Ok(())
+        })?;
+        streams
+            .into_iter()
+            .map(|s| s.ok_or_else(|| Error::Protocol("a rank is missing after accept".into())))
+            .collect()
+    }
+
+    /// [`Listener::accept_ranks`], each rank's stream handed to `take` as it is accepted
+    /// (which may keep it or read from it and close it), within `timeout` and with at most
+    /// `pending_cap` handshakes (each a descriptor) under way at once.
+    pub(super) fn accept_each(
+        &self,
+        me: Rank,
+        size: u32,
+        ranks: Range<Rank>,
+        token: &str,
+        (timeout, pending_cap): (Duration, usize),
+        mut take: impl FnMut(Rank, TcpStream) -> Result<()>,
+    ) -> Result<()> {
         if ranks.end > size || size > MAX_SIZE {
             return Err(Error::Invalid(format!(
                 "ranks {ranks:?} of a run of {size} ranks"
@@ -311,14 +339,16 @@ impl Listener {
         let deadline = Instant::now() + timeout;
         let limit = self.handshake_limit.min(timeout);
         let n = ranks.len();
-        let cap = (n + 16).clamp(MIN_PENDING, MAX_PENDING);
+        let cap = (n + 16)
+            .clamp(MIN_PENDING, MAX_PENDING)
+            .min(pending_cap.max(2));
         let x = Expect {
             me,
             size,
             ranks: ranks.clone(),
             token: token.as_bytes(),
         };
-        let mut streams: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
+        let mut got: Vec<bool> = vec![false; n];
         let mut taken = vec![false; n];
         let mut missing = n;
         let mut pending: Vec<Pending> = Vec::new();
@@ -330,7 +360,7 @@ impl Listener {
         while missing > 0 {
             let now = Instant::now();
             if now >= deadline {
-                return Err(self.missing_ranks(me, &ranks, &streams, timeout));
+                return Err(self.missing_ranks(me, &ranks, &got, timeout));
             }
             drop_late(&mut pending, now, limit, &mut log);
             let listening = now >= accept_from;
@@ -345,15 +375,16 @@ impl Listener {
                 self.poll_ready(&pending, listening, wake.saturating_duration_since(now))?;
             // Handshakes first, so that a joiner whose bytes are in is never the one dropped
             // to make room for a newcomer.
-            missing -= advance_ready(&mut pending, &ready, &x, &mut taken, &mut streams, &mut log);
+            for (r, s) in advance_ready(&mut pending, &ready, &x, &mut taken, &mut log) {
+                got[x.slot(r)] = true;
+                missing -= 1;
+                take(r, s)?;
+            }
             if incoming && !self.accept_some(&mut pending, cap, &mut log) {
                 accept_from = Instant::now() + ACCEPT_PAUSE;
             }
         }
-        streams
-            .into_iter()
-            .map(|s| s.ok_or_else(|| Error::Protocol("a rank is missing after accept".into())))
-            .collect()
+        Ok(())
     }
 
     /// Wait up to `wait` for the listener (when `listening`) or a pending handshake to be
@@ -395,14 +426,21 @@ impl Listener {
     /// calls for a pause (out of descriptors and the like).
     fn accept_some(&self, pending: &mut Vec<Pending>, cap: usize, log: &mut Log) -> bool {
         for _ in 0..(cap / 2).max(1) {
+            if pending.len() >= cap {
+                // Full: a handshake that has waited makes room; while all are young, the
+                // newcomers wait in the kernel's queue (they are ranks starting at once, more
+                // often than a flood).
+                let oldest = pending.iter().map(|p| p.since).min();
+                if oldest.is_some_and(|t| t.elapsed() < MAKE_ROOM_AFTER) {
+                    return false;
+                }
+                make_room(pending, log);
+            }
             match self.inner.accept() {
                 Ok((s, peer)) => {
                     if let Err(e) = s.set_nonblocking(true) {
                         log.line(format!("dropped connection from {peer}: {e}"));
                         continue;
-                    }
-                    if pending.len() >= cap {
-                        make_room(pending, log);
                     }
                     pending.push(Pending::new(s, Some(peer), Instant::now()));
                 }
@@ -421,18 +459,18 @@ impl Listener {
         true
     }
 
-    /// The timeout of an accept that still lacks the ranks whose place in `streams` is empty.
+    /// The timeout of an accept that still lacks the ranks of `ranks` not `got`.
     fn missing_ranks(
         &self,
         me: Rank,
         ranks: &Range<Rank>,
-        streams: &[Option<TcpStream>],
+        got: &[bool],
         timeout: Duration,
     ) -> Error {
-        let names: Vec<String> = streams
+        let names: Vec<String> = got
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.is_none())
+            .filter(|(_, g)| !**g)
             .map(|(i, _)| (ranks.start + i as Rank).to_string())
             .collect();
         Error::Timeout {
@@ -440,6 +478,136 @@ impl Listener {
             what: format!("rank(s) {} to connect to {}", names.join(", "), self.addr),
             timeout,
         }
+    }
+}
+
+/// Connections from any rank of a run, accepted without blocking as they come: a backend that
+/// connects its ranks on demand keeps one, and calls [`Acceptor::poll`] from its progress
+/// loop. Each connection goes through the same handshake as the bootstrap's, as the same
+/// non-blocking state machine; a rank may connect again after its earlier connection closed.
+#[derive(Debug)]
+pub struct Acceptor {
+    listener: Listener,
+    me: Rank,
+    size: u32,
+    token: String,
+    pending: Vec<Pending>,
+    log: Log,
+    accept_from: Instant,
+}
+
+impl Acceptor {
+    /// Accept on `listener` for rank `me` of a run of `size` ranks proving `token`.
+    pub fn new(listener: Listener, me: Rank, size: u32, token: &str) -> Result<Acceptor> {
+        check_token(token)?;
+        if size > MAX_SIZE || me >= size {
+            return Err(Error::Invalid(format!(
+                "rank {me} of a run of {size} ranks"
+            )));
+        }
+        listener
+            .inner
+            .set_nonblocking(true)
+            .map_err(|e| Error::io("making the data listener non-blocking", e))?;
+        Ok(Acceptor {
+            listener,
+            me,
+            size,
+            token: token.to_string(),
+            pending: Vec::new(),
+            log: Log::default(),
+            accept_from: Instant::now(),
+        })
+    }
+
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.addr
+    }
+
+    /// The listening socket, to wait on for new connections.
+    pub fn listener_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.listener.inner.as_fd()
+    }
+
+    /// Handshakes under way (each holds a descriptor).
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether a connection waits in the listener's queue (not yet accepted), without
+    /// blocking.
+    pub fn waiting(&self) -> bool {
+        let mut fds = [PollFd::new(self.listener.inner.as_fd(), PollFlags::POLLIN)];
+        matches!(nix::poll::poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+    }
+
+    /// Without blocking: take up to `room` of the connections waiting on the listener into
+    /// their handshake (the others wait in the kernel's queue; a handshake under way is never
+    /// dropped to make room), move every handshake on as far as its socket allows, and return
+    /// the ranks that proved themselves with their streams (blocking, `TCP_NODELAY` set). A
+    /// refused, broken or late connection is dropped with a line on standard error.
+    pub fn poll(&mut self, room: usize) -> Vec<(Rank, TcpStream)> {
+        let now = Instant::now();
+        let limit = self.listener.handshake_limit;
+        drop_late(&mut self.pending, now, limit, &mut self.log);
+        let mut room = room.min(MIN_PENDING.saturating_sub(self.pending.len()));
+        while room > 0 && now >= self.accept_from {
+            match self.listener.inner.accept() {
+                Ok((s, peer)) => {
+                    if let Err(e) = s.set_nonblocking(true) {
+                        self.log
+                            .line(format!("dropped connection from {peer}: {e}"));
+                        continue;
+                    }
+                    self.pending.push(Pending::new(s, Some(peer), now));
+                    room -= 1;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::Interrupted | ErrorKind::ConnectionAborted
+                    ) => {}
+                Err(e) => {
+                    self.log.line(format!("accept failed: {e}"));
+                    self.accept_from = now + ACCEPT_PAUSE;
+                }
+            }
+        }
+        let x = Expect {
+            me: self.me,
+            size: self.size,
+            ranks: 0..self.size,
+            token: self.token.as_bytes(),
+        };
+        let mut out = Vec::new();
+        for i in (0..self.pending.len()).rev() {
+            // A rank may come again: nothing is ever taken for good.
+            let mut taken = vec![false; self.size as usize];
+            match self.pending[i].advance(&x, &mut taken) {
+                Step::Wait => {}
+                Step::Drop(msg) => {
+                    self.log.line(msg);
+                    self.pending.swap_remove(i);
+                }
+                Step::Accepted(r) => {
+                    let p = self.pending.swap_remove(i);
+                    let from = addr_str(&p.peer);
+                    if r == self.me {
+                        self.log.line(format!(
+                            "dropped a connection from {from} claiming this very rank {r}"
+                        ));
+                        continue;
+                    }
+                    match settle(p.s) {
+                        Ok(s) => out.push((r, s)),
+                        Err(e) => self.log.line(format!("dropped rank {r} from {from}: {e}")),
+                    }
+                }
+            }
+        }
+        out
     }
 }
 
@@ -480,18 +648,16 @@ fn drop_late(pending: &mut Vec<Pending>, now: Instant, limit: Duration, log: &mu
     });
 }
 
-/// Advance every handshake whose socket is `ready`: a rank that proved itself takes its slot
-/// in `streams`, a refused or broken one is dropped with a log line. The number of ranks
-/// accepted.
+/// Advance every handshake whose socket is `ready`: the ranks that proved themselves come back
+/// with their streams, a refused or broken one is dropped with a log line.
 fn advance_ready(
     pending: &mut Vec<Pending>,
     ready: &[bool],
     x: &Expect<'_>,
     taken: &mut [bool],
-    streams: &mut [Option<TcpStream>],
     log: &mut Log,
-) -> usize {
-    let mut accepted = 0;
+) -> Vec<(Rank, TcpStream)> {
+    let mut accepted = Vec::new();
     for i in (0..pending.len()).rev() {
         if !ready[i] {
             continue;
@@ -506,10 +672,7 @@ fn advance_ready(
                 let p = pending.swap_remove(i);
                 let from = addr_str(&p.peer);
                 match settle(p.s) {
-                    Ok(s) => {
-                        streams[x.slot(r)] = Some(s);
-                        accepted += 1;
-                    }
+                    Ok(s) => accepted.push((r, s)),
                     Err(e) => {
                         taken[x.slot(r)] = false;
                         log.line(format!("dropped rank {r} from {from}: {e}"));
@@ -619,6 +782,16 @@ mod tests {
         let mut v = [0u8; VERDICT_LEN];
         genuine.read_exact(&mut v).unwrap();
         assert_eq!(u32::from_le_bytes(v), Verdict::Accepted.code());
+        // It says where it listens, as a rank does, and waits there for rank 0's list.
+        let mine = Bootstrap::listen("127.0.0.1:0").unwrap();
+        let here = mine.local_addr().to_string();
+        let who = super::super::stream::Who { me: 1, peer: 0 };
+        let soon = Instant::now() + T;
+        super::super::stream::write_frame(&mut genuine, here.as_bytes(), soon, &who).unwrap();
+        let rank1 = thread::spawn(move || {
+            let mut up = mine.accept_ranks(1, 3, 0..1, TOKEN, T).unwrap();
+            super::super::stream::read_frame(&mut up[0], Instant::now() + T, &who).unwrap()
+        });
         // The same hello and proof again: the acceptor's nonce differs, the proof does not
         // verify, and the connection is closed without a verdict (a valid proof would have
         // been answered "already connected").
@@ -636,6 +809,7 @@ mod tests {
         assert_eq!(u32::from_le_bytes(v), Verdict::Duplicate.code());
         Bootstrap::connect(&addr, 2, 3, TOKEN, T).unwrap();
         acc.join().unwrap().unwrap();
+        assert!(!rank1.join().unwrap().is_empty());
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! Rendezvous and bootstrap over TCP.
 //!
 //! Rank 0 holds a rendezvous at `HOST:PORT`; every other rank of a multi-process run connects
-//! to it (retrying until a deadline, since ranks start in any order). The resulting star of
-//! streams carries a small control plane that backends use before their own data plane exists:
+//! to it once (retrying until a deadline, since ranks start in any order) to say where it
+//! listens, and rank 0 sends the list of those addresses down a binomial tree. The tree's
+//! streams carry a small control plane that backends use before their own data plane exists:
 //! [`Bootstrap::allgather`] (to exchange addresses, segment names, ...) and
-//! [`Bootstrap::barrier`].
+//! [`Bootstrap::barrier`]. No rank holds more than `1 + log2(n)` of them.
 //!
 //! # Handshake (protocol version 2)
 //!
@@ -39,8 +40,10 @@
 //! connection must complete its handshake within [`HANDSHAKE_LIMIT`] (or the bootstrap timeout
 //! when shorter, or [`Listener::with_handshake_limit`]); a silent or slow one is dropped. At
 //! most [`MIN_PENDING`] handshakes (one per expected rank plus 16 when more, up to
-//! [`MAX_PENDING`]) are pending at once: a new connection beyond that drops the oldest one
-//! that has not even sent its hello (else the oldest). Every refusal and drop is a line on
+//! [`MAX_PENDING`], and on rank 0 no more than half its spare descriptors) are pending at
+//! once: a new connection beyond that waits in the kernel's queue while every pending one is
+//! younger than a second, and otherwise drops the oldest one that has not even sent its hello
+//! (else the oldest). Every refusal and drop is a line on
 //! standard error naming the address (the first 20; then a count), and the run goes on.
 //!
 //! After the handshake, frames are a length (`u32`, at most [`MAX_FRAME`]) and that many bytes.
@@ -49,7 +52,7 @@
 
 // The code by role: the handshake with the run's token (handshake), rank 0's listener and the
 // state machine of each connection it accepts (listener), joining as a rank other than 0 (join),
-// the bootstrap star and its allgather (bootstrap), and reads and writes bounded by a deadline
+// the bootstrap tree and its allgather (bootstrap), and reads and writes bounded by a deadline
 // (stream).
 mod bootstrap;
 mod handshake;
@@ -60,7 +63,7 @@ mod stream;
 pub use bootstrap::Bootstrap;
 pub use handshake::{decode_hello, encode_hello, Hello};
 pub use join::connect_stream;
-pub use listener::Listener;
+pub use listener::{Acceptor, Listener};
 
 use crate::transport::error::{Error, Result};
 use crate::transport::Rank;

@@ -134,6 +134,17 @@ pub(crate) struct Conn {
     re: usize,
     /// The peer said goodbye: it sends nothing more.
     pub(crate) bye_in: bool,
+    /// The peer closed this connection: it sends nothing more on it (it may connect again).
+    pub(crate) close_in: bool,
+    /// This rank queued its goodbye or close: nothing more is queued on this connection.
+    pub(crate) fin_out: bool,
+    /// Not read while an older connection to the same peer is still being closed: what the
+    /// peer sent on that one comes first.
+    pub(crate) held: bool,
+    /// When this rank last sent on it (the endpoint's count of sends), for eviction.
+    pub(crate) last_used: u64,
+    /// Which connection of the endpoint's life this is (from 1).
+    pub(crate) id: u64,
     /// End of file after the goodbye: the connection is finished.
     pub(crate) closed: bool,
     /// Whether `EPOLLOUT` is in this connection's epoll interest.
@@ -164,6 +175,11 @@ impl Conn {
             rs: 0,
             re: 0,
             bye_in: false,
+            close_in: false,
+            fin_out: false,
+            held: false,
+            last_used: 0,
+            id: 0,
             closed: false,
             epollout: false,
             watched: true,
@@ -229,6 +245,25 @@ impl Conn {
         }
     }
 
+    /// Whether nothing is under way on it: no send queued, no message half received, nothing
+    /// staged, neither side has begun to close it, and it is read (a held connection closed
+    /// would never read its peer's answer). Only such a connection is evicted.
+    pub(crate) fn idle(&self) -> bool {
+        !self.held
+            && self.sendq.is_empty()
+            && matches!(self.rx, Rx::Header)
+            && self.rs == self.re
+            && !self.fin_out
+            && !self.close_in
+            && !self.bye_in
+            && !self.closed
+    }
+
+    /// Whether this rank may still queue sends on it.
+    pub(crate) fn usable(&self) -> bool {
+        !self.fin_out && !self.close_in && !self.bye_in && !self.closed
+    }
+
     /// Write queued sends until the socket is full; completed sends go to `reqs`.
     pub(crate) fn tx_progress(&mut self, reqs: &mut ReqTable) -> Result<bool> {
         let mut progressed = false;
@@ -290,7 +325,7 @@ impl Conn {
             flags = MsgFlags::MSG_DONTWAIT;
             match r {
                 Ok((0, want)) if want > 0 => {
-                    if self.bye_in {
+                    if self.bye_in || self.close_in {
                         self.closed = true;
                         return Ok(progressed);
                     }
@@ -320,7 +355,7 @@ impl Conn {
                 let Some(h) = staged.first_chunk::<HEADER_BYTES>() else {
                     break;
                 };
-                let f = frame::decode(h, self.peer, self.bye_in)?;
+                let f = frame::decode(h, self.peer, self.bye_in || self.close_in)?;
                 self.rs += HEADER_BYTES;
                 self.on_header(f, m, reqs)?;
             } else {
@@ -344,9 +379,16 @@ impl Conn {
     /// before its receive was posted and for which there is no memory is dropped (the stream
     /// stays in step) and is an error naming it.
     fn on_header(&mut self, f: Frame, m: &mut Matcher, reqs: &mut ReqTable) -> Result<()> {
-        let Frame::Message { len, tag } = f else {
-            self.bye_in = true;
-            return Ok(());
+        let (len, tag) = match f {
+            Frame::Message { len, tag } => (len, tag),
+            Frame::Bye => {
+                self.bye_in = true;
+                return Ok(());
+            }
+            Frame::Close => {
+                self.close_in = true;
+                return Ok(());
+            }
         };
         self.rx = match m.match_arrival(self.peer, tag) {
             Some(p) if len > p.cap => {

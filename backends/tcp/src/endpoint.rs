@@ -5,7 +5,9 @@ use crate::conn::{Conn, Rx, SendOp, SLEEP_SLICE};
 use crate::frame::{self, HEADER_BYTES, SMALL_FRAME};
 use crate::{TcpConfig, RX_BUFFER_BYTES};
 use commbench_core::launch::affinity;
-use commbench_core::launch::rendezvous::{self as rendezvous, Bootstrap, Listener, Rendezvous};
+use commbench_core::launch::rendezvous::{
+    self as rendezvous, Acceptor, Bootstrap, Listener, Rendezvous,
+};
 use commbench_core::transport::matching::{Matcher, ReqTable};
 use commbench_core::transport::{
     BackendInfo, Completion, Endpoint, OpKind, Rank, ReqId, Span, Src, Tag, TagSel,
@@ -32,15 +34,25 @@ struct Meta {
 /// One rank's TCP endpoint (see the crate documentation).
 #[derive(Debug)]
 pub struct TcpEndpoint {
-    rank: Rank,
-    size: u32,
-    cfg: TcpConfig,
-    /// Indexed by peer rank; `None` for this rank.
-    conns: Vec<Option<Conn>>,
-    matcher: Matcher,
-    reqs: ReqTable,
+    pub(crate) rank: Rank,
+    pub(crate) size: u32,
+    pub(crate) cfg: TcpConfig,
+    /// The open connections, in no order; at most one per peer is routed.
+    pub(crate) conns: Vec<Conn>,
+    /// By peer: 1 + the index in `conns` of the connection sends to it take; 0: none.
+    pub(crate) route: Vec<u32>,
+    /// Every rank's data address, to connect to it when first needed.
+    pub(crate) addrs: Vec<String>,
+    /// This rank's data listener and the handshakes under way on it.
+    pub(crate) acceptor: Acceptor,
+    pub(crate) token: String,
+    /// How many connections this rank keeps open, and why.
+    pub(crate) limit: crate::mesh::Limit,
+    pub(crate) mesh: crate::mesh::MeshState,
+    pub(crate) matcher: Matcher,
+    pub(crate) reqs: ReqTable,
     meta: Vec<Meta>,
-    epoll: Epoll,
+    pub(crate) epoll: Epoll,
     events: [EpollEvent; 16],
     local: Option<SocketAddr>,
     /// The CPU asked for and the affinity in effect, for the backend info.
@@ -49,9 +61,11 @@ pub struct TcpEndpoint {
 }
 
 impl TcpEndpoint {
-    /// Build the mesh of data connections over an established bootstrap: listen, exchange
-    /// addresses, connect to lower ranks, accept higher ones (all presenting `token`); then
-    /// pin the calling thread as [`TcpConfig::cpus`] says.
+    /// Make the endpoint over an established bootstrap: listen, exchange addresses, connect
+    /// every pair when the limit on open connections allows it (each rank to the ranks
+    /// below it, all presenting `token`), and pin the calling thread as [`TcpConfig::cpus`]
+    /// says. Beyond the limit, a connection is made when a message first goes to its peer
+    /// ([`crate::mesh`]).
     pub fn connect(boot: &mut dyn Rendezvous, token: &str, cfg: &TcpConfig) -> Result<TcpEndpoint> {
         let me = boot.rank();
         let size = boot.size();
@@ -69,48 +83,56 @@ impl TcpEndpoint {
         let all = boot
             .allgather(advertised.to_string().as_bytes())
             .map_err(|e| e.in_phase("exchanging data addresses"))?;
-        let mut conns: Vec<Option<Conn>> = (0..size).map(|_| None).collect();
-        for peer in 0..me {
-            let addr = std::str::from_utf8(&all[peer as usize]).map_err(|_| {
-                Error::Protocol(format!("rank {peer} sent a data address that is not text"))
-            })?;
-            let s = rendezvous::connect_stream(addr, me, peer, size, token, cfg.timeout)
-                .map_err(|e| e.in_phase(format!("connecting to rank {peer} at {addr}")))?;
-            conns[peer as usize] = Some(Conn::new(peer, s, cfg)?);
-        }
-        let higher = listener
-            .accept_ranks(me, size, me + 1..size, token, cfg.timeout)
-            .map_err(|e| e.in_phase("accepting data connections"))?;
-        for (i, s) in higher.into_iter().enumerate() {
-            let peer = me + 1 + i as Rank;
-            conns[peer as usize] = Some(Conn::new(peer, s, cfg)?);
-        }
+        let addrs = all
+            .iter()
+            .enumerate()
+            .map(|(peer, a)| {
+                String::from_utf8(a.clone()).map_err(|_| {
+                    Error::Protocol(format!("rank {peer} sent a data address that is not text"))
+                })
+            })
+            .collect::<Result<Vec<String>>>()?;
+        let acceptor = Acceptor::new(listener, me, size, token)?;
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
             .map_err(|e| Error::io("creating an epoll instance", e.into()))?;
-        let pinned = affinity::cpu_for(&cfg.cpus, me);
-        let affinity = affinity::pin(pinned)?;
-        for c in conns.iter().flatten() {
-            epoll
-                .add(
-                    c.stream.as_fd(),
-                    EpollEvent::new(EpollFlags::EPOLLIN, c.peer as u64),
-                )
-                .map_err(|e| Error::io("registering a connection with epoll", e.into()))?;
-        }
-        Ok(TcpEndpoint {
+        epoll
+            .add(
+                acceptor.listener_fd(),
+                EpollEvent::new(EpollFlags::EPOLLIN, crate::mesh::LISTENER),
+            )
+            .map_err(|e| Error::io("registering the data listener with epoll", e.into()))?;
+        let limit = crate::mesh::Limit::of(cfg);
+        let mut ep = TcpEndpoint {
             rank: me,
             size,
             cfg: cfg.clone(),
-            conns,
+            conns: Vec::new(),
+            route: vec![0; size as usize],
+            addrs,
+            acceptor,
+            token: token.to_string(),
+            limit,
+            mesh: crate::mesh::MeshState {
+                made_to: vec![0; size as usize],
+                taken_from: vec![0; size as usize],
+                ..Default::default()
+            },
             matcher: Matcher::new(),
             reqs: ReqTable::new(),
             meta: Vec::with_capacity(64),
             epoll,
             events: [EpollEvent::empty(); 16],
             local: Some(advertised),
-            pinned,
-            affinity,
-        })
+            pinned: None,
+            affinity: Vec::new(),
+        };
+        if ep.limit.all_at_start(size) {
+            ep.connect_all()
+                .map_err(|e| e.in_phase("connecting every pair"))?;
+        }
+        ep.pinned = affinity::cpu_for(&cfg.cpus, me);
+        ep.affinity = affinity::pin(ep.pinned)?;
+        Ok(ep)
     }
 
     /// The tag-matching engine (its counters feed the queue benchmarks of seed 004).
@@ -156,43 +178,52 @@ impl TcpEndpoint {
         Ok(())
     }
 
-    fn conn(&mut self, r: Rank) -> Result<&mut Conn> {
-        let me = self.rank;
-        self.conns
-            .get_mut(r as usize)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| Error::Invalid(format!("rank {me} has no connection to rank {r}")))
-    }
-
-    /// Non-blocking progress on every connection.
-    fn progress(&mut self) -> Result<bool> {
+    /// Non-blocking progress on every connection, and on the listener now and then (when
+    /// epoll saw it ready, while handshakes are under way, and every 64th call otherwise).
+    pub(crate) fn progress(&mut self) -> Result<bool> {
+        self.mesh.polls = self.mesh.polls.wrapping_add(1);
+        if self.mesh.listener_ready || self.acceptor.pending() > 0 || self.mesh.polls % 64 == 0 {
+            self.mesh.listener_ready = false;
+            self.accept_ready()?;
+        }
+        if !self.mesh.calls.is_empty() {
+            self.serve_calls()?;
+        }
         let mut any = false;
-        for c in self.conns.iter_mut().flatten() {
+        let mut ends = false;
+        for c in self.conns.iter_mut() {
             if !c.sendq.is_empty() {
                 any |= c.tx_progress(&mut self.reqs)?;
             }
-            any |= c.rx_progress(&mut self.matcher, &mut self.reqs, false)?;
+            if !c.held {
+                any |= c.rx_progress(&mut self.matcher, &mut self.reqs, false)?;
+            }
+            ends |= c.close_in || c.fin_out;
+        }
+        if ends {
+            self.reap()?;
         }
         Ok(any)
     }
 
-    /// The only peer of a two-rank run, when a wait can sleep in its `read(2)`: blocking mode,
-    /// nothing to write, connection open.
+    /// The only connection of a two-rank run, when a wait can sleep in its `read(2)`:
+    /// blocking mode, nothing to write, the connection open and no other being made.
     fn single_reader(&self) -> Option<usize> {
-        if self.cfg.poll || self.size != 2 {
+        if self.cfg.poll || self.size != 2 || self.conns.len() != 1 {
             return None;
         }
-        let i = (1 - self.rank) as usize;
-        match &self.conns[i] {
-            Some(c) if c.sendq.is_empty() && !c.closed => Some(i),
-            _ => None,
+        if self.acceptor.pending() > 0 || self.mesh.connecting.is_some() {
+            return None;
         }
+        let c = &self.conns[0];
+        (c.sendq.is_empty() && c.usable() && !c.held).then_some(0)
     }
 
-    /// Sleep in `epoll_wait(2)` until a connection can be read or a queued send written, at
-    /// most `left`.
-    fn sleep(&mut self, left: Duration) -> Result<()> {
-        for c in self.conns.iter_mut().flatten() {
+    /// Sleep in `epoll_wait(2)` until a connection can be read, a queued send written or a
+    /// connection accepted, at most `left` (1 ms at a time while a handshake is under way:
+    /// its sockets are not watched).
+    pub(crate) fn sleep(&mut self, left: Duration) -> Result<()> {
+        for c in self.conns.iter_mut() {
             let want_out = !c.sendq.is_empty();
             if c.closed {
                 // A finished connection is always readable (end of file): stop watching it.
@@ -214,9 +245,21 @@ impl TcpEndpoint {
                 c.epollout = want_out;
             }
         }
-        let ms = left.min(SLEEP_SLICE).as_millis().clamp(1, u16::MAX as u128) as u16;
+        let slice = if self.acceptor.pending() > 0 || self.mesh.connecting.is_some() {
+            Duration::from_millis(1)
+        } else {
+            SLEEP_SLICE
+        };
+        let ms = left.min(slice).as_millis().clamp(1, u16::MAX as u128) as u16;
         match self.epoll.wait(&mut self.events, ms) {
-            Ok(_) | Err(Errno::EINTR) => Ok(()),
+            Ok(n) => {
+                let ready = &self.events[..n.min(self.events.len())];
+                if ready.iter().any(|e| e.data() == crate::mesh::LISTENER) {
+                    self.mesh.listener_ready = true;
+                }
+                Ok(())
+            }
+            Err(Errno::EINTR) => Ok(()),
             Err(e) => Err(Error::io("waiting in epoll_wait", e.into())),
         }
     }
@@ -249,29 +292,31 @@ impl TcpEndpoint {
     fn finished_peer(&self, req: ReqId) -> Option<Error> {
         let i = (req.0 & 0xFFFF_FFFF) as usize;
         let p = self.meta.get(i)?.peer?;
-        let c = self.conns.get(p as usize)?.as_ref()?;
+        let c = self.conns.iter().find(|c| c.peer == p && c.bye_in)?;
         (c.closed && matches!(c.rx, Rx::Header)).then(|| Error::PeerLost {
             peer: p,
             detail: "it finished its run and closed the connection".into(),
         })
     }
 
-    /// End the run cleanly: write every queued send, say goodbye to every peer and wait for
-    /// every peer's goodbye, so that no message in flight is lost when the sockets close.
+    /// End the run cleanly: write every queued send, say goodbye on every connection and
+    /// wait for every peer's goodbye (or the end of a connection being closed), so that no
+    /// message in flight is lost when the sockets close.
     pub fn finish(mut self) -> Result<()> {
         let start = Instant::now();
         let limit = self.cfg.timeout;
-        for c in self.conns.iter_mut().flatten() {
+        for c in self.conns.iter_mut().filter(|c| !c.fin_out) {
             c.sendq
                 .push_back(SendOp::whole(None, frame::bye(), Vec::new(), 0, 0));
+            c.fin_out = true;
         }
+        self.route.iter_mut().for_each(|r| *r = 0);
         loop {
             self.progress().map_err(|e| e.in_phase("goodbye"))?;
             let pending: Vec<Rank> = self
                 .conns
                 .iter()
-                .flatten()
-                .filter(|c| !c.sendq.is_empty() || !c.bye_in && !c.closed)
+                .filter(|c| !c.sendq.is_empty() || !c.bye_in && !c.close_in && !c.closed)
                 .map(|c| c.peer)
                 .collect();
             if pending.is_empty() {
@@ -322,11 +367,9 @@ impl Endpoint for TcpEndpoint {
                 .complete(req, Ok(Completion::send(buf, dest, tag)));
             return Ok(req);
         }
+        let i = self.sender(dest)?;
         let TcpEndpoint { conns, reqs, .. } = self;
-        let c = conns
-            .get_mut(dest as usize)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| Error::Invalid(format!("no connection to rank {dest}")))?;
+        let c = &mut conns[i];
         c.sendq.push_back(SendOp::whole(
             Some(req),
             frame::message(len, tag),
@@ -373,11 +416,9 @@ impl Endpoint for TcpEndpoint {
             self.reqs.complete(req, Ok(done));
             return Ok(req);
         }
+        let i = self.sender(dest)?;
         let TcpEndpoint { conns, reqs, .. } = self;
-        let c = conns
-            .get_mut(dest as usize)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| Error::Invalid(format!("no connection to rank {dest}")))?;
+        let c = &mut conns[i];
         c.sendq.push_back(SendOp {
             req: Some(req),
             hdr: frame::message(span.len, tag),
@@ -433,7 +474,7 @@ impl Endpoint for TcpEndpoint {
                     reqs,
                     ..
                 } = self;
-                if let Some(c) = conns[i].as_mut() {
+                if let Some(c) = conns.get_mut(i) {
                     c.rx_progress(matcher, reqs, true)?;
                 }
             } else {
@@ -463,7 +504,8 @@ impl Endpoint for TcpEndpoint {
         check_len(buf.len())?;
         // Fast path: nothing queued to `dest`, so the whole frame may leave in one sendmsg(2).
         if dest != self.rank && dest < self.size {
-            let c = self.conn(dest)?;
+            let i = self.sender(dest)?;
+            let c = &mut self.conns[i];
             if c.sendq.is_empty() {
                 if buf.len() >= QUICKACK_MIN {
                     c.quickack()?;
@@ -475,7 +517,7 @@ impl Endpoint for TcpEndpoint {
                 }
                 let req = self.reqs.alloc();
                 self.note(req, OpKind::Send, Some(dest));
-                let c = self.conn(dest)?;
+                let c = &mut self.conns[i];
                 c.sendq
                     .push_back(SendOp::whole(Some(req), hdr, buf, tag, n));
                 return Ok(self.wait(req)?.buf);
@@ -505,6 +547,14 @@ impl Endpoint for TcpEndpoint {
         if let Some(a) = self.local {
             m.insert("data_address".into(), a.to_string().into());
         }
+        let how = if self.limit.all_at_start(self.size) {
+            "every pair at start"
+        } else {
+            "on demand, least recently used closed beyond max_open"
+        };
+        m.insert("connections".into(), how.into());
+        m.insert("max_open".into(), (self.limit.max_open as u64).into());
+        m.insert("max_open_from".into(), self.limit.why.clone().into());
         affinity::record(&mut m, self.pinned, &self.affinity);
         m
     }

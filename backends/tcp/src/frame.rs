@@ -1,6 +1,7 @@
 //! The wire format: every message is a 16-byte header (payload length `u64`, tag `u32`, flags
 //! `u32`, little-endian) followed by its payload. A header with the goodbye flag and no payload
-//! ends a rank's side of a connection.
+//! ends a rank's side of a connection for the run; one with the close flag retires the
+//! connection while the rank goes on (a connection closed to make room for another).
 
 use commbench_core::transport::{Rank, Tag};
 use commbench_core::{Error, Result};
@@ -14,6 +15,8 @@ pub const HEADER_BYTES: usize = 16;
 pub const SMALL_FRAME: usize = 512;
 /// Header flag: the sender has finished and will send nothing more.
 const FLAG_BYE: u32 = 1;
+/// Header flag: the sender sends nothing more on this connection, and may connect again.
+const FLAG_CLOSE: u32 = 2;
 /// Largest message a peer may announce (64 GiB): a corrupted header cannot make a rank try to
 /// allocate more for an unexpected message.
 pub const MAX_MESSAGE: u64 = 1 << 36;
@@ -26,6 +29,11 @@ pub(crate) fn message(len: usize, tag: Tag) -> [u8; HEADER_BYTES] {
 /// The header of the goodbye frame.
 pub(crate) fn bye() -> [u8; HEADER_BYTES] {
     encode(0, 0, FLAG_BYE)
+}
+
+/// The header of the close frame.
+pub(crate) fn close() -> [u8; HEADER_BYTES] {
+    encode(0, 0, FLAG_CLOSE)
 }
 
 fn encode(len: u64, tag: Tag, flags: u32) -> [u8; HEADER_BYTES] {
@@ -41,12 +49,14 @@ fn encode(len: u64, tag: Tag, flags: u32) -> [u8; HEADER_BYTES] {
 pub(crate) enum Frame {
     /// The peer has finished and sends nothing more.
     Bye,
+    /// The peer sends nothing more on this connection.
+    Close,
     /// A message of `len` payload bytes with `tag`.
     Message { len: usize, tag: Tag },
 }
 
 /// Read the header `h` that arrived from `peer`; `after_bye`: the peer has already said
-/// goodbye, so only another goodbye is acceptable. A header that is neither a goodbye nor a
+/// goodbye or closed the connection, so only a goodbye or a close is acceptable. A header that is neither a goodbye nor a
 /// plausible message is [`Error::Protocol`].
 pub(crate) fn decode(h: &[u8; HEADER_BYTES], peer: Rank, after_bye: bool) -> Result<Frame> {
     let len = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
@@ -54,6 +64,9 @@ pub(crate) fn decode(h: &[u8; HEADER_BYTES], peer: Rank, after_bye: bool) -> Res
     let flags = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
     if flags == FLAG_BYE && len == 0 {
         return Ok(Frame::Bye);
+    }
+    if flags == FLAG_CLOSE && len == 0 {
+        return Ok(Frame::Close);
     }
     if flags != 0 || len > MAX_MESSAGE || after_bye {
         return Err(Error::Protocol(format!(
@@ -78,6 +91,8 @@ mod tests {
         );
         assert_eq!(decode(&bye(), 3, false).unwrap(), Frame::Bye);
         assert_eq!(decode(&bye(), 3, true).unwrap(), Frame::Bye);
+        assert_eq!(decode(&close(), 3, false).unwrap(), Frame::Close);
+        assert_eq!(decode(&close(), 3, true).unwrap(), Frame::Close);
     }
 
     #[test]

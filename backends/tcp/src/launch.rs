@@ -1,5 +1,5 @@
-//! Start-up: [`TcpConfig`], and the ways a rank comes to run a [`Program`] over a mesh of TCP
-//! connections (all ranks as threads of one process, one rank of a multi-process run, or one
+//! Start-up: [`TcpConfig`], and the ways a rank comes to run a [`Program`] over TCP
+//! connections made on demand (all ranks as threads of one process, one rank of a multi-process run, or one
 //! rank over another rendezvous), each ending with the goodbye exchange.
 
 use crate::TcpEndpoint;
@@ -22,6 +22,12 @@ pub struct TcpConfig {
     pub bind_host: Option<String>,
     /// CPUs to pin ranks to: rank `i` goes to `cpus[i % len]`; empty: no pinning.
     pub cpus: Vec<usize>,
+    /// Most data connections a rank keeps open at once (at least 2); `None`: as many as
+    /// `RLIMIT_NOFILE` leaves ([`crate::mesh`]).
+    pub max_open: Option<usize>,
+    /// Ranks of the run in this process, which share its descriptors (1 but for
+    /// [`run_threads`], which sets it).
+    pub ranks_here: u32,
 }
 
 impl Default for TcpConfig {
@@ -31,6 +37,8 @@ impl Default for TcpConfig {
             timeout: Duration::from_secs(30),
             bind_host: None,
             cpus: Vec::new(),
+            max_open: None,
+            ranks_here: 1,
         }
     }
 }
@@ -73,6 +81,7 @@ pub fn run_rank_over<P: Program>(
 /// failure (an error other than a lost peer, when there is one).
 pub fn run_threads<P: Program>(n: u32, cfg: &TcpConfig, p: &P) -> Result<Vec<P::Output>> {
     let mut cfg = cfg.clone();
+    cfg.ranks_here = n.max(1);
     if cfg.bind_host.is_none() {
         cfg.bind_host = Some("127.0.0.1".into());
     }

@@ -1,14 +1,17 @@
 //! # commbench-tcp: raw TCP sockets
 //!
-//! The "Gigabit Ethernet" class of transport: a full mesh of TCP connections between the ranks
-//! of a run, with MPI-like tag matching from [`commbench_core::transport::matching`].
+//! The "Gigabit Ethernet" class of transport: TCP connections between the ranks of a run,
+//! with MPI-like tag matching from [`commbench_core::transport::matching`].
 //!
 //! * **Bootstrap.** Ranks meet at rank 0's rendezvous ([`commbench_core::launch::rendezvous`]).
 //!   Each rank listens on an ephemeral port on the interface it reached the rendezvous from (or
-//!   [`TcpConfig::bind_host`]), the addresses are exchanged by an allgather, and rank `i`
-//!   connects to every rank below it and accepts every rank above it. Every data connection
-//!   presents the bootstrap hello (magic, version, token, rank, size); anything else is refused
-//!   and logged, and the run goes on. `TCP_NODELAY` is set on every socket.
+//!   [`TcpConfig::bind_host`]) and the addresses are exchanged by an allgather. When the
+//!   descriptor limit allows a connection to every other rank, rank `i` connects to every rank
+//!   below it and accepts every rank above it; otherwise connections are made when first
+//!   needed and the least recently used closed beyond the limit (the `mesh` module). Every
+//!   data connection presents the bootstrap hello (magic, version, token, rank, size);
+//!   anything else is refused and logged, and the run goes on. `TCP_NODELAY` is set on every
+//!   socket.
 //! * **Framing.** A 16-byte header (payload length `u64`, tag `u32`, flags `u32`, little-endian)
 //!   followed by the payload. The header is matched on arrival (seed 004's posted-receive and
 //!   unexpected queues, as MPI does): a posted receive gets the payload read straight into its
@@ -32,15 +35,17 @@
 //!   goodbye exchange ([`TcpEndpoint::finish`]) so that no rank closes while messages to or from
 //!   it are still in flight.
 //!
-//! The crate in four modules: `frame` (the wire format), `conn` (one connection: its socket,
+//! The crate in five modules: `frame` (the wire format), `conn` (one connection: its socket,
 //! queued sends, the receive state), `endpoint` ([`TcpEndpoint`] and its progress engine, the
-//! waits, the goodbye) and `launch` ([`TcpConfig`] and the ways ranks start: [`run_threads`],
+//! waits, the goodbye), `mesh` (which connections are open: made on demand, closed to stay
+//! within the limit) and `launch` ([`TcpConfig`] and the ways ranks start: [`run_threads`],
 //! [`run_rank`], [`run_rank_with_listener`], [`run_rank_over`]).
 
 mod conn;
 mod endpoint;
 mod frame;
 mod launch;
+mod mesh;
 
 pub use conn::RX_BUFFER_BYTES;
 pub use endpoint::TcpEndpoint;

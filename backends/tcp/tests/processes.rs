@@ -31,8 +31,7 @@ fn cfg(secs: u64) -> TcpConfig {
     TcpConfig {
         poll: false,
         timeout: Duration::from_secs(secs),
-        bind_host: None,
-        cpus: Vec::new(),
+        ..TcpConfig::default()
     }
 }
 

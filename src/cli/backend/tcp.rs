@@ -34,6 +34,7 @@ impl Backend for Tcp {
             timeout: job.timeout,
             bind_host: a.bind.clone(),
             cpus: cpu_list(a, job)?,
+            ..TcpConfig::default()
         }))
     }
 

@@ -560,3 +560,73 @@ fn a_time_budget_ends_rounds_early_and_says_what_it_covered() {
         "{report}"
     );
 }
+
+/// 64 tcp ranks, each started by hand as a launcher would start them on 64 hosts, each under
+/// `ulimit -n 32`: fewer descriptors than a full mesh (63 a rank) or a star at rank 0 (63)
+/// needs. The bootstrap's tree, the control plane's trees and connections made on demand and
+/// closed when idle let the run complete every cell.
+#[test]
+fn sixty_four_tcp_ranks_started_by_hand_run_under_ulimit_32() {
+    const N: u32 = 64;
+    let d = tmpdir("allpairs-ulimit");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let rdv = format!("127.0.0.1:{port}");
+    let j = d.join("ap.json");
+    let rank = |r: u32| {
+        let mut c = std::process::Command::new("sh");
+        c.arg("-c")
+            .arg("ulimit -n 32 && exec \"$0\" \"$@\"")
+            .arg(common::EXE)
+            .args([
+                "allpairs",
+                "--backend",
+                "tcp",
+                "--sizes",
+                "8",
+                "--trials",
+                "3",
+            ])
+            .args(["--warmup", "1", "--npp", "1", "--samples", "20", "--quiet"])
+            .args(["--timeout", "60", "--rank", &r.to_string(), "--ranks", "64"])
+            .args(["--rendezvous", &rdv]);
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("COMMBENCH_") {
+                c.env_remove(&k);
+            }
+        }
+        c.env("COMMBENCH_TOKEN", "a-shared-token-0123456789")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(d.join(format!("r{r}.err"))).expect("a log"));
+        if r == 0 {
+            c.arg("--json").arg(&j);
+        }
+        c.spawn().expect("a rank starts")
+    };
+    let mut ranks: Vec<_> = (0..N).map(rank).collect();
+    let limit = Duration::from_secs(240);
+    let failed: Vec<(u32, String)> = ranks
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(r, c)| {
+            let ok = common::wait_for(c, limit).is_some_and(|s| s.success());
+            let log = std::fs::read_to_string(d.join(format!("r{r}.err"))).unwrap_or_default();
+            (!ok).then_some((r as u32, log))
+        })
+        .collect();
+    assert!(failed.is_empty(), "ranks failed: {failed:?}");
+    let doc = read_json(&j);
+    assert_eq!(doc["status"], "complete");
+    assert_eq!(cells(&doc, 8).len(), (N * (N - 1)) as usize);
+    let info = &doc["environment"]["backend_info"];
+    let how = info["connections"].as_str().unwrap_or_default();
+    assert!(how.starts_with("on demand"), "{info}");
+    assert!(info["max_open"].as_u64().is_some_and(|m| m < 32), "{info}");
+    let said = (0..N).any(|r| {
+        std::fs::read_to_string(d.join(format!("r{r}.err")))
+            .is_ok_and(|l| l.contains("RLIMIT_NOFILE soft limit 32"))
+    });
+    assert!(said, "no rank said that its descriptor limit binds");
+}

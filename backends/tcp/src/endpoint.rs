@@ -65,7 +65,7 @@ impl TcpEndpoint {
     /// every pair when the limit on open connections allows it (each rank to the ranks
     /// below it, all presenting `token`), and pin the calling thread as [`TcpConfig::cpus`]
     /// says. Beyond the limit, a connection is made when a message first goes to its peer
-    /// ([`crate::mesh`]).
+    /// (the crate documentation).
     pub fn connect(boot: &mut dyn Rendezvous, token: &str, cfg: &TcpConfig) -> Result<TcpEndpoint> {
         let me = boot.rank();
         let size = boot.size();

@@ -23,7 +23,7 @@ pub struct TcpConfig {
     /// CPUs to pin ranks to: rank `i` goes to `cpus[i % len]`; empty: no pinning.
     pub cpus: Vec<usize>,
     /// Most data connections a rank keeps open at once (at least 2); `None`: as many as
-    /// `RLIMIT_NOFILE` leaves ([`crate::mesh`]).
+    /// `RLIMIT_NOFILE` leaves (the crate documentation).
     pub max_open: Option<usize>,
     /// Ranks of the run in this process, which share its descriptors (1 but for
     /// [`run_threads`], which sets it).

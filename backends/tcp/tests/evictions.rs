@@ -2,25 +2,10 @@
 //! keeping only a few connections open, so that connections close and reopen while messages
 //! are in flight. Every message must arrive, and those between two ranks in the order sent.
 
+use commbench_core::stats::Xoshiro256 as Draw;
 use commbench_core::{Endpoint, Error, Program, Rank, Result, Src, TagSel};
 use commbench_tcp::{run_threads, TcpConfig};
 use std::time::Duration;
-
-/// A small deterministic generator (splitmix64), so that every rank draws the same plan.
-struct Draw(u64);
-
-impl Draw {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// Every rank sends, in a drawn order, a drawn number of messages of drawn sizes to drawn
 /// peers, in phases separated by barriers; each message carries its sender and its number
@@ -33,13 +18,14 @@ struct Traffic {
 impl Traffic {
     /// The messages of `phase`: `(from, to, len)` in the order each sender posts them.
     fn plan(&self, n: u32, phase: u32) -> Vec<(Rank, Rank, usize)> {
-        let mut d = Draw(self.seed ^ (u64::from(phase) << 32));
-        let count = 1 + d.below(6 * u64::from(n));
+        let mut d = Draw::new(self.seed ^ (u64::from(phase) << 32));
+        let n_us = n as usize;
+        let count = 1 + d.below(6 * n_us);
         (0..count)
             .map(|_| {
-                let from = d.below(u64::from(n)) as Rank;
-                let to = (from + 1 + d.below(u64::from(n) - 1) as Rank) % n;
-                let len = [16usize, 100, 5000, 70_000][d.below(4) as usize];
+                let from = d.below(n_us) as Rank;
+                let to = (from + 1 + d.below(n_us - 1) as Rank) % n;
+                let len = [16usize, 100, 5000, 70_000][d.below(4)];
                 (from, to, len)
             })
             .collect()
@@ -99,12 +85,12 @@ fn random_traffic_keeps_every_message_and_its_order_across_closes() {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(1, |d| d.as_nanos() as u64)
         });
-    let mut d = Draw(base);
+    let mut d = Draw::new(base);
     for round in 0..8 {
         let n = 4 + d.below(5) as u32;
-        let max_open = 2 + d.below(u64::from(n) - 3) as usize;
+        let max_open = 2 + d.below(n as usize - 3);
         let poll = d.below(4) == 0;
-        let seed = d.next();
+        let seed = d.next_u64();
         let cfg = TcpConfig {
             poll,
             timeout: Duration::from_secs(20),

@@ -436,24 +436,11 @@ impl Listener {
                 }
                 make_room(pending, log);
             }
-            match self.inner.accept() {
-                Ok((s, peer)) => {
-                    if let Err(e) = s.set_nonblocking(true) {
-                        log.line(format!("dropped connection from {peer}: {e}"));
-                        continue;
-                    }
-                    pending.push(Pending::new(s, Some(peer), Instant::now()));
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::Interrupted | ErrorKind::ConnectionAborted
-                    ) => {}
-                Err(e) => {
-                    log.line(format!("accept failed: {e}"));
-                    return false;
-                }
+            match accept_one(&self.inner, log) {
+                Accepted::One(s, peer) => pending.push(Pending::new(s, Some(peer), Instant::now())),
+                Accepted::Dropped => {}
+                Accepted::None => return true,
+                Accepted::Failed => return false,
             }
         }
         true
@@ -553,26 +540,14 @@ impl Acceptor {
         drop_late(&mut self.pending, now, limit, &mut self.log);
         let mut room = room.min(MIN_PENDING.saturating_sub(self.pending.len()));
         while room > 0 && now >= self.accept_from {
-            match self.listener.inner.accept() {
-                Ok((s, peer)) => {
-                    if let Err(e) = s.set_nonblocking(true) {
-                        self.log
-                            .line(format!("dropped connection from {peer}: {e}"));
-                        continue;
-                    }
+            match accept_one(&self.listener.inner, &mut self.log) {
+                Accepted::One(s, peer) => {
                     self.pending.push(Pending::new(s, Some(peer), now));
                     room -= 1;
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::Interrupted | ErrorKind::ConnectionAborted
-                    ) => {}
-                Err(e) => {
-                    self.log.line(format!("accept failed: {e}"));
-                    self.accept_from = now + ACCEPT_PAUSE;
-                }
+                Accepted::Dropped => {}
+                Accepted::None => break,
+                Accepted::Failed => self.accept_from = now + ACCEPT_PAUSE,
             }
         }
         let x = Expect {
@@ -608,6 +583,44 @@ impl Acceptor {
             }
         }
         out
+    }
+}
+
+/// What one `accept(2)` on a non-blocking listener gave.
+enum Accepted {
+    /// A connection, non-blocking, and where it came from.
+    One(TcpStream, SocketAddr),
+    /// A connection dropped at once (it could not be made non-blocking), with a line.
+    Dropped,
+    /// Nothing waiting.
+    None,
+    /// `accept(2)` failed in a way that calls for a pause (out of descriptors and the like),
+    /// with a line.
+    Failed,
+}
+
+/// Accept one waiting connection from `inner`, made non-blocking for its handshake.
+fn accept_one(inner: &TcpListener, log: &mut Log) -> Accepted {
+    loop {
+        match inner.accept() {
+            Ok((s, peer)) => {
+                if let Err(e) = s.set_nonblocking(true) {
+                    log.line(format!("dropped connection from {peer}: {e}"));
+                    return Accepted::Dropped;
+                }
+                return Accepted::One(s, peer);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Accepted::None,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::Interrupted | ErrorKind::ConnectionAborted
+                ) => {}
+            Err(e) => {
+                log.line(format!("accept failed: {e}"));
+                return Accepted::Failed;
+            }
+        }
     }
 }
 

@@ -339,9 +339,11 @@ impl Listener {
         let deadline = Instant::now() + timeout;
         let limit = self.handshake_limit.min(timeout);
         let n = ranks.len();
-        let cap = (n + 16)
-            .clamp(MIN_PENDING, MAX_PENDING)
-            .min(pending_cap.max(2));
+        let natural = (n + 16).clamp(MIN_PENDING, MAX_PENDING);
+        let cap = natural.min(pending_cap.max(2));
+        // Bounded by descriptors rather than by the ranks expected: ranks that arrive at once
+        // wait in the kernel's queue rather than displace one another.
+        let patient = cap < natural;
         let x = Expect {
             me,
             size,
@@ -380,7 +382,7 @@ impl Listener {
                 missing -= 1;
                 take(r, s)?;
             }
-            if incoming && !self.accept_some(&mut pending, cap, &mut log) {
+            if incoming && !self.accept_some(&mut pending, (cap, patient), &mut log) {
                 accept_from = Instant::now() + ACCEPT_PAUSE;
             }
         }
@@ -422,16 +424,22 @@ impl Listener {
     }
 
     /// Accept up to half of `cap` waiting connections into `pending`, each dropping the oldest
-    /// pending one when `cap` are already there. `false` when `accept(2)` failed in a way that
-    /// calls for a pause (out of descriptors and the like).
-    fn accept_some(&self, pending: &mut Vec<Pending>, cap: usize, log: &mut Log) -> bool {
+    /// pending one when `cap` are already there (unless `patient` and all are young). `false`
+    /// when accepting calls for a pause: `accept(2)` failed (out of descriptors and the like),
+    /// or newcomers are left to wait.
+    fn accept_some(
+        &self,
+        pending: &mut Vec<Pending>,
+        (cap, patient): (usize, bool),
+        log: &mut Log,
+    ) -> bool {
         for _ in 0..(cap / 2).max(1) {
             if pending.len() >= cap {
-                // Full: a handshake that has waited makes room; while all are young, the
-                // newcomers wait in the kernel's queue (they are ranks starting at once, more
-                // often than a flood).
+                // Full. When `patient`, newcomers wait in the kernel's queue while every
+                // handshake under way is young (ranks starting at once, on a rank short of
+                // descriptors); otherwise, or once one has waited, the oldest makes room.
                 let oldest = pending.iter().map(|p| p.since).min();
-                if oldest.is_some_and(|t| t.elapsed() < MAKE_ROOM_AFTER) {
+                if patient && oldest.is_some_and(|t| t.elapsed() < MAKE_ROOM_AFTER) {
                     return false;
                 }
                 make_room(pending, log);

@@ -40,10 +40,10 @@
 //! connection must complete its handshake within [`HANDSHAKE_LIMIT`] (or the bootstrap timeout
 //! when shorter, or [`Listener::with_handshake_limit`]); a silent or slow one is dropped. At
 //! most [`MIN_PENDING`] handshakes (one per expected rank plus 16 when more, up to
-//! [`MAX_PENDING`], and on rank 0 no more than half its spare descriptors) are pending at
-//! once: a new connection beyond that waits in the kernel's queue while every pending one is
-//! younger than a second, and otherwise drops the oldest one that has not even sent its hello
-//! (else the oldest). Every refusal and drop is a line on
+//! [`MAX_PENDING`]) are pending at once: a new connection beyond that drops the oldest one
+//! that has not even sent its hello (else the oldest). On a rank 0 with fewer spare
+//! descriptors, half of them bound the handshakes instead, and a new connection waits in the
+//! kernel's queue while every pending one is younger than a second. Every refusal and drop is a line on
 //! standard error naming the address (the first 20; then a count), and the run goes on.
 //!
 //! After the handshake, frames are a length (`u32`, at most [`MAX_FRAME`]) and that many bytes.

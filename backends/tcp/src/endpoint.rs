@@ -80,18 +80,14 @@ impl TcpEndpoint {
         if advertised.ip().is_unspecified() {
             advertised.set_ip(local_ip);
         }
+        // Each rank's address and its limit: every pair is connected at start only when
+        // every rank's limit allows it (ranks on hosts with other limits agree).
+        let limit = crate::mesh::Limit::of(cfg);
+        let mine = format!("{advertised} {}", limit.max_open);
         let all = boot
-            .allgather(advertised.to_string().as_bytes())
+            .allgather(mine.as_bytes())
             .map_err(|e| e.in_phase("exchanging data addresses"))?;
-        let addrs = all
-            .iter()
-            .enumerate()
-            .map(|(peer, a)| {
-                String::from_utf8(a.clone()).map_err(|_| {
-                    Error::Protocol(format!("rank {peer} sent a data address that is not text"))
-                })
-            })
-            .collect::<Result<Vec<String>>>()?;
+        let (addrs, all_at_start) = crate::mesh::addresses(&all)?;
         let acceptor = Acceptor::new(listener, me, size, token)?;
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
             .map_err(|e| Error::io("creating an epoll instance", e.into()))?;
@@ -101,7 +97,6 @@ impl TcpEndpoint {
                 EpollEvent::new(EpollFlags::EPOLLIN, crate::mesh::LISTENER),
             )
             .map_err(|e| Error::io("registering the data listener with epoll", e.into()))?;
-        let limit = crate::mesh::Limit::of(cfg);
         let mut ep = TcpEndpoint {
             rank: me,
             size,
@@ -126,9 +121,13 @@ impl TcpEndpoint {
             pinned: None,
             affinity: Vec::new(),
         };
-        if ep.limit.all_at_start(size) {
+        if all_at_start {
             ep.connect_all()
                 .map_err(|e| e.in_phase("connecting every pair"))?;
+            // Every pair is connected and none is ever closed: no one connects again, and
+            // the listener is no longer watched (a busy-polling wait does not pay for it).
+            ep.mesh.fixed = true;
+            let _ = ep.epoll.delete(ep.acceptor.listener_fd());
         }
         ep.pinned = affinity::cpu_for(&cfg.cpus, me);
         ep.affinity = affinity::pin(ep.pinned)?;
@@ -179,15 +178,21 @@ impl TcpEndpoint {
     }
 
     /// Non-blocking progress on every connection, and on the listener now and then (when
-    /// epoll saw it ready, while handshakes are under way, and every 64th call otherwise).
+    /// epoll saw it ready, while handshakes are under way, and every 64th call otherwise;
+    /// never once every pair is connected for good).
     pub(crate) fn progress(&mut self) -> Result<bool> {
-        self.mesh.polls = self.mesh.polls.wrapping_add(1);
-        if self.mesh.listener_ready || self.acceptor.pending() > 0 || self.mesh.polls % 64 == 0 {
-            self.mesh.listener_ready = false;
-            self.accept_ready()?;
-        }
-        if !self.mesh.calls.is_empty() {
-            self.serve_calls()?;
+        if !self.mesh.fixed {
+            self.mesh.polls = self.mesh.polls.wrapping_add(1);
+            let look = self.mesh.listener_ready
+                || self.acceptor.pending() > 0
+                || self.mesh.polls % 64 == 0;
+            if look {
+                self.mesh.listener_ready = false;
+                self.accept_ready()?;
+            }
+            if !self.mesh.calls.is_empty() {
+                self.serve_calls()?;
+            }
         }
         let mut any = false;
         let mut ends = false;
@@ -547,7 +552,7 @@ impl Endpoint for TcpEndpoint {
         if let Some(a) = self.local {
             m.insert("data_address".into(), a.to_string().into());
         }
-        let how = if self.limit.all_at_start(self.size) {
+        let how = if self.mesh.fixed {
             "every pair at start"
         } else {
             "on demand, least recently used closed beyond max_open"

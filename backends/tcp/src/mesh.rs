@@ -16,9 +16,10 @@
 //!   their order across connections (MPI's non-overtaking rule).
 //! * **The limit** comes from `RLIMIT_NOFILE` (the soft limit, less the descriptors open when
 //!   the endpoint is made and a reserve for the files a run writes), shared by the ranks of
-//!   one process, or from [`crate::TcpConfig::max_open`]. When it allows a connection to every
-//!   other rank, every pair is connected at start. The first time it makes a rank close a
-//!   connection, the rank says so on standard error, once.
+//!   one process, or from [`crate::TcpConfig::max_open`]. When every rank's limit allows a
+//!   connection to every other rank, every pair is connected at start, and none is closed
+//!   or made again. The first time the limit makes a rank close a connection, the rank says
+//!   so on standard error, once.
 
 use crate::conn::{Conn, SendOp};
 use crate::frame;
@@ -82,12 +83,22 @@ impl Limit {
     }
 }
 
-impl Limit {
-    /// Whether a run of `size` ranks connects every pair at start: the limit allows a
-    /// connection to every other rank.
-    pub(crate) fn all_at_start(&self, size: u32) -> bool {
-        (size as usize).saturating_sub(1) <= self.max_open
+/// Every rank's data address and whether every pair is connected at start, from what the
+/// ranks sent (`ADDRESS MAX_OPEN` each): only when every rank's limit allows a connection to
+/// every other rank.
+pub(crate) fn addresses(all: &[Vec<u8>]) -> Result<(Vec<String>, bool)> {
+    let others = all.len().saturating_sub(1);
+    let mut every = true;
+    let mut addrs = Vec::with_capacity(all.len());
+    for (peer, b) in all.iter().enumerate() {
+        let bad = || Error::Protocol(format!("rank {peer} sent a malformed data address"));
+        let text = std::str::from_utf8(b).map_err(|_| bad())?;
+        let (addr, max_open) = text.split_once(' ').ok_or_else(bad)?;
+        let max_open: usize = max_open.parse().map_err(|_| bad())?;
+        every &= others <= max_open;
+        addrs.push(addr.to_string());
     }
+    Ok((addrs, every))
 }
 
 /// What the endpoint tracks about its connections besides the connections themselves.
@@ -116,6 +127,9 @@ pub(crate) struct MeshState {
     pub(crate) serving: bool,
     /// Peers a connection is being opened to, innermost last: not closed to make room.
     pub(crate) opening: Vec<Rank>,
+    /// Every pair was connected at start and the limit never closes one: no connection
+    /// comes again.
+    pub(crate) fixed: bool,
 }
 
 impl TcpEndpoint {
@@ -480,5 +494,32 @@ impl TcpEndpoint {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every pair is connected at start only when every rank's limit allows it: a rank on a
+    /// host with a lower `ulimit -n` makes the whole run connect on demand.
+    #[test]
+    fn every_rank_must_allow_a_connection_to_every_other() {
+        let sent = |limits: &[usize]| -> Vec<Vec<u8>> {
+            limits
+                .iter()
+                .enumerate()
+                .map(|(r, m)| format!("10.0.0.{r}:7000 {m}").into_bytes())
+                .collect()
+        };
+        let (addrs, all) = addresses(&sent(&[3, 3, 3, 3])).unwrap();
+        assert!(all);
+        assert_eq!(addrs[2], "10.0.0.2:7000");
+        assert!(!addresses(&sent(&[3, 3, 2, 3])).unwrap().1);
+        assert!(addresses(&sent(&[9, 2])).unwrap().1);
+        for bad in [&b"10.0.0.1:7000"[..], b"10.0.0.1:7000 x", b"\xff 3"] {
+            let e = addresses(&[bad.to_vec()]).unwrap_err().to_string();
+            assert!(e.contains("rank 0 sent a malformed data address"), "{e}");
+        }
     }
 }

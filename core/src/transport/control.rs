@@ -143,14 +143,16 @@ pub fn gather<E: Endpoint + ?Sized>(
     }
 }
 
-fn push_entry(out: &mut Vec<u8>, rank: Rank, data: &[u8]) {
+/// One rank's entry in a subtree's contributions: its rank, the length, the bytes (the
+/// bootstrap's allgather packs its entries the same way).
+pub(crate) fn push_entry(out: &mut Vec<u8>, rank: Rank, data: &[u8]) {
     out.extend_from_slice(&rank.to_le_bytes());
     out.extend_from_slice(&(data.len() as u64).to_le_bytes());
     out.extend_from_slice(data);
 }
 
 /// The root's gathered entries, in rank order, each rank exactly once.
-fn unpack(mut b: &[u8], n: u32) -> Result<Vec<Vec<u8>>> {
+pub(crate) fn unpack(mut b: &[u8], n: u32) -> Result<Vec<Vec<u8>>> {
     let mut all: Vec<Option<Vec<u8>>> = (0..n).map(|_| None).collect();
     while !b.is_empty() {
         let bad = || Error::Protocol("a gathered entry cut short".into());

@@ -13,7 +13,7 @@ use super::{
     check_address, check_token, Rendezvous, HANDSHAKE_LIMIT, MAX_FRAME, MAX_SIZE, TOKEN_HINT,
 };
 use crate::launch::RankEnv;
-use crate::transport::control::Tree;
+use crate::transport::control::{push_entry, unpack, Tree};
 use crate::transport::error::{Error, Result};
 use crate::transport::Rank;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -184,7 +184,7 @@ impl Bootstrap {
         let deadline = Instant::now() + self.timeout;
         let me = self.rank;
         let mut packed = Vec::with_capacity(8 + blob.len());
-        pack(&mut packed, me, blob);
+        push_entry(&mut packed, me, blob);
         for (c, s) in self.children.iter_mut() {
             let got = read_frame(s, deadline, &Who { me, peer: *c })?;
             packed.extend_from_slice(&got);
@@ -287,36 +287,6 @@ fn send_down(
         out.push((c, s));
     }
     Ok(out)
-}
-
-/// One rank's entry in a subtree's contributions: rank, length, bytes.
-fn pack(out: &mut Vec<u8>, rank: Rank, blob: &[u8]) {
-    out.extend_from_slice(&rank.to_le_bytes());
-    out.extend_from_slice(&(blob.len() as u32).to_le_bytes());
-    out.extend_from_slice(blob);
-}
-
-/// Rank 0's view of every rank's contribution, each rank exactly once.
-fn unpack(mut b: &[u8], size: u32) -> Result<Vec<Vec<u8>>> {
-    let bad = || Error::Protocol("malformed allgather frame from a child".into());
-    let mut all: Vec<Option<Vec<u8>>> = vec![None; size as usize];
-    while !b.is_empty() {
-        let head = b.get(..8).ok_or_else(bad)?;
-        let r = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        let l = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
-        let body = b.get(8..8 + l).ok_or_else(bad)?;
-        match all.get_mut(r as usize) {
-            Some(slot @ None) => *slot = Some(body.to_vec()),
-            _ => return Err(bad()),
-        }
-        b = &b[8 + l..];
-    }
-    all.into_iter()
-        .enumerate()
-        .map(|(r, x)| {
-            x.ok_or_else(|| Error::Protocol(format!("rank {r} missing from an allgather")))
-        })
-        .collect()
 }
 
 /// Every rank's contribution as rank 0 sends it down: the count, then each length-prefixed.

@@ -5,7 +5,7 @@
 //! this round: a child holds the rendezvous (so that its threads and its log can be looked
 //! at from outside) and the test joins it as rank 1.
 
-use commbench_core::launch::rendezvous::Bootstrap;
+use commbench_core::launch::rendezvous::{self, Bootstrap};
 use commbench_core::launch::{self, Launcher, RankEnv};
 use commbench_core::testkit::{run_check, Harness, CHECKS};
 use commbench_core::{Endpoint, Error, Program, Result, Src, TagSel};
@@ -264,8 +264,10 @@ fn silent_and_slow_connections_are_dropped_with_a_line_naming_them() {
     let h = hold(&token, 300);
     let mut silent = TcpStream::connect(&h.addr).unwrap();
     let mut slow = TcpStream::connect(&h.addr).unwrap();
-    // The start of a hello, and no more.
-    slow.write_all(b"CMBNCH\0\x01\x02\0\0\0").unwrap();
+    // The start of a hello (magic and this version), and no more.
+    let mut start = rendezvous::MAGIC.to_vec();
+    start.extend_from_slice(&rendezvous::PROTOCOL_VERSION.to_le_bytes());
+    slow.write_all(&start).unwrap();
     assert!(closed_by_peer(&mut silent));
     assert!(closed_by_peer(&mut slow));
     let rank1 = h.join(&token);

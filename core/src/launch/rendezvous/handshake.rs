@@ -1,4 +1,4 @@
-//! The handshake with the run's token (protocol version 2, described in the parent module):
+//! The handshake with the run's token (protocol version 3, described in the parent module):
 //! the joiner's [`Hello`], each side's proof (HMAC-SHA256 over both nonces, the hello and the
 //! role), the acceptor's verdict and how it judges a joiner whose proof verified.
 
@@ -10,7 +10,7 @@ use sha2::Sha256;
 use std::ops::Range;
 
 /// What every proof begins with.
-const LABEL: &[u8] = b"commbench rendezvous v2";
+const LABEL: &[u8] = b"commbench rendezvous v3";
 
 /// The joiner's hello, as encoded by [`encode_hello`] and decoded by [`decode_hello`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 //! [`Bootstrap::allgather`] (to exchange addresses, segment names, ...) and
 //! [`Bootstrap::barrier`]. No rank holds more than `1 + log2(n)` of them.
 //!
-//! # Handshake (protocol version 2)
+//! # Handshake (protocol version 3)
 //!
 //! Every connection, rendezvous and data alike, opens with a mutual challenge-response: each
 //! side proves that it knows the run's token (at least [`MIN_TOKEN_LEN`] bytes) and the token
@@ -26,7 +26,7 @@
 //!    one gets a verdict ([`VERDICT_LEN`] bytes): 0 accepted, 1 another size of run, 2 a rank
 //!    not expected here, 3 a rank already connected, 4 the joiner meant to reach another rank.
 //!
-//! A proof is HMAC-SHA256 keyed with the token over `"commbench rendezvous v2"`, the joiner's
+//! A proof is HMAC-SHA256 keyed with the token over `"commbench rendezvous v3"`, the joiner's
 //! nonce, the acceptor's nonce, the three numbers of the hello and the role (`A` for the
 //! acceptor, `J` for the joiner), checked in constant time. Both nonces make every proof good
 //! for one connection only (a recorded proof replayed on another is refused), and the role
@@ -72,8 +72,10 @@ use std::time::Duration;
 
 /// First bytes of every commbench connection.
 pub const MAGIC: [u8; 8] = *b"CMBNCH\0\x01";
-/// Version of the bootstrap protocol; a peer with another version is refused.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// Version of the bootstrap protocol; a peer with another version is refused. Version 3: the
+/// bootstrap tree (a rank says where it listens and leaves), and what a tcp data connection
+/// says after the handshake; a version 2 peer would wait on a star that no longer exists.
+pub const PROTOCOL_VERSION: u32 = 3;
 /// Shortest token accepted: shorter ones could be guessed from a recorded proof.
 pub const MIN_TOKEN_LEN: usize = 16;
 /// Longest token accepted.

@@ -689,7 +689,41 @@ pub struct SimConfig {
     /// the key is not written out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<Fault>,
+    /// Nodes whose program stops answering (`[[silent]]` in TOML): a hung process, its node's
+    /// network still forwarding (docs/simulator.md §6b). Empty (the default): none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub silent: Vec<Silent>,
+    /// Virtual µs a wait may block before it fails with a timeout naming what it waited for.
+    /// Absent: no bound (a run in which every node is blocked is a deadlock, reported at
+    /// once), unless a node is silent, then [`DEFAULT_SILENT_WAIT_US`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_timeout_us: Option<f64>,
 }
+
+/// A node whose program stops answering at virtual time `from_us`: from its first step at or
+/// after it, the program makes no further step (no send, receive, clock read or collective)
+/// and never returns. Messages sent to it are still delivered to its queues, and the node
+/// still forwards other nodes' messages: a hung process, not a dead router.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Silent {
+    /// The node, a rank of the run.
+    pub node: u32,
+    /// Virtual time, µs, from which it is silent (0: from its first step).
+    #[serde(default)]
+    pub from_us: f64,
+}
+
+impl Silent {
+    /// When the node falls silent, virtual ns.
+    pub fn from_ns(&self) -> u64 {
+        window_ns(self.from_us)
+    }
+}
+
+/// The bound on a wait in a machine with silent nodes and no `wait_timeout_us` of its own:
+/// one virtual second, thousands of times what one message takes on any preset.
+pub const DEFAULT_SILENT_WAIT_US: f64 = 1e6;
 
 /// The latest virtual time a run may reach, ns (2^62, about 146 years): a reading above it
 /// could wrap when core takes differences of readings as signed numbers, so a run that would
@@ -740,6 +774,8 @@ impl SimConfig {
                 spin_limit: default_spin_limit(),
                 stack_kib: default_stack_kib(),
                 faults: Vec::new(),
+                silent: Vec::new(),
+                wait_timeout_us: None,
             }),
             "generic" => {
                 let switch = 16 * 1024;
@@ -783,6 +819,8 @@ impl SimConfig {
                     spin_limit: default_spin_limit(),
                     stack_kib: default_stack_kib(),
                     faults: Vec::new(),
+                    silent: Vec::new(),
+                    wait_timeout_us: None,
                 })
             }
             other => Err(Error::Config(format!(
@@ -943,7 +981,61 @@ impl SimConfig {
         ] {
             Linear::new(l.pieces.clone()).map_err(|e| e.in_phase(format!("time {n}")))?;
         }
-        self.check_faults()
+        self.check_faults()?;
+        self.check_silent()
+    }
+
+    /// Every silent node is a rank of the run, named once, from a time within the clock; the
+    /// wait bound is positive and within the clock.
+    fn check_silent(&self) -> Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        for (i, q) in self.silent.iter().enumerate() {
+            let bad = |why: String| Err(Error::Config(format!("sim config: silent[{i}]: {why}")));
+            if q.node >= self.ranks() {
+                return bad(format!(
+                    "node {} is not a rank of the run (ranks 0..={})",
+                    q.node,
+                    self.ranks() - 1
+                ));
+            }
+            if !seen.insert(q.node) {
+                return bad(format!("node {} is named silent twice", q.node));
+            }
+            if !q.from_us.is_finite() || !(0.0..=MAX_FAULT_TIME_US).contains(&q.from_us) {
+                return bad(format!(
+                    "from_us = {}: a virtual time must be finite, >= 0 and at most \
+                     {MAX_FAULT_TIME_US:e} µs (the clock's limit)",
+                    q.from_us
+                ));
+            }
+        }
+        if let Some(t) = self.wait_timeout_us {
+            if !t.is_finite() || !(1e-3..=MAX_FAULT_TIME_US).contains(&t) {
+                return Err(Error::Config(format!(
+                    "sim config: wait_timeout_us = {t}: must be finite, at least 0.001 (1 ns) \
+                     and at most {MAX_FAULT_TIME_US:e} µs"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The bound on one wait, virtual ns: `wait_timeout_us`, else one virtual second when a
+    /// node is silent, else none.
+    pub fn wait_timeout_ns(&self) -> Option<u64> {
+        match (self.wait_timeout_us, self.silent.is_empty()) {
+            (Some(t), _) => Some(window_ns(t).max(1)),
+            (None, false) => Some(window_ns(DEFAULT_SILENT_WAIT_US)),
+            (None, true) => None,
+        }
+    }
+
+    /// When `node` falls silent, virtual ns (`None`: never).
+    pub fn silent_from_ns(&self, node: u32) -> Option<u64> {
+        self.silent
+            .iter()
+            .find(|q| q.node == node)
+            .map(Silent::from_ns)
     }
 
     /// Every fault fits the cube and has a factor in `1..=1e6`; else an [`Error::Config`]

@@ -57,7 +57,8 @@ pub(crate) enum Req {
         span: Span,
     },
     Test(ReqId),
-    Wait(ReqId),
+    /// Wait for the request, at most the given virtual ns when bounded.
+    Wait(ReqId, Option<u64>),
     Now,
     Compute(Work),
     Collective(Coll),
@@ -105,6 +106,8 @@ pub(crate) struct EpInfo {
     pub dimensions: u32,
     pub tick_ns: u64,
     pub recv_cap: Option<u64>,
+    /// The machine's bound on a wait, virtual ns ([`crate::SimConfig::wait_timeout_ns`]).
+    pub wait_ns: Option<u64>,
     pub info: BackendInfo,
 }
 
@@ -124,14 +127,24 @@ pub(crate) struct EpInfo {
 ///   (`compute_float_ns_per_iter` for the floating-point Q)
 ///   time, lengthened by every R and S handler that runs meanwhile.
 /// * The control plane (barrier, barrier_first, broadcast, gather) is out of band and free in
-///   virtual time: every node leaves at the time the last one entered.
-/// * `timeout()` is irrelevant on virtual time (a day); a run in which every node is blocked
-///   ends with [`Error::Deadlock`] instead.
+///   virtual time: every node leaves at the time the last one entered. So are the
+///   point-to-point messages of [`commbench_core::transport::TAG_OUT_OF_BAND`] (all-pairs'
+///   steps between rounds): no F, A, U, matching or hop; each is at its destination when sent.
+/// * A wait is unbounded (`timeout()` says a day) unless the machine bounds it
+///   ([`crate::SimConfig::wait_timeout_ns`]: `wait_timeout_us`, or one virtual second when a
+///   node is silent): then a wait that outlasts its bound in virtual time fails with
+///   [`Error::Timeout`], and `set_timeout` changes the bound. Unbounded, a run in which every
+///   node is blocked ends with [`Error::Deadlock`] at once.
 pub struct SimEndpoint<'y> {
     rank: Rank,
     y: &'y Yielder<Resp, Req>,
     info: &'y EpInfo,
+    /// The bound on a wait, virtual ns (`None`: none).
+    wait_ns: Option<u64>,
 }
+
+/// What `timeout()` says of an unbounded wait.
+const UNBOUNDED: Duration = Duration::from_secs(86_400);
 
 impl std::fmt::Debug for SimEndpoint<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -144,7 +157,12 @@ impl std::fmt::Debug for SimEndpoint<'_> {
 
 impl<'y> SimEndpoint<'y> {
     pub(crate) fn new(rank: Rank, y: &'y Yielder<Resp, Req>, info: &'y EpInfo) -> Self {
-        Self { rank, y, info }
+        Self {
+            rank,
+            y,
+            info,
+            wait_ns: info.wait_ns,
+        }
     }
 
     #[inline]
@@ -171,7 +189,15 @@ impl Endpoint for SimEndpoint<'_> {
     }
 
     fn timeout(&self) -> Duration {
-        Duration::from_secs(86_400)
+        self.wait_ns.map_or(UNBOUNDED, Duration::from_nanos)
+    }
+
+    /// Takes effect only on a machine whose waits are bounded: elsewhere no wait can outlast
+    /// a silent peer, and a run that cannot go on is a deadlock, reported at once.
+    fn set_timeout(&mut self, timeout: Duration) {
+        if self.info.wait_ns.is_some() {
+            self.wait_ns = Some(u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX).max(1));
+        }
     }
 
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
@@ -244,7 +270,7 @@ impl Endpoint for SimEndpoint<'_> {
     }
 
     fn wait(&mut self, req: ReqId) -> Result<Completion> {
-        match self.ask(Req::Wait(req)) {
+        match self.ask(Req::Wait(req, self.wait_ns)) {
             Resp::Done(r) => r,
             other => Err(protocol("wait", &other)),
         }

@@ -27,6 +27,7 @@ use crate::config::{FaultTable, SimConfig};
 use crate::endpoint::{Coll, EpInfo, Req, Resp, SimEndpoint};
 use commbench_core::method::limits;
 use commbench_core::method::stop::StopFlag;
+use commbench_core::transport::out_of_band;
 use commbench_core::transport::BackendInfo;
 use commbench_core::{Completion, Error, Program, Rank, ReqId, Result, Src, Tag, TagSel};
 use corosensei::stack::DefaultStack;
@@ -60,6 +61,8 @@ pub struct SimStats {
 const EV_USER: u8 = 0;
 const EV_WAKE: u8 = 1;
 const EV_HOP: u8 = 2;
+/// A bounded wait's limit: the node is woken with a timeout unless the wait ended first.
+const EV_TIMEOUT: u8 = 3;
 
 #[derive(Debug, Clone, Copy)]
 struct Ev {
@@ -234,6 +237,12 @@ struct Node {
     space_waiters: VecDeque<u32>,
     wake: Option<Resp>,
     done: bool,
+    /// Whether its program fell silent (a `[[silent]]` node): it is never resumed again.
+    silent: bool,
+    /// The bound of the wait under way, virtual ns.
+    wait_limit: Option<u64>,
+    /// When the blocked wait times out (0: not bounded).
+    timeout_at: u64,
     handler_ns: u64,
     match_entries: u64,
     finish_ns: u64,
@@ -257,6 +266,9 @@ impl Node {
             space_waiters: VecDeque::new(),
             wake: None,
             done: false,
+            silent: false,
+            wait_limit: None,
+            timeout_at: 0,
             handler_ns: 0,
             match_entries: 0,
             finish_ns: 0,
@@ -337,6 +349,8 @@ struct Kernel<'c> {
     msgs: Vec<Msg>,
     free_msgs: Vec<u32>,
     coll: CollState,
+    /// When each rank's program falls silent (`u64::MAX`: never).
+    silent_from: Vec<u64>,
     rng: u64,
     events: u64,
     messages: u64,
@@ -404,6 +418,9 @@ impl<'c> Kernel<'c> {
             msgs: Vec::new(),
             free_msgs: Vec::new(),
             coll,
+            silent_from: (0..ranks)
+                .map(|r| cfg.silent_from_ns(r).unwrap_or(u64::MAX))
+                .collect(),
             rng: cfg.seed ^ 0x9E37_79B9_7F4A_7C15,
             events: 0,
             messages: 0,
@@ -526,7 +543,11 @@ impl<'c> Kernel<'c> {
         match pending {
             Pending::Nothing => Step::Answer(None),
             Pending::Inject { msg, req, more } => {
-                self.inject(msg, node);
+                if out_of_band(self.msgs[msg as usize].tag) {
+                    self.deliver(msg);
+                } else {
+                    self.inject(msg, node);
+                }
                 if more == 0 {
                     return Step::Answer(Some(Resp::Id(Ok(req))));
                 }
@@ -613,8 +634,12 @@ impl<'c> Kernel<'c> {
             return Step::Answer(Some(answer(test, Err(e))));
         };
         match r.units.front() {
-            Some(&Unit::Landed { len, .. }) => {
-                let u = self.u_ns(node, len as u64);
+            Some(&Unit::Landed { len, tag, .. }) => {
+                let u = if out_of_band(tag) {
+                    0
+                } else {
+                    self.u_ns(node, len as u64)
+                };
                 Step::Then(u, Pending::Unformat { req, test })
             }
             Some(Unit::Failed(_)) => {
@@ -628,6 +653,11 @@ impl<'c> Kernel<'c> {
             }
             None => {
                 n.blocked = Blocked::Wait(req);
+                if let Some(limit) = n.wait_limit {
+                    let at = self.now.saturating_add(limit).max(1);
+                    n.timeout_at = at;
+                    self.push(at, EV_TIMEOUT, node, true);
+                }
                 Step::Answer(None)
             }
         }
@@ -811,7 +841,11 @@ impl<'c> Kernel<'c> {
                     Ok(m) => m,
                     Err(e) => return Some(Resp::Id(Err(e))),
                 };
-                let f = self.f_ns(node, len as u64);
+                let f = if out_of_band(tag) {
+                    0
+                } else {
+                    self.f_ns(node, len as u64)
+                };
                 let req = self.nodes[node as usize].alloc(RState::SendDone {
                     buf,
                     peer: dest,
@@ -828,7 +862,10 @@ impl<'c> Kernel<'c> {
                 buf,
                 span,
             } => {
-                let a = self.cfg.times.a.ns(span.len as u64);
+                let a = match tag {
+                    TagSel::Tag(t) if out_of_band(t) => 0,
+                    _ => self.cfg.times.a.ns(span.len as u64),
+                };
                 let req = self.nodes[node as usize].alloc(RState::Recv(Recv {
                     src,
                     tag,
@@ -845,7 +882,10 @@ impl<'c> Kernel<'c> {
                 self.start_user(node, a, Pending::Post { req })
             }
             Req::Test(req) => self.start_user(node, self.cfg.poll_ns, Pending::Poll { req }),
-            Req::Wait(req) => self.wait(node, req),
+            Req::Wait(req, limit) => {
+                self.nodes[node as usize].wait_limit = limit;
+                self.wait(node, req)
+            }
             Req::Now => self.start_user(node, self.cfg.clock_read_ns, Pending::Clock),
             Req::Compute(work) => {
                 let w = self.cfg.compute_ns(work);
@@ -871,9 +911,12 @@ impl<'c> Kernel<'c> {
             let m = &self.msgs[m as usize];
             src.accepts(m.src) && tag.accepts(m.tag)
         });
-        // Every posted receive walks the unexpected queue, up to its match or to the end.
+        // Every posted receive walks the unexpected queue, up to its match or to the end
+        // (free for the out-of-band control plane).
         let walked = hit.map_or(n.unexpected.len(), |k| k + 1);
-        self.charge_match(node, walked);
+        if !matches!(tag, TagSel::Tag(t) if out_of_band(t)) {
+            self.charge_match(node, walked);
+        }
         match hit {
             Some(k) => {
                 let m = self.nodes[node as usize].unexpected.remove(k);
@@ -1038,7 +1081,9 @@ impl<'c> Kernel<'c> {
             }
             walked += r.waiting() as usize;
         }
-        self.charge_match(node, walked);
+        if !out_of_band(tag) {
+            self.charge_match(node, walked);
+        }
         let Some((k, i, last)) = hit else {
             self.nodes[node as usize].unexpected.push_back(m);
             return;
@@ -1056,6 +1101,7 @@ impl<'c> Kernel<'c> {
         }
         // The program waits for this very receive: the span's earlier ones are collected.
         n.blocked = Blocked::No;
+        n.timeout_at = 0;
         let step = self.collect_next(node, i, req, false);
         if let Some(r) = self.run_step(node, step) {
             self.wake(node, r);
@@ -1135,6 +1181,34 @@ impl<'c> Kernel<'c> {
         None
     }
 
+    /// The timeout at `t` of `node`'s wait, if that wait is still under way: the node is no
+    /// longer blocked and its program hears [`Error::Timeout`] naming what it waited for.
+    /// The request stays: a later wait on it can still collect its message.
+    fn timed_out(&mut self, node: u32, t: u64) -> Option<Resp> {
+        let n = &mut self.nodes[node as usize];
+        let Blocked::Wait(req) = n.blocked else {
+            return None;
+        };
+        if n.timeout_at != t || n.silent {
+            return None;
+        }
+        let limit = n.wait_limit.unwrap_or(0);
+        let what = self.describe_node(node as usize);
+        let n = &mut self.nodes[node as usize];
+        n.blocked = Blocked::No;
+        n.timeout_at = 0;
+        let what = what
+            .strip_prefix(&format!("node {node}: "))
+            .unwrap_or(&what)
+            .to_string();
+        let _ = req;
+        Some(Resp::Done(Err(Error::Timeout {
+            rank: node,
+            what: format!("{what} (virtual time)"),
+            timeout: std::time::Duration::from_nanos(limit),
+        })))
+    }
+
     fn describe_node(&self, i: usize) -> String {
         let n = &self.nodes[i];
         let req_desc = |req: ReqId| match n.slot(req).map(|s| &n.reqs[s].1) {
@@ -1147,6 +1221,9 @@ impl<'c> Kernel<'c> {
             }
             _ => format!("request {}", req.0),
         };
+        if n.silent {
+            return format!("node {i}: silent since {} ns", n.finish_ns);
+        }
         match n.blocked {
             Blocked::Wait(req) => format!("node {i}: {}", req_desc(req)),
             Blocked::Coll => match &self.coll.arrived[i] {
@@ -1194,11 +1271,11 @@ impl<'c> Kernel<'c> {
 
     fn stuck_error(&self, what: &str) -> Error {
         let list: Vec<String> = (0..self.ranks as usize)
-            .filter(|&i| !self.nodes[i].done)
+            .filter(|&i| !self.nodes[i].done || self.nodes[i].silent)
             .map(|i| self.describe_node(i))
             .collect();
         let finished = (0..self.ranks as usize)
-            .filter(|&i| self.nodes[i].done)
+            .filter(|&i| self.nodes[i].done && !self.nodes[i].silent)
             .count();
         Error::Deadlock(format!(
             "{what} at virtual time {} ns ({finished} of {} nodes finished): {}",
@@ -1242,6 +1319,14 @@ fn drive<O>(
 ) -> Result<()> {
     loop {
         match cos[node as usize].resume(resp) {
+            CoroutineResult::Yield(_) if k.now >= k.silent_from[node as usize] => {
+                // A hung process: this step and every later one never happen.
+                let n = &mut k.nodes[node as usize];
+                n.silent = true;
+                n.done = true;
+                n.finish_ns = k.now;
+                return Ok(());
+            }
             CoroutineResult::Yield(req) => match k.handle(node, req) {
                 Some(r) => resp = r,
                 None => return Ok(()),
@@ -1303,6 +1388,11 @@ fn event_loop<O>(
             }
             EV_WAKE => {
                 if let Some(r) = k.nodes[ev.id as usize].wake.take() {
+                    drive(cos, k, out, ev.id, r)?;
+                }
+            }
+            EV_TIMEOUT => {
+                if let Some(r) = k.timed_out(ev.id, ev.t) {
                     drive(cos, k, out, ev.id, r)?;
                 }
             }
@@ -1393,6 +1483,7 @@ fn run_here<P: Program>(
         dimensions: cfg.dimensions,
         tick_ns: cfg.tick_ns,
         recv_cap: cfg.recv_buffer_bytes,
+        wait_ns: cfg.wait_timeout_ns(),
         info,
     };
     let ep_info = &ep_info;
@@ -1417,7 +1508,16 @@ fn run_here<P: Program>(
     let outputs = out
         .into_iter()
         .enumerate()
-        .map(|(i, o)| o.ok_or_else(|| sim_error(format!("node {i} produced no output"))))
+        .map(|(i, o)| match o {
+            Some(o) => Ok(o),
+            None if k.nodes[i].silent => p.lost(i as Rank).map_err(|e| {
+                e.in_phase(format!(
+                    "sim node {i}, silent from {} ns",
+                    k.nodes[i].finish_ns
+                ))
+            }),
+            None => Err(sim_error(format!("node {i} produced no output"))),
+        })
         .collect::<Result<Vec<_>>>()?;
     let stats = SimStats {
         events: k.events,

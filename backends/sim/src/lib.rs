@@ -39,9 +39,9 @@ mod pages;
 
 pub use budget::check_run;
 pub use config::{
-    distance, route, scaled_ns, Fault, Linear, Piece, SimConfig, Times, FAULT_KINDS,
-    MAX_COMPUTE_NS_PER_ITER, MAX_FAULT_FACTOR, MAX_FAULT_TIME_US, MAX_MATCH_NS_PER_ENTRY,
-    NCUBE_TICK_NS,
+    distance, route, scaled_ns, Fault, Linear, Piece, Silent, SimConfig, Times,
+    DEFAULT_SILENT_WAIT_US, FAULT_KINDS, MAX_COMPUTE_NS_PER_ITER, MAX_FAULT_FACTOR,
+    MAX_FAULT_TIME_US, MAX_MATCH_NS_PER_ENTRY, NCUBE_TICK_NS,
 };
 pub use endpoint::SimEndpoint;
 pub use kernel::{run, run_until, run_with_stats, SimStats};

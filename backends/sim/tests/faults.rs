@@ -563,3 +563,140 @@ fn a_fault_with_a_window_slows_exactly_the_trials_inside_it() {
         assert_eq!(stamped(&c, &p), got, "{ctx}: the same run again");
     }
 }
+
+/// Rank 1 waits for a message rank 0 sends only after `delay_ns` of compute: the first wait
+/// is bounded by the machine's `wait_timeout_us`; the second, on the same request, collects
+/// the message. Rank 1 returns the clock before the first wait, after its timeout, and the
+/// error it got.
+struct LateSend {
+    delay_ns: u64,
+}
+
+impl commbench_core::Program for LateSend {
+    type Output = (u64, u64, String);
+    fn run<E: commbench_core::Endpoint>(
+        &self,
+        ep: &mut E,
+    ) -> commbench_core::Result<(u64, u64, String)> {
+        use commbench_core::{Src, TagSel};
+        match ep.rank() {
+            0 => {
+                ep.compute(commbench_core::transport::work::Work::int(self.delay_ns));
+                ep.send(1, 9, vec![7; 8])?;
+                return Ok((0, 0, String::new()));
+            }
+            1 => {}
+            _ => return Ok((0, 0, String::new())),
+        }
+        let t1 = ep.now_ns();
+        let req = ep.irecv(Src::Rank(0), TagSel::Tag(9), vec![0; 8])?;
+        let first = ep.wait(req);
+        let t2 = ep.now_ns();
+        let Err(e) = first else {
+            return Ok((t1, t2, "no timeout".into()));
+        };
+        let c = ep.wait(req)?;
+        assert_eq!(c.buf[..c.len], [7; 8]);
+        Ok((t1, t2, e.to_string()))
+    }
+}
+
+/// A wait bounded by `wait_timeout_us` fails after exactly its bound in virtual time, names
+/// what it waited for, and leaves the receive posted: a later wait collects the message.
+/// Bounds and delays drawn at random.
+#[test]
+fn a_bounded_wait_times_out_after_exactly_its_bound_and_its_receive_stays() {
+    let mut rng = Xoshiro256::new(0x7131);
+    for _ in 0..8 {
+        let bound_us = 10 + rng.below(990) as u64;
+        let mut c = machine("");
+        c.compute_ns_per_iter = 1.0;
+        c.wait_timeout_us = Some(bound_us as f64);
+        let delay_ns = bound_us * 1000 * (11 + rng.below(8) as u64) / 10;
+        let out = run(&c, &LateSend { delay_ns }).expect("the run ends");
+        let (t1, t2, e) = &out[1];
+        // A of the 8-byte receive, the bound, then a clock read.
+        let a = c.times.a.ns(8);
+        assert_eq!(t2 - t1, a + bound_us * 1000 + c.clock_read_ns, "{e}");
+        assert!(e.contains("timed out") && e.contains("virtual time"), "{e}");
+        assert!(e.contains("recv from 0 tag 9"), "{e}");
+    }
+    // Without a bound (and no silent node) the same wait simply waits.
+    let out = run(
+        &machine(""),
+        &LateSend {
+            delay_ns: 5_000_000,
+        },
+    )
+    .expect("the run ends");
+    assert_eq!(out[1].2, "no timeout");
+}
+
+/// A node that falls silent: a benchmark that needs it fails naming it, with the deadlock
+/// report when the others can never go on and a timeout when their waits are bounded; a
+/// program the others finish without it is named lost by its `lost()`.
+#[test]
+fn a_silent_node_is_named_by_a_benchmark_that_needs_it() {
+    let silent = |node: u32, from_us: f64| {
+        let mut c = machine("");
+        c.silent.push(commbench_sim::Silent { node, from_us });
+        c
+    };
+    // Node 2 is not in the pair, but every trial starts with a barrier.
+    let e = run(&silent(2, 0.0), &pingpong(0, 1, 8)).expect_err("a silent node");
+    assert!(matches!(e.root(), Error::Deadlock(_)), "{e}");
+    assert!(e.to_string().contains("node 2: silent since"), "{e}");
+    // Node 1 echoes: rank 0's wait for the echo times out after one virtual second.
+    let mut p = pingpong(0, 1, 8);
+    p.trials = 50;
+    let e = run(&silent(1, 150.0), &p).expect_err("a silent echo");
+    assert!(matches!(e.root(), Error::Timeout { .. }), "{e}");
+    assert!(e.to_string().contains("timed out after 1.0 s"), "{e}");
+    // Every other node finishes: the silent one is named.
+    struct Clock;
+    impl commbench_core::Program for Clock {
+        type Output = u64;
+        fn run<E: commbench_core::Endpoint>(&self, ep: &mut E) -> commbench_core::Result<u64> {
+            Ok(ep.now_ns())
+        }
+    }
+    let e = run(&silent(3, 0.0), &Clock).expect_err("a silent node never returns");
+    assert!(matches!(e.root(), Error::PeerLost { peer: 3, .. }), "{e}");
+    assert!(e.to_string().contains("fell silent"), "{e}");
+    assert_eq!(run(&machine(""), &Clock).expect("no silent node").len(), 8);
+}
+
+/// `[[silent]]` entries and `wait_timeout_us` are checked, read and written back.
+#[test]
+fn silent_entries_are_checked() {
+    let bad = [
+        ("[[silent]]\nnode = 8\n", "node 8 is not a rank"),
+        (
+            "[[silent]]\nnode = 1\n[[silent]]\nnode = 1\n",
+            "named silent twice",
+        ),
+        ("[[silent]]\nnode = 1\nfrom_us = -3.0\n", "from_us = -3"),
+        ("[[silent]]\nnode = 1\nfrom_us = nan\n", "from_us = NaN"),
+        ("[[silent]]\nnode = 1\nat = 3\n", "unknown field `at`"),
+        ("wait_timeout_us = 0.0\n", "wait_timeout_us = 0"),
+        ("wait_timeout_us = inf\n", "wait_timeout_us = inf"),
+    ];
+    for (text, why) in bad {
+        let e = SimConfig::from_toml_str(&format!("preset = \"generic\"\ndimensions = 3\n{text}"))
+            .expect_err(text);
+        assert!(e.to_string().contains(why), "{text}: {e}");
+    }
+    let c = SimConfig::from_toml_str(
+        "preset = \"generic\"\ndimensions = 3\n[[silent]]\nnode = 5\nfrom_us = 12.5\n",
+    )
+    .expect("a silent node");
+    assert_eq!(c.silent_from_ns(5), Some(12_500));
+    assert_eq!(c.silent_from_ns(4), None);
+    assert_eq!(
+        c.wait_timeout_ns(),
+        Some((commbench_sim::DEFAULT_SILENT_WAIT_US * 1000.0) as u64)
+    );
+    let back = SimConfig::from_toml_str(&toml::to_string(&c).expect("TOML")).expect("read back");
+    assert_eq!(back, c);
+    assert_eq!(machine("").wait_timeout_ns(), None);
+}

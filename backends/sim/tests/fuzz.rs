@@ -525,6 +525,8 @@ proptest! {
             spin_limit,
             stack_kib,
             faults: Vec::new(),
+            silent: Vec::new(),
+            wait_timeout_us: None,
         };
         prop_assert!(cfg.validate().is_ok());
         check_accepted(&cfg, true)?;

@@ -183,9 +183,16 @@ pub trait Endpoint {
 
     /// Change how long a wait may last, from the next wait on (a program that knows a wait
     /// will be long: a rank waiting for other pairs of an all-pairs round). The default
-    /// ignores it: a backend whose waits never time out (the simulator's virtual clock).
+    /// ignores it: a backend whose waits never time out.
     fn set_timeout(&mut self, timeout: Duration) {
         let _ = timeout;
+    }
+
+    /// The program gave up on `peer` (silent for longer than it waits, [`Program::gone`]):
+    /// nothing more is sent to it or expected from it, and the end of the run does not wait
+    /// for its goodbye. By default there is nothing to drop.
+    fn forget(&mut self, peer: Rank) {
+        let _ = peer;
     }
 
     /// Post a send of all of `buf` to `dest` with `tag`.
@@ -496,4 +503,20 @@ pub trait Program: Sync {
     type Output: Send;
     /// Run on one rank.
     fn run<E: Endpoint>(&self, ep: &mut E) -> Result<Self::Output>;
+
+    /// What stands for the output of rank `rank` when it fell silent and never returned while
+    /// the others finished (a simulated silent node): by default the run fails naming it. A
+    /// program that goes on without a lost rank (all-pairs) gives an output instead.
+    fn lost(&self, rank: Rank) -> Result<Self::Output> {
+        Err(Error::PeerLost {
+            peer: rank,
+            detail: "it fell silent and never finished, and this benchmark needs every rank".into(),
+        })
+    }
+
+    /// The ranks this rank's run went on without (rank 0 of all-pairs: the ranks found
+    /// silent): a launcher that started them ends them rather than waiting for them to exit.
+    fn gone(&self) -> Vec<Rank> {
+        Vec::new()
+    }
 }

@@ -139,6 +139,18 @@ impl Machine {
         self
     }
 
+    /// Node `node`'s program falls silent at virtual time `from_us` (a hung process).
+    pub fn silent(mut self, node: u32, from_us: f64) -> Self {
+        self.0.silent.push(commbench_sim::Silent { node, from_us });
+        self
+    }
+
+    /// A wait fails after `us` virtual microseconds.
+    pub fn wait_timeout_us(mut self, us: f64) -> Self {
+        self.0.wait_timeout_us = Some(us);
+        self
+    }
+
     /// The machine, checked as a machine file is.
     pub fn config(&self) -> SimConfig {
         if let Err(e) = self.0.validate() {

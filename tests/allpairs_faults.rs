@@ -18,6 +18,8 @@ mod common;
 
 use commbench::analysis::allpairs::{Rule, Verdict};
 use commbench::analysis::matrix::MatrixSection;
+use commbench::core::method::allpairs::{AllPairs, AllPairsCollected, AllPairsConfig};
+use commbench::core::method::{MethodConfig, NppChoice};
 use commbench::core::stats::Xoshiro256;
 use commbench_sim::{route, Fault, SimConfig, Times};
 use common::machine::{line, Machine};
@@ -376,4 +378,110 @@ fn a_healthy_machine_gets_no_verdict() {
                 .all(|l| l.factor > 1.0 && l.reported_from >= 1.1));
         }
     }
+}
+
+/// The all-pairs program on `cfg` (8 B, 3 trials a cell, no retests): what rank 0
+/// collected, the simulator's statistics, and how the run ended.
+fn silent_run(
+    cfg: &SimConfig,
+) -> (
+    AllPairsCollected,
+    Option<commbench_sim::SimStats>,
+    Result<(), String>,
+) {
+    let method = MethodConfig {
+        sizes: vec![8],
+        trials: 3,
+        warmup: 1,
+        npp: NppChoice::Fixed(1),
+        timer_samples: 16,
+        ..MethodConfig::default()
+    };
+    let prog = AllPairs::new(method, AllPairsConfig::default(), None);
+    let r = commbench_sim::run_with_stats(cfg, &prog);
+    let (stats, r) = match r {
+        Ok((_, s)) => (Some(s), Ok(())),
+        Err(e) => (None, Err(e.to_string())),
+    };
+    (prog.take_collected(), stats, r)
+}
+
+/// A rank whose program falls silent at a random moment of a random round, on machines of
+/// our own (8 to 32 nodes, some with fewer ranks than nodes): the run completes, names it
+/// lost at the step after the round it fell silent in (or the next, when its word had
+/// already gone up), keeps every cell of the other ranks and every cell of its own measured
+/// before, and lists each round's cells that did not come. Rank 0 falling silent ends the
+/// run on the others with an error naming rank 0, never a hang.
+#[test]
+fn a_rank_silent_from_a_random_moment_is_named_lost_and_every_other_cell_kept() {
+    for seed in 0..cases(6, 60) as u64 {
+        let mut rng = Xoshiro256::new(0x5113_7000 + seed);
+        let dimensions = 3 + (seed % 3) as u32;
+        let mut healthy = machine(dimensions, [0, 40][rng.below(2)], &mut rng);
+        let nodes = 1u32 << dimensions;
+        if rng.below(2) == 1 {
+            healthy.ranks = Some(nodes / 2 + 1 + rng.below(nodes as usize / 2) as u32);
+        }
+        let n = healthy.ranks();
+        let (seen, stats, r) = silent_run(&healthy);
+        r.unwrap_or_else(|e| panic!("seed {seed}: the healthy run failed: {e}"));
+        let last = seen.rounds.last().expect("rounds");
+        // Rank 0's clock at the rounds' origin, on the simulator's absolute virtual time.
+        let t0 = stats.expect("stats").finish_ns[0] - last.end_ns;
+        let round = rng.below(seen.rounds.len());
+        let (a, b) = (seen.rounds[round].start_ns, seen.rounds[round].end_ns);
+        let at_ns = t0 + a + (b - a) * (5 + rng.below(90) as u64) / 100;
+        let s = 1 + rng.below(n as usize - 1) as u32;
+        let mut cfg = healthy.clone();
+        cfg.silent.push(commbench_sim::Silent {
+            node: s,
+            from_us: at_ns as f64 / 1000.0,
+        });
+        let case =
+            format!("seed {seed}: {n} ranks, rank {s} silent from {at_ns} ns (round {round})");
+        let (got, _, r) = silent_run(&cfg);
+        r.unwrap_or_else(|e| panic!("{case}: the run failed: {e}"));
+        assert_eq!(got.rounds.len(), seen.rounds.len(), "{case}");
+        assert_eq!(got.lost.len(), 1, "{case}: {:?}", got.lost);
+        let lost = &got.lost[0];
+        assert_eq!(lost.rank, s, "{case}");
+        let found = lost.round.expect("found after a round") as usize;
+        assert!(
+            found == round || found == round + 1,
+            "{case}: found at {found}"
+        );
+        assert_eq!(got.rounds[found].lost_ranks, [s], "{case}");
+        let cells: BTreeSet<(u32, u32, u32)> = got
+            .cells
+            .iter()
+            .map(|c| (c.source, c.dest, c.round))
+            .collect();
+        assert_eq!(cells.len(), got.cells.len(), "{case}: a cell twice");
+        for (i, r) in seen.rounds.iter().enumerate() {
+            let mut missing = Vec::new();
+            for (x, y) in r.pairs.iter().flat_map(|p| p.cells()) {
+                let kept = cells.contains(&(x, y, i as u32));
+                let its = x == s || y == s;
+                if !its || i < round {
+                    assert!(kept, "{case}: cell {x} -> {y} of round {i} lost");
+                } else if i > found {
+                    assert!(!kept, "{case}: cell {x} -> {y} of round {i} after the loss");
+                }
+                if !kept {
+                    missing.push((x, y));
+                }
+            }
+            assert_eq!(got.rounds[i].lost_cells, missing, "{case}: round {i}");
+        }
+    }
+    // Rank 0 silent: the others give up with an error that names it.
+    let mut rng = Xoshiro256::new(0x5113_7001);
+    let mut cfg = machine(3, 0, &mut rng);
+    cfg.silent.push(commbench_sim::Silent {
+        node: 0,
+        from_us: 200.0,
+    });
+    let (_, _, r) = silent_run(&cfg);
+    let e = r.expect_err("a run whose rank 0 is silent fails");
+    assert!(e.contains("rank 0's word"), "{e}");
 }

@@ -745,6 +745,9 @@ impl<E: Endpoint> Endpoint for Corrupting<'_, E> {
     fn set_timeout(&mut self, timeout: std::time::Duration) {
         self.inner.set_timeout(timeout)
     }
+    fn forget(&mut self, peer: Rank) {
+        self.inner.forget(peer)
+    }
     fn isend(
         &mut self,
         dest: Rank,

@@ -5,7 +5,7 @@
 
 use crate::analysis::allpairs::{self, CellObs, Fit, Rule, Topology, Verdict};
 use commbench_core::method::allpairs::{
-    AllPairsCollected, AllPairsConfig, CellStats, RawCell, RoundRaw, Schedule,
+    AllPairsCollected, AllPairsConfig, CellStats, LostRank, RawCell, RoundRaw, Schedule,
 };
 use commbench_core::stats::{self, Interval};
 use commbench_core::transport::error::Result;
@@ -72,9 +72,14 @@ pub struct MatrixSection {
     /// Whether the time budget (`config.max_time_s`) ended a size before its last round.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub budget_reached: bool,
-    /// How much of the matrix each size covered, under a time budget; empty otherwise.
+    /// How much of the matrix each size covered, under a time budget or when a rank was
+    /// lost; empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub coverage: Vec<Coverage>,
+    /// Ranks the run went on without (silent for longer than the round timeout), in the
+    /// order they were found; their cells from then on are missing. Absent: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<LostRank>,
 }
 
 /// How much of the matrix one size covered (the main passes).
@@ -302,7 +307,7 @@ impl MatrixSection {
                 resolution_ns: t.resolution_ns,
             })
             .collect();
-        let coverage = if config.max_time_s.is_some() {
+        let coverage = if config.max_time_s.is_some() || !c.lost.is_empty() {
             sizes.iter().map(|&s| coverage(&c, s)).collect()
         } else {
             Vec::new()
@@ -322,6 +327,7 @@ impl MatrixSection {
             raw_files: None,
             budget_reached: c.budget_reached,
             coverage,
+            lost: c.lost,
         })
     }
 

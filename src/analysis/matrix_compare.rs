@@ -428,6 +428,8 @@ pub(crate) mod synthetic {
                 start_ns: 1000 * u64::from(round),
                 end_ns: 1000 * u64::from(round) + 700,
                 pairs,
+                lost_cells: Vec::new(),
+                lost_ranks: Vec::new(),
             });
         }
         MatrixSection::build(c, AllPairsConfig::default(), Rule::default()).expect("a matrix")

@@ -27,7 +27,7 @@ use crate::analysis::document::{
     Environment, Point, ResultDoc, RunConfig, TimerSection, SCHEMA, SCHEMA_VERSION,
 };
 use crate::analysis::matrix::MatrixCell;
-use commbench_core::method::allpairs::{AllPairsCollected, AllPairsConfig, RoundRaw};
+use commbench_core::method::allpairs::{AllPairsCollected, AllPairsConfig, LostRank, RoundRaw};
 use commbench_core::method::timer::TimerReport;
 use commbench_core::transport::error::{escape_controls, Error, Result};
 use commbench_core::transport::BackendInfo;
@@ -130,6 +130,10 @@ pub struct RoundLine {
     pub round: RoundRaw,
     /// Its cells, as `allpairs.cells[]` holds them.
     pub cells: Vec<MatrixCell>,
+    /// Every rank the run went on without so far, as `allpairs.lost[]` holds them (absent:
+    /// none; streams written before it never lost one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<LostRank>,
 }
 
 /// The last line (`"line": "end"`).
@@ -195,6 +199,7 @@ struct Lines {
     ranks: Option<RanksLine>,
     rounds: Vec<RoundRaw>,
     cells: Vec<MatrixCell>,
+    lost: Vec<LostRank>,
     end: Option<End>,
     /// When the last line with a time was written, seconds after the start.
     last_s: f64,
@@ -300,6 +305,7 @@ fn take(got: &mut Lines, n: usize, v: serde_json::Value) -> Result<()> {
             got.last_s = r.elapsed_s;
             got.rounds.push(r.round);
             got.cells.extend(r.cells);
+            got.lost = r.lost;
         }
         "end" => got.end = Some(body(n, v)?),
         "start" => return Err(malformed(n, "a second start line")),
@@ -423,6 +429,7 @@ fn document(start: Start, got: Lines, cut_short: bool) -> Result<ResultDoc> {
         cells: got.cells,
         // A stream does not say why its rounds ended; the coverage is still computed.
         budget_reached: false,
+        lost: got.lost,
     };
     Ok(assemble::with_matrix(doc, collected, ap.config, ap.rule))
 }

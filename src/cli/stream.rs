@@ -229,11 +229,12 @@ impl Stream {
     }
 
     /// A round with its cells; the ranks' line first, before the first round.
-    fn round(&self, backend: &str, seen: RoundSeen) {
+    fn round(&self, backend: &str, mut seen: RoundSeen) {
         let mut st = self.state();
         if st.sink.is_none() {
             return;
         }
+        let lost = std::mem::take(&mut seen.run.lost);
         if !st.ranks {
             st.ranks = true;
             let run = seen.run;
@@ -254,6 +255,7 @@ impl Stream {
             elapsed_s: self.started.elapsed().as_secs_f64(),
             round: seen.round,
             cells,
+            lost,
         };
         if self.write(&mut st, "round", &line) {
             st.rounds += 1;

@@ -213,6 +213,9 @@ impl<E: Endpoint> Endpoint for Recording<'_, E> {
     fn set_timeout(&mut self, timeout: Duration) {
         self.ep.set_timeout(timeout)
     }
+    fn forget(&mut self, peer: Rank) {
+        self.ep.forget(peer)
+    }
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
         self.ep.isend(dest, tag, buf)
     }

@@ -360,6 +360,16 @@ impl Endpoint for TcpEndpoint {
         backend: "tcp", rank: rank, size: size, timeout: cfg.timeout
     }
 
+    /// Its connections are dropped as if it had closed them: nothing queued for it is
+    /// written, nothing is read from it, and no goodbye is said to it or awaited.
+    fn forget(&mut self, peer: Rank) {
+        for c in self.conns.iter_mut().filter(|c| c.peer == peer) {
+            c.sendq.clear();
+            c.fin_out = true;
+            c.closed = true;
+        }
+    }
+
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
         self.check_peer(dest, "send to")?;
         check_len(buf.len())?;

@@ -82,6 +82,7 @@ pub fn check_join(env: &RankEnv) -> Result<(), Fatal> {
 pub fn over_rendezvous(
     job: &Job,
     rank: impl FnOnce(&mut dyn Rendezvous) -> commbench::core::Result<()>,
+    gone: impl FnOnce() -> Vec<u32>,
 ) -> Result<Ran, Fatal> {
     let mut env = job.rank_env()?;
     if !env.is_local_launcher() {
@@ -94,10 +95,16 @@ pub fn over_rendezvous(
         return Ok(Ran::joined(&env, result));
     }
     let (listener, vars) = hold_rendezvous(&mut env, "127.0.0.1")?;
-    local::run_local(job.timeout, env.size, &vars, || {
-        let mut boot = listener.accept_as_rank0(&env, job.timeout)?;
-        rank(&mut boot)
-    })
+    local::run_local(
+        job.timeout,
+        env.size,
+        &vars,
+        || {
+            let mut boot = listener.accept_as_rank0(&env, job.timeout)?;
+            rank(&mut boot)
+        },
+        gone,
+    )
 }
 
 /// Rank 0 of a local launch holds the rendezvous on `host` with a fresh token: the listener,

@@ -19,15 +19,19 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// A local run: start ranks 1..size as children with `vars`, run rank 0 here with `rank0`,
-/// then reap the children.
+/// then reap the children; those `gone` names after rank 0 finished (the ranks its run went
+/// on without, [`commbench::core::Program::gone`]) are ended rather than waited for.
 pub fn run_local(
     timeout: Duration,
     size: u32,
     vars: &[(String, String)],
     rank0: impl FnOnce() -> Result<(), Error>,
+    gone: impl FnOnce() -> Vec<u32>,
 ) -> Result<Ran, Fatal> {
     let mut children = Children::spawn(size, vars)?;
-    let result = children.reap(rank0(), timeout);
+    let result = rank0();
+    children.end(&gone());
+    let result = children.reap(result, timeout);
     Ok(Ran {
         ranks: size,
         launcher: "local".into(),
@@ -108,6 +112,19 @@ impl Children {
             });
         }
         Ok(kids)
+    }
+
+    /// End the children of `ranks` (silent ranks the run went on without: stopped or hung,
+    /// they would never exit) and forget them: they are not the run's failure.
+    fn end(&mut self, ranks: &[u32]) {
+        for k in self.kids.iter_mut().filter(|k| ranks.contains(&k.rank)) {
+            let _ = k.child.kill();
+            let _ = k.child.wait();
+            if let Some(h) = k.relay.take() {
+                let _ = h.join();
+            }
+        }
+        self.kids.retain(|k| !ranks.contains(&k.rank));
     }
 
     /// Wait for the children after rank 0 finished. On success each must exit 0 within

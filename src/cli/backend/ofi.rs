@@ -126,9 +126,11 @@ impl Backend for Ofi {
     }
 
     fn run<P: Program<Output = ()>>(&self, job: &Job, prog: &P) -> Result<Ran, Fatal> {
-        joining::over_rendezvous(job, |rdv| {
-            commbench_ofi::run_rank_over(rdv, &self.cfg, prog)
-        })
+        joining::over_rendezvous(
+            job,
+            |rdv| commbench_ofi::run_rank_over(rdv, &self.cfg, prog),
+            || prog.gone(),
+        )
     }
 
     #[cfg(feature = "mpi")]

@@ -80,9 +80,13 @@ impl Backend for Shm {
                 None,
             )
         })?;
-        local::run_local(job.timeout, env.size, &vars, || {
-            commbench_shm::run_rank(&env, Some(segment), &self.0, prog).map(drop)
-        })
+        local::run_local(
+            job.timeout,
+            env.size,
+            &vars,
+            || commbench_shm::run_rank(&env, Some(segment), &self.0, prog).map(drop),
+            || prog.gone(),
+        )
     }
 
     #[cfg(feature = "mpi")]

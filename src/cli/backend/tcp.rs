@@ -103,8 +103,12 @@ impl Tcp {
     ) -> Result<Ran, Fatal> {
         let host = self.0.bind_host.as_deref().unwrap_or("127.0.0.1");
         let (listener, vars) = joining::hold_rendezvous(&mut env, host)?;
-        local::run_local(job.timeout, env.size, &vars, || {
-            commbench_tcp::run_rank_with_listener(listener, &env, &self.0, prog).map(drop)
-        })
+        local::run_local(
+            job.timeout,
+            env.size,
+            &vars,
+            || commbench_tcp::run_rank_with_listener(listener, &env, &self.0, prog).map(drop),
+            || prog.gone(),
+        )
     }
 }

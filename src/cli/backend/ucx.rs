@@ -86,9 +86,11 @@ impl Backend for Ucx {
     }
 
     fn run<P: Program<Output = ()>>(&self, job: &Job, prog: &P) -> Result<Ran, Fatal> {
-        joining::over_rendezvous(job, |rdv| {
-            commbench_ucx::run_rank_over(rdv, &self.cfg, prog)
-        })
+        joining::over_rendezvous(
+            job,
+            |rdv| commbench_ucx::run_rank_over(rdv, &self.cfg, prog),
+            || prog.gone(),
+        )
     }
 
     #[cfg(feature = "mpi")]

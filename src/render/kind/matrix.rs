@@ -279,6 +279,7 @@ const BELOW_SHOWN: usize = 5;
 /// The verdicts, or the word that there is none.
 fn verdicts(out: &mut String, m: &MatrixSection) {
     let _ = writeln!(out, "Verdicts");
+    lost(out, m);
     for (k, v) in m.verdicts.iter().enumerate() {
         verdict_lines(out, m, k + 1, v);
     }
@@ -303,6 +304,52 @@ fn verdicts(out: &mut String, m: &MatrixSection) {
     }
     limits(out, m);
     lone_cells(out, m);
+}
+
+/// The ranks the run went on without: where each fell silent and what of the matrix it
+/// took with it.
+fn lost(out: &mut String, m: &MatrixSection) {
+    for l in &m.lost {
+        let host = m
+            .hosts
+            .get(l.rank as usize)
+            .map_or(String::new(), |h| format!(" ({h})"));
+        let when = match l.round.and_then(|i| m.rounds.get(i as usize)) {
+            Some(r) => {
+                let of = m
+                    .rounds
+                    .iter()
+                    .filter(|o| o.size == r.size && o.pass == r.pass && o.retest == r.retest)
+                    .count();
+                let what = if r.retest { "retest" } else { "round" };
+                let pass = if m.config.passes > 1 && !r.retest {
+                    format!(" of pass {} of {}", r.pass + 1, m.config.passes)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "by the end of {what} {} of {of}{pass} at {}",
+                    r.index + 1,
+                    size_words(r.size)
+                )
+            }
+            None => "before the first round ended".into(),
+        };
+        let missing: usize = m
+            .rounds
+            .iter()
+            .flat_map(|r| r.lost_cells.iter())
+            .filter(|&&(a, b)| a == l.rank || b == l.rank)
+            .count();
+        let s = format!(
+            "lost: rank {}{host} fell silent {when} and was given up on {} after the run \
+             started (silent for longer than the round timeout, twice); the run went on \
+             without it: {missing} of its cells were not measured, every other cell is kept",
+            l.rank,
+            duration(l.at_ns)
+        );
+        hang(out, &s, "  ", "    ", 98);
+    }
 }
 
 /// The kinds of element the model tests: "node, link or dimension" on the hypercube.

@@ -13,10 +13,11 @@
 //! started, so interference local in time shows. After the round every source sends its
 //! cells to rank 0 as fixed-size summaries ([`cell::CellRecord`]; the raw trials stay where
 //! they were measured, [`cell::RawMode`]), and rank 0 keeps everything measured so far
-//! ([`AllPairsCollected`]) for a run that fails or is stopped later. On a backend without
-//! collectives of its own, the summaries travel up a binomial tree and the word to go on
-//! down it ([`crate::transport::control`]): rank 0 exchanges `log2(n)` messages a round,
-//! not `n - 1`.
+//! ([`AllPairsCollected`]) for a run that fails or is stopped later. The summaries travel up
+//! a binomial tree and the word to go on down it, on every backend ([`steps`]): rank 0
+//! exchanges `log2(n)` messages a round, not `n - 1`. A rank silent for longer than the
+//! round timeout is found at that step, named ([`LostRank`]), and the run goes on without
+//! it: its cells are lost, every other is kept.
 //!
 //! After every size and pass, rank 0 may name pairs to measure again, one pair at a time
 //! in the machine and with more trials ([`AllPairs::with_retest`]): the confirmation of a
@@ -26,10 +27,11 @@
 pub mod cell;
 pub mod pair;
 pub mod schedule;
+pub mod steps;
 
 use crate::method::benchmark::Benchmark;
 use crate::method::engine::{
-    agree_stop, measure_size, Collected, Kernel, KernelSpec, SizeRun, StopFlag, TrialState,
+    measure_size, Collected, Kernel, KernelSpec, SizeRun, StopFlag, TrialState,
 };
 use crate::method::kernels::Pattern;
 use crate::method::timer::{self, TimerReport};
@@ -40,6 +42,7 @@ pub use cell::{CellRecord, CellStats, RawCell, RawMode, RawSink};
 pub use schedule::{rounds, Pair, Schedule};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
+use steps::Steps;
 
 /// What an all-pairs run does besides the method's own settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,6 +139,28 @@ pub struct RoundRaw {
     pub end_ns: u64,
     /// Its pairs `(first, second)`; with both cells unless the schedule is `shift`.
     pub pairs: Vec<Pair>,
+    /// Its cells `(source, dest)` that rank 0 did not get: a rank of the pair was lost (or
+    /// fell silent in the round), or the cell was not measured. Documents written before it
+    /// have every cell of every round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_cells: Vec<(Rank, Rank)>,
+    /// Ranks found lost when its cells were collected ([`AllPairsCollected::lost`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_ranks: Vec<Rank>,
+}
+
+/// A rank the run went on without: silent for longer than the round timeout at a step
+/// between rounds (its word never came, nor its answer when rank 0 asked it directly).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LostRank {
+    /// The rank.
+    pub rank: Rank,
+    /// The round whose cells were being collected when it was found lost (its index in
+    /// [`AllPairsCollected::rounds`]; it may have fallen silent in that round or before
+    /// it); `None`: before the first round's cells.
+    pub round: Option<u32>,
+    /// When rank 0 gave up on it, ns after the run started.
+    pub at_ns: u64,
 }
 
 /// The rounds of one pass, shared by the ranks of a process.
@@ -161,6 +186,9 @@ pub struct AllPairsCollected {
     /// Whether [`AllPairsConfig::max_time_s`] ended a size before its last round.
     #[serde(default)]
     pub budget_reached: bool,
+    /// Ranks the run went on without, in the order they were found ([`steps`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<LostRank>,
 }
 
 /// Where a run is, given on rank 0 at the start of every round.
@@ -376,29 +404,41 @@ impl<'a> AllPairs<'a> {
 }
 
 /// What every round of a rank's run shares: when the run started (rank 0's clock), this
-/// rank's `(min_ov, res_timing)`, its kernels.
+/// rank's `(min_ov, res_timing)`, its kernels, the steps between rounds.
 struct Ctx {
     t0: u64,
     timer: (i64, f64),
     kernels: Kernels,
     /// Rounds this rank has run: the index of the next in [`AllPairsCollected::rounds`].
     rounds_run: u32,
+    /// The steps between rounds, and the ranks the run goes on without.
+    steps: Steps,
+    /// This rank's cells of the round just run, for the next step.
+    mine: Vec<CellRecord>,
+    /// Rank 0: the round just run, its cells awaited at the next step (`end_ns` not yet
+    /// known).
+    open: Option<(u32, RoundRaw)>,
 }
 
 impl AllPairs<'_> {
-    /// `f` on `ep` (a control-plane step between rounds) with waits of the configured round
-    /// timeout, or 100 times the run's ([`pair::patiently`]).
+    /// The round timeout: the configured one, or 100 times the run's.
+    fn round_wait<E: Endpoint>(&self, ep: &E) -> std::time::Duration {
+        let given = self.config.round_timeout_s;
+        if given.is_finite() && given > 0.0 {
+            std::time::Duration::from_secs_f64(given.min(1e9))
+        } else {
+            ep.timeout().saturating_mul(100)
+        }
+    }
+
+    /// `f` on `ep` (a control-plane step before the rounds) with waits of the round timeout
+    /// ([`pair::patiently`]).
     fn between_rounds<E: Endpoint, T>(
         &self,
         ep: &mut E,
         f: impl FnOnce(&mut E) -> Result<T>,
     ) -> Result<T> {
-        let given = self.config.round_timeout_s;
-        let wait = if given.is_finite() && given > 0.0 {
-            std::time::Duration::from_secs_f64(given.min(1e9))
-        } else {
-            ep.timeout().saturating_mul(100)
-        };
+        let wait = self.round_wait(ep);
         pair::patiently(ep, wait, f)
     }
 }
@@ -412,46 +452,163 @@ struct RoundPlan<'p> {
     pairs: &'p [Pair],
 }
 
+/// What a step between rounds precedes, as every rank knows it.
+#[derive(Debug, Clone, Copy)]
+enum Next {
+    /// A round at `size`; a main round under a time budget has its size's `deadline` (rank
+    /// 0's clock).
+    Round { size: u64, deadline: Option<u64> },
+    /// The choice of the pairs of `size` to measure again.
+    Retests { size: u64 },
+    /// The end of the run.
+    End,
+}
+
+/// Rank 0's word at a step, as every live rank hears it.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Word {
+    /// The signal of a stop asked for (0: go on).
+    #[serde(default)]
+    stop: i32,
+    /// The time budget of the size is spent: its other rounds are skipped.
+    #[serde(default)]
+    spent: bool,
+    /// The threshold of the round's cells ([`AllPairsConfig::separate_factor`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    threshold: Option<f64>,
+    /// The pairs to measure again, `(first, second)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    retests: Vec<(Rank, Rank)>,
+}
+
 impl AllPairs<'_> {
-    /// Every rank says whether a stop was asked of it and all hear whether to go on or stop
-    /// (the signal), as rank 0 decides ([`agree_stop`]). Rank 0 answers only once every rank
-    /// has sent its last round's cells, so the answer also starts the round.
-    fn go<E: Endpoint>(&self, ep: &mut E) -> Result<Option<i32>> {
-        self.between_rounds(ep, |ep| agree_stop(ep, self.stop))
-            .phase("start of a round")
+    /// The step before what `next` names ([`steps`]): this rank's cells of the round just
+    /// run and whether a stop was asked of it go to rank 0, which keeps the round, names the
+    /// ranks found lost, and answers with its word. Returns the word and whether it came
+    /// late (the round it starts is to be skipped).
+    fn step<E: Endpoint>(&self, ep: &mut E, ctx: &mut Ctx, next: Next) -> Result<(Word, bool)> {
+        let asked = self.stop.and_then(StopFlag::requested).unwrap_or(0);
+        let mut up = asked.to_le_bytes().to_vec();
+        serde_json::to_writer(&mut up, &ctx.mine)
+            .map_err(|e| Error::Protocol(format!("encoding cells: {e}")))?;
+        ctx.mine.clear();
+        let open = ctx.open.take();
+        let t0 = ctx.t0;
+        let answer = ctx.steps.step(ep, &up, |ep, words, newly_lost| {
+            self.decide(ep, (t0, open), words, newly_lost, next)
+        })?;
+        let word: Word = serde_json::from_slice(&answer.payload)
+            .map_err(|e| Error::Protocol(format!("rank 0's word between rounds: {e}")))?;
+        Ok((word, answer.late))
     }
 
-    /// The threshold of a round's cells at `size` ([`AllPairsConfig::separate_factor`]):
-    /// rank 0 takes the factor times the median of the cells of that size measured so far and
-    /// tells every rank. `None` without the factor, under a fixed count, and before any cell
-    /// of the size was measured.
-    fn threshold<E: Endpoint>(&self, ep: &mut E, size: u64) -> Result<Option<f64>> {
-        let Some(factor) = self.config.separate_factor else {
-            return Ok(None);
-        };
-        if self.method.until.is_none() {
-            return Ok(None);
+    /// Rank 0 at a step: the words of the ranks that answered read (each its stop word and
+    /// its cells of the `open` round, checked to be cells it timed there), the round kept
+    /// with the cells that did not come and the ranks found lost, and the word for `next`
+    /// made.
+    fn decide<E: Endpoint>(
+        &self,
+        ep: &mut E,
+        (t0, open): (u64, Option<(u32, RoundRaw)>),
+        words: std::collections::BTreeMap<Rank, Vec<u8>>,
+        newly_lost: &[Rank],
+        next: Next,
+    ) -> Result<Vec<u8>> {
+        let now = ep.now_ns();
+        let mut word = Word::default();
+        let mut cells = Vec::new();
+        let timed: std::collections::HashSet<(Rank, Rank)> = open
+            .iter()
+            .flat_map(|(_, round)| round.pairs.iter().flat_map(|p| p.cells()))
+            .collect();
+        for (r, w) in &words {
+            let (stop, body) = w
+                .split_at_checked(4)
+                .ok_or_else(|| Error::Protocol(format!("rank {r}'s word of {} bytes", w.len())))?;
+            if word.stop == 0 {
+                word.stop = i32::from_le_bytes([stop[0], stop[1], stop[2], stop[3]]);
+            }
+            let v: Vec<CellRecord> = serde_json::from_slice(body)
+                .map_err(|e| Error::Protocol(format!("rank {r}'s cells: {e}")))?;
+            if let Some((index, round)) = &open {
+                check_cells(*r, &v, (*index, round.size), &timed)?;
+            } else if let Some(c) = v.first() {
+                return Err(Error::Protocol(format!(
+                    "rank {r} reported cell {} -> {} with no round under way",
+                    c.source, c.dest
+                )));
+            }
+            cells.extend(v);
         }
-        let mut word = Vec::new();
-        if ep.rank() == 0 {
-            let m = self.medians.lock().unwrap_or_else(|p| p.into_inner());
-            let mut v: Vec<f64> = m
-                .iter()
-                .filter(|(s, x)| *s == size && x.is_finite())
-                .map(|&(_, x)| x)
-                .collect();
-            crate::stats::sort_samples(&mut v);
-            let t = crate::stats::median(&v).map_or(f64::NAN, |x| x * factor);
-            word = t.to_le_bytes().to_vec();
+        let end_ns = now.saturating_sub(t0);
+        let after = open
+            .as_ref()
+            .map(|(i, _)| *i)
+            .or_else(|| with(&self.collected, |c| c.rounds.len().checked_sub(1)).map(|i| i as u32));
+        with(&self.collected, |c| {
+            c.lost.extend(newly_lost.iter().map(|&rank| LostRank {
+                rank,
+                round: after,
+                at_ns: end_ns,
+            }))
+        });
+        if let Some((index, mut round)) = open {
+            round.end_ns = end_ns;
+            if cells.len() < timed.len() {
+                let got: std::collections::HashSet<(Rank, Rank)> =
+                    cells.iter().map(|c| (c.source, c.dest)).collect();
+                round.lost_cells = round
+                    .pairs
+                    .iter()
+                    .flat_map(|p| p.cells())
+                    .filter(|c| !got.contains(c))
+                    .collect();
+            }
+            round.lost_ranks = newly_lost.to_vec();
+            if !round.retest {
+                self.keep_medians(round.size, &cells);
+            }
+            self.keep_round(index, round, cells)?;
         }
-        self.between_rounds(ep, |ep| ep.broadcast(0, &mut word))
-            .phase("sharing the cells' threshold")?;
-        let b: [u8; 8] = word
-            .as_slice()
-            .try_into()
-            .map_err(|_| Error::Protocol(format!("a threshold of {} bytes", word.len())))?;
-        let t = f64::from_le_bytes(b);
-        Ok((t.is_finite() && t > 0.0).then_some(t))
+        match next {
+            Next::Round { size, deadline } => {
+                word.spent = deadline.is_some_and(|d| now >= d);
+                if word.spent {
+                    with(&self.collected, |c| c.budget_reached = true);
+                }
+                word.threshold = self.threshold(size);
+            }
+            Next::Retests { size } => {
+                if let Some(pick) = self.retest {
+                    let n = with(&self.collected, |c| c.ranks);
+                    // Picked under the lock, not from a copy: a copy of a million cells
+                    // would double rank 0's memory at the end of each size.
+                    word.retests = with(&self.collected, |c| pick(c, size))
+                        .into_iter()
+                        .filter(|&(a, b)| a < n && b < n && a != b)
+                        .collect();
+                }
+            }
+            Next::End => {}
+        }
+        serde_json::to_vec(&word).map_err(|e| Error::Protocol(format!("encoding a word: {e}")))
+    }
+
+    /// The threshold of a round's cells at `size` ([`AllPairsConfig::separate_factor`]),
+    /// on rank 0: the factor times the median of the cells of that size measured so far.
+    /// `None` without the factor, under a fixed count, and before any cell of the size.
+    fn threshold(&self, size: u64) -> Option<f64> {
+        let factor = self.config.separate_factor?;
+        self.method.until.as_ref()?;
+        let m = self.medians.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<f64> = m
+            .iter()
+            .filter(|(s, x)| *s == size && x.is_finite())
+            .map(|&(_, x)| x)
+            .collect();
+        crate::stats::sort_samples(&mut v);
+        let t = crate::stats::median(&v).map_or(f64::NAN, |x| x * factor);
+        (t.is_finite() && t > 0.0).then_some(t)
     }
 
     /// Rank 0 keeps the median of each cell of a round at `size` for later rounds'
@@ -464,9 +621,16 @@ impl AllPairs<'_> {
         m.extend(cells.iter().map(|c| (size, c.stats.median)));
     }
 
-    /// One round on this rank: the cells of its pair measured, summarised, their raw trials
-    /// kept as [`RawMode`] says, the summaries sent to rank 0.
-    fn round<E: Endpoint>(&self, ep: &mut E, plan: RoundPlan<'_>, ctx: &mut Ctx) -> Result<()> {
+    /// One round on this rank: the cells of its pair measured (but a pair with a lost rank,
+    /// and the rest of a pair whose peer fell silent in it), summarised, their raw trials
+    /// kept as [`RawMode`] says; the summaries go to rank 0 at the next step.
+    fn round<E: Endpoint>(
+        &self,
+        ep: &mut E,
+        plan: RoundPlan<'_>,
+        threshold: Option<f64>,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
         let (t0, timer) = (ctx.t0, ctx.timer);
         // Every rank runs every round, so each counts them as rank 0 does.
         let index = ctx.rounds_run;
@@ -480,17 +644,28 @@ impl AllPairs<'_> {
         };
         let (mut mine, mut raw) = (Vec::new(), Vec::new());
         let at = || format!("round {} at {} B", plan.index, plan.size);
-        let threshold = self.threshold(ep, plan.size).phase_with(at)?;
-        for p in plan.pairs.iter().filter(|p| p.has(me)) {
+        let steps = &ctx.steps;
+        let live = |p: &&Pair| !steps.is_lost(p.first) && !steps.is_lost(p.second);
+        for p in plan.pairs.iter().filter(|p| p.has(me)).filter(live) {
             for (s, d) in p.cells() {
-                let point = measure_cell(
+                let point = match measure_cell(
                     ep,
                     (s, d, plan.size),
                     (&self.method, trials, threshold),
                     timer,
                     &mut ctx.kernels,
-                )
-                .phase_with(|| format!("{}: cell {s} -> {d}", at()))?;
+                ) {
+                    Ok(point) => point,
+                    // The peer fell silent or went: the pair's cells are lost, the round
+                    // goes on, and the step after it finds out whether the peer is. The
+                    // kernels are made again: a buffer may be left with a receive that never
+                    // completed.
+                    Err(e) if steps::is_silence(&e) => {
+                        ctx.kernels = Kernels::default();
+                        break;
+                    }
+                    Err(e) => return Err(e.in_phase(format!("{}: cell {s} -> {d}", at()))),
+                };
                 if let Some(point) = point {
                     mine.push(self.record((s, d, index), plan.retest, point, &mut raw)?);
                 }
@@ -500,27 +675,24 @@ impl AllPairs<'_> {
             sink.write(me, &raw)
                 .phase_with(|| format!("{}: writing the raw trials", at()))?;
         }
-        let bytes = serde_json::to_vec(&mine)
-            .map_err(|e| Error::Protocol(format!("encoding cells: {e}")))?;
-        let all = self
-            .between_rounds(ep, |ep| ep.gather(0, &bytes))
-            .phase_with(|| format!("{}: collecting cells", at()))?;
-        let Some(all) = all else { return Ok(()) };
-        let end_ns = ep.now_ns().saturating_sub(t0);
-        let cells = received(&all, &plan, index)?;
-        if !plan.retest {
-            self.keep_medians(plan.size, &cells);
+        ctx.mine = mine;
+        if me == 0 {
+            ctx.open = Some((
+                index,
+                RoundRaw {
+                    size: plan.size,
+                    pass: plan.pass,
+                    index: plan.index,
+                    retest: plan.retest,
+                    start_ns,
+                    end_ns: 0,
+                    pairs: plan.pairs.to_vec(),
+                    lost_cells: Vec::new(),
+                    lost_ranks: Vec::new(),
+                },
+            ));
         }
-        let round = RoundRaw {
-            size: plan.size,
-            pass: plan.pass,
-            index: plan.index,
-            retest: plan.retest,
-            start_ns,
-            end_ns,
-            pairs: plan.pairs.to_vec(),
-        };
-        self.keep_round(index, round, cells)
+        Ok(())
     }
 
     /// The record of cell `(source, dest)` of round `index` measured as `point`, its trials
@@ -578,6 +750,7 @@ impl AllPairs<'_> {
                     rounds: Vec::new(),
                     cells: Vec::new(),
                     budget_reached: false,
+                    lost: c.lost.clone(),
                 },
             });
             c.rounds.push(round);
@@ -593,31 +766,25 @@ impl AllPairs<'_> {
     }
 }
 
-/// The cells of round `index` as every rank sent them to rank 0 (`all`, by rank), each rank
-/// checked to report the cells it timed in the round, and only those.
-fn received(all: &[Vec<u8>], plan: &RoundPlan<'_>, index: u32) -> Result<Vec<CellRecord>> {
-    let timed: std::collections::HashSet<(Rank, Rank)> =
-        plan.pairs.iter().flat_map(|p| p.cells()).collect();
-    let mut cells = Vec::new();
-    for (r, b) in all.iter().enumerate() {
-        let v: Vec<CellRecord> = serde_json::from_slice(b)
-            .map_err(|e| Error::Protocol(format!("rank {r}'s cells: {e}")))?;
-        let ours = |c: &CellRecord| {
-            c.source as usize == r
-                && c.round == index
-                && c.size == plan.size
-                && timed.contains(&(c.source, c.dest))
-        };
-        if let Some(c) = v.iter().find(|c| !ours(c)) {
-            return Err(Error::Protocol(format!(
-                "rank {r} reported cell {} -> {} at {} B of round {}, not one it timed in round \
-                 {index}",
-                c.source, c.dest, c.size, c.round
-            )));
-        }
-        cells.extend(v);
+/// Rank `r`'s cells `v` of round `index` at `size`, checked to be cells it timed there
+/// (`timed`, the round's cells).
+fn check_cells(
+    r: Rank,
+    v: &[CellRecord],
+    (index, size): (u32, u64),
+    timed: &std::collections::HashSet<(Rank, Rank)>,
+) -> Result<()> {
+    let ours = |c: &CellRecord| {
+        c.source == r && c.round == index && c.size == size && timed.contains(&(c.source, c.dest))
+    };
+    match v.iter().find(|c| !ours(c)) {
+        Some(c) => Err(Error::Protocol(format!(
+            "rank {r} reported cell {} -> {} at {} B of round {}, not one it timed in round \
+             {index}",
+            c.source, c.dest, c.size, c.round
+        ))),
+        None => Ok(()),
     }
-    Ok(cells)
 }
 
 /// The ping-pong kernels of this rank, one per role in a pair (0: source, 1: dest), their
@@ -719,11 +886,15 @@ impl Program for AllPairs<'_> {
             timer,
             kernels: Kernels::default(),
             rounds_run: 0,
+            steps: Steps::new(n, self.round_wait(ep)),
+            mine: Vec::new(),
+            open: None,
         };
         let ctx = &mut ctx;
         // Each pass's rounds are made when it starts (a run of many passes holds one).
         let pass_rounds = |p: u32| self.pass_rounds(n, p);
         let sizes = self.method.sizes.clone();
+        let nsizes = sizes.len();
         // Every pass has as many rounds as the first (the progress's unit).
         let per_size = (pass_rounds(0).len() as u64).saturating_mul(u64::from(self.config.passes));
         for (si, &size) in sizes.iter().enumerate() {
@@ -731,13 +902,14 @@ impl Program for AllPairs<'_> {
             // The budget's share of the sizes up to this one (what an earlier size left over
             // carries on), from the run's start on rank 0's clock.
             let deadline = self.config.max_time_s.map(|t| {
-                let share = t * (si + 1) as f64 / sizes.len() as f64;
+                let share = t * (si + 1) as f64 / nsizes as f64;
                 begun.saturating_add((share * 1e9).min(u64::MAX as f64 / 2.0) as u64)
             });
             'size: for pass in 0..self.config.passes {
                 for (index, pairs) in pass_rounds(pass).iter().enumerate() {
-                    self.stop_point(ep, si, sizes.len())?;
-                    if self.spent(ep, deadline)? {
+                    let (word, late) = self.step(ep, ctx, Next::Round { size, deadline })?;
+                    stopped(&word, si, nsizes)?;
+                    if word.spent {
                         break 'size;
                     }
                     here += 1;
@@ -745,13 +917,13 @@ impl Program for AllPairs<'_> {
                         ep,
                         AllPairsProgress {
                             size_index: si,
-                            sizes: sizes.len(),
+                            sizes: nsizes,
                             size,
                             round: here,
                             rounds: per_size.max(here),
                             retest: false,
                             run_done: (si as f64 + here as f64 / per_size.max(here).max(1) as f64)
-                                / sizes.len() as f64,
+                                / nsizes as f64,
                         },
                     );
                     let plan = RoundPlan {
@@ -761,34 +933,37 @@ impl Program for AllPairs<'_> {
                         retest: false,
                         pairs,
                     };
-                    self.round(ep, plan, ctx)?;
+                    self.run_round(ep, plan, (word.threshold, late), ctx)?;
                 }
             }
-            self.retests(ep, size, (si, sizes.len()), ctx)?;
+            self.retests(ep, size, (si, nsizes), ctx)?;
         }
-        self.between_rounds(ep, |ep| ep.barrier())
-            .phase("final barrier")
+        self.step(ep, ctx, Next::End).map(|_| ())
+    }
+
+    /// A rank the run went on without (a simulated silent node) returns nothing.
+    fn lost(&self, _rank: Rank) -> Result<()> {
+        Ok(())
+    }
+
+    fn gone(&self) -> Vec<Rank> {
+        with(&self.collected, |c| c.lost.iter().map(|l| l.rank).collect())
+    }
+}
+
+/// The stop a step's `word` says was asked for, after `done` of `sizes` sizes.
+fn stopped(word: &Word, done: usize, sizes: usize) -> Result<()> {
+    match word.stop {
+        0 => Ok(()),
+        signal => Err(Error::Interrupted {
+            signal,
+            done,
+            sizes,
+        }),
     }
 }
 
 impl AllPairs<'_> {
-    /// Whether the time budget of this size ran out (`deadline` on rank 0's clock): rank 0
-    /// decides and every rank hears it; a round is started only before the deadline, so a
-    /// run ends within one round of it. Recorded on rank 0.
-    fn spent<E: Endpoint>(&self, ep: &mut E, deadline: Option<u64>) -> Result<bool> {
-        let Some(deadline) = deadline else {
-            return Ok(false);
-        };
-        let mut word = vec![u8::from(ep.rank() == 0 && ep.now_ns() >= deadline)];
-        self.between_rounds(ep, |ep| ep.broadcast(0, &mut word))
-            .phase("sharing whether the time budget is spent")?;
-        let spent = word.first() == Some(&1);
-        if spent && ep.rank() == 0 {
-            with(&self.collected, |c| c.budget_reached = true);
-        }
-        Ok(spent)
-    }
-
     /// The rounds of pass `pass` over `n` ranks, from the process's copy when it holds this
     /// pass's.
     fn pass_rounds(&self, n: u32, pass: u32) -> PassRounds {
@@ -804,18 +979,20 @@ impl AllPairs<'_> {
         r
     }
 
-    /// The safe point before a round: stop when rank 0 was asked to.
-    fn stop_point<E: Endpoint>(&self, ep: &mut E, done: usize, sizes: usize) -> Result<()> {
-        if let Some(signal) = self.go(ep)? {
-            self.between_rounds(ep, |ep| ep.barrier())
-                .phase("final barrier")?;
-            return Err(Error::Interrupted {
-                signal,
-                done,
-                sizes,
-            });
+    /// Round `plan` on this rank, or, when the word that started it came `late`, its place
+    /// counted and its cells skipped (the peers gave up on this rank's cells meanwhile).
+    fn run_round<E: Endpoint>(
+        &self,
+        ep: &mut E,
+        plan: RoundPlan<'_>,
+        (threshold, late): (Option<f64>, bool),
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        if late {
+            ctx.rounds_run += 1;
+            return Ok(());
         }
-        Ok(())
+        self.round(ep, plan, threshold, ctx)
     }
 
     fn report<E: Endpoint>(&self, ep: &E, p: AllPairsProgress) {
@@ -825,7 +1002,7 @@ impl AllPairs<'_> {
     }
 
     /// After a size: rank 0 asks the caller which pairs to measure again and tells every
-    /// rank; each is then measured alone, both ways.
+    /// rank at the step; each is then measured alone, both ways.
     fn retests<E: Endpoint>(
         &self,
         ep: &mut E,
@@ -833,39 +1010,30 @@ impl AllPairs<'_> {
         (si, nsizes): (usize, usize),
         ctx: &mut Ctx,
     ) -> Result<()> {
-        let Some(pick) = self.retest else {
+        if self.retest.is_none() {
             return Ok(());
-        };
-        let n = ep.size();
-        let mut word = Vec::new();
-        if ep.rank() == 0 {
-            // Picked under the lock, not from a copy: a copy of a million cells would double
-            // rank 0's memory at the end of each size.
-            for (a, b) in with(&self.collected, |c| pick(c, size)) {
-                if a < n && b < n && a != b {
-                    word.extend_from_slice(&a.to_le_bytes());
-                    word.extend_from_slice(&b.to_le_bytes());
-                }
-            }
         }
-        self.between_rounds(ep, |ep| ep.broadcast(0, &mut word))
-            .phase("naming the pairs to retest")?;
-        if word.len() % 8 != 0 {
-            return Err(Error::Protocol(format!(
-                "retest list of {} bytes",
-                word.len()
-            )));
-        }
+        let (word, _) = self.step(ep, ctx, Next::Retests { size })?;
+        stopped(&word, si, nsizes)?;
         let pairs: Vec<Pair> = word
-            .chunks_exact(8)
-            .map(|c| Pair {
-                first: u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
-                second: u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+            .retests
+            .iter()
+            .map(|&(first, second)| Pair {
+                first,
+                second,
                 both: true,
             })
             .collect();
         for (index, p) in pairs.iter().enumerate() {
-            self.stop_point(ep, si, nsizes)?;
+            let (word, late) = self.step(
+                ep,
+                ctx,
+                Next::Round {
+                    size,
+                    deadline: None,
+                },
+            )?;
+            stopped(&word, si, nsizes)?;
             self.report(
                 ep,
                 AllPairsProgress {
@@ -885,7 +1053,7 @@ impl AllPairs<'_> {
                 retest: true,
                 pairs: std::slice::from_ref(p),
             };
-            self.round(ep, plan, ctx)?;
+            self.run_round(ep, plan, (word.threshold, late), ctx)?;
         }
         Ok(())
     }

@@ -781,9 +781,13 @@ impl<'c> Kernel<'c> {
         let (e_ns, r_ns, s_ns) = (t.e.ns(n), t.r.ns(n), t.s.ns(n));
         let what =
             || format!("the copy in flight of a {n}-byte message from node {src} to node {dest}");
-        let carried = self.cfg.carry_bytes.map_or(data.len(), |c| {
-            data.len().min(usize::try_from(c).unwrap_or(usize::MAX))
-        });
+        // The out-of-band control plane carries what it says whole: it is read, not timed.
+        let carried = match self.cfg.carry_bytes {
+            Some(c) if !out_of_band(tag) => {
+                data.len().min(usize::try_from(c).unwrap_or(usize::MAX))
+            }
+            _ => data.len(),
+        };
         let data = &data[..carried];
         if let Some(i) = self.free_msgs.pop() {
             let m = &mut self.msgs[i as usize];

@@ -12,8 +12,9 @@
 //! receives a child's word late. A rank that has not answered when the round timeout has
 //! passed a second time is lost: rank 0 names it in the answer, every rank drops it from
 //! the tree and from its pairs, and the run goes on without it. A rank whose parent in the
-//! answer's tree fell silent before passing the answer on asks rank 0 for it (`PULL`) and
-//! hears it late, at rank 0's next step; it then skips that round's cells.
+//! answer's tree fell silent before passing the answer on asks rank 0 for it (`PULL`), at once
+//! when rank 0 already asks about the next step, and hears it late, at rank 0's next step; it
+//! then skips that round's cells. Cut off from the last answer of the run, it simply ends.
 //!
 //! Every message names its step (the epoch), so a word that arrives after its step is
 //! dropped, and one that arrives early is kept for its step. Rank 0 cannot be lost: it is
@@ -86,6 +87,11 @@ pub struct Steps {
     posted: Option<ReqId>,
     /// Messages of later steps, kept for them.
     early: VecDeque<Msg>,
+    /// The buffer of the last first part received, for the next receive.
+    spare: Vec<u8>,
+    /// Rank 0 asked this rank about a later step than the one it waits in: the answer of
+    /// its own never came (its parent fell silent before passing it on).
+    behind: bool,
     /// Rank 0: the last answer sent, by epoch (what a `PULL` is answered with).
     last_answer: Option<(u32, Vec<u8>)>,
 }
@@ -106,6 +112,8 @@ impl Steps {
             wait,
             posted: None,
             early: VecDeque::new(),
+            spare: Vec::new(),
+            behind: false,
             last_answer: None,
         }
     }
@@ -118,10 +126,6 @@ impl Steps {
     /// The ranks lost so far, in the order they were found.
     pub fn lost(&self) -> &[Rank] {
         &self.lost
-    }
-
-    fn wait_ns(&self) -> u64 {
-        u64::try_from(self.wait.as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// This rank's parent and children in the tree of the live ranks rooted at rank 0.
@@ -167,9 +171,8 @@ impl Steps {
         words.insert(0, up.to_vec());
         let (_, children) = self.place(0);
         let mut waiting: BTreeSet<Rank> = children.into_iter().collect();
-        let deadline = ep.now_ns().saturating_add(self.wait_ns());
         while !waiting.is_empty() {
-            let Some(m) = self.next(ep, deadline)? else {
+            let Some(m) = self.next(ep, self.wait)? else {
                 break;
             };
             if m.kind == UP {
@@ -188,9 +191,8 @@ impl Steps {
             for &r in &asked {
                 send(ep, r, ASK, e, &[])?;
             }
-            let deadline = ep.now_ns().saturating_add(self.wait_ns());
             while !missing(&words, &self.live).is_empty() {
-                let Some(m) = self.next(ep, deadline)? else {
+                let Some(m) = self.next(ep, self.wait)? else {
                     break;
                 };
                 self.root_takes(ep, m, &mut words)?;
@@ -255,9 +257,8 @@ impl Steps {
         let mut waiting: BTreeSet<Rank> = children.into_iter().collect();
         // Asked by rank 0: everything held went to it, and whatever comes later goes too.
         let mut direct = false;
-        let deadline = ep.now_ns().saturating_add(self.wait_ns());
         while !waiting.is_empty() {
-            let Some(m) = self.next(ep, deadline)? else {
+            let Some(m) = self.next(ep, self.wait)? else {
                 break;
             };
             match m.kind {
@@ -282,11 +283,13 @@ impl Steps {
                 send(ep, 0, DIRECT, e, &held)?;
             }
         }
+        // Rank 0's answer, asked for again when it does not come, or at once when rank 0
+        // already asks about the next step (it went on, and this rank's parent did not pass
+        // its answer on).
         let mut pulled = false;
         loop {
-            let patience = self.wait_ns().saturating_mul(u64::from(DOWN_WAITS));
-            let deadline = ep.now_ns().saturating_add(patience);
-            while let Some(m) = self.next(ep, deadline)? {
+            let patience = self.wait.saturating_mul(DOWN_WAITS);
+            while let Some(m) = self.next(ep, patience)? {
                 match m.kind {
                     DOWN => return self.answered(ep, m),
                     ASK => {
@@ -320,6 +323,7 @@ impl Steps {
     /// rank's children in the tree of the ranks still live.
     fn answered<E: Endpoint>(&mut self, ep: &mut E, m: Msg) -> Result<Answer> {
         let me = ep.rank();
+        self.behind = false;
         let (lost, late, payload) = parse_answer(&m.body, self.n)?;
         if lost.contains(&me) {
             return Err(Error::PeerLost {
@@ -366,28 +370,28 @@ impl Steps {
         b
     }
 
-    /// The next message of this step, or of an earlier one that still matters, before
-    /// `deadline` (the endpoint's clock); `None` when the deadline passed first.
-    fn next<E: Endpoint>(&mut self, ep: &mut E, deadline: u64) -> Result<Option<Msg>> {
+    /// The next message of this step, or of an earlier one that still matters; `None` when
+    /// no message came for `patience` (a wait of the transport's own, so that a step costs
+    /// no clock reads: the bound is on silence, as `--timeout`'s is), or when rank 0 asks
+    /// about a later step (this rank is behind).
+    fn next<E: Endpoint>(&mut self, ep: &mut E, patience: Duration) -> Result<Option<Msg>> {
         let epoch = self.epoch;
         self.early.retain(|m| m.epoch >= epoch);
         if let Some(i) = self.early.iter().position(|m| m.epoch == epoch) {
             return Ok(self.early.remove(i));
         }
         loop {
-            let now = ep.now_ns();
-            if now >= deadline {
-                return Ok(None);
-            }
             let req = match self.posted {
                 Some(r) => r,
                 None => {
-                    let r = ep.irecv(Src::Any, TagSel::Tag(TAG_STEP), vec![0; HEAD + INLINE])?;
+                    let mut buf = std::mem::take(&mut self.spare);
+                    buf.resize(HEAD + INLINE, 0);
+                    let r = ep.irecv(Src::Any, TagSel::Tag(TAG_STEP), buf)?;
                     self.posted = Some(r);
                     r
                 }
             };
-            ep.set_timeout(Duration::from_nanos(deadline - now));
+            ep.set_timeout(patience);
             let got = ep.wait(req);
             // Sends and the rest of a message wait as long as a round may.
             ep.set_timeout(self.wait);
@@ -397,15 +401,24 @@ impl Steps {
                 Err(e) => return Err(e),
             };
             self.posted = None;
-            let Some(m) = self.whole(ep, c.peer, &c.buf[..c.len])? else {
+            let m = self.whole(ep, c.peer, &c.buf[..c.len])?;
+            self.spare = c.buf;
+            let Some(m) = m else {
                 continue;
             };
-            // Rank 0 answers a pull of its last step's answer whenever it is in a step.
+            // Rank 0 answers a pull of its last step's answer whenever it is in a step; a
+            // rank asked about a later step than its own learns that it is behind.
             if m.epoch == self.epoch || (m.kind == PULL && m.epoch < self.epoch) {
                 return Ok(Some(m));
             }
             if m.epoch > self.epoch {
+                let ask = m.kind == ASK && !self.behind;
                 self.early.push_back(m);
+                if ask {
+                    // Waiting is pointless: the answer this rank waits for is not coming.
+                    self.behind = true;
+                    return Ok(None);
+                }
             }
         }
     }

@@ -668,7 +668,8 @@ pub struct AllpairsArgs {
     pub min_factor: f64,
 
     /// Seconds a rank that has measured its cells may wait for the other pairs of its round
-    /// (default: 100 x --timeout); --timeout still bounds every wait within a pair. A rank
+    /// (default: 100 x --timeout; at least --timeout); --timeout still bounds every wait
+    /// within a pair. A rank
     /// silent for twice this long between rounds is named lost, and the run goes on without
     /// it (on the simulator: virtual seconds).
     #[arg(long, value_name = "SECS", help_heading = ALLPAIRS)]

@@ -421,11 +421,13 @@ struct Ctx {
 }
 
 impl AllPairs<'_> {
-    /// The round timeout: the configured one, or 100 times the run's.
+    /// The round timeout: the configured one, but at least the run's (a rank whose pair's
+    /// peer fell silent waits that long in its cell, and must not be taken for silent
+    /// itself), or 100 times the run's.
     fn round_wait<E: Endpoint>(&self, ep: &E) -> std::time::Duration {
         let given = self.config.round_timeout_s;
         if given.is_finite() && given > 0.0 {
-            std::time::Duration::from_secs_f64(given.min(1e9))
+            std::time::Duration::from_secs_f64(given.min(1e9)).max(ep.timeout())
         } else {
             ep.timeout().saturating_mul(100)
         }

@@ -1189,7 +1189,7 @@ impl<'c> Kernel<'c> {
     /// longer blocked and its program hears [`Error::Timeout`] naming what it waited for.
     /// The request stays: a later wait on it can still collect its message.
     fn timed_out(&mut self, node: u32, t: u64) -> Option<Resp> {
-        let n = &mut self.nodes[node as usize];
+        let n = &self.nodes[node as usize];
         let Blocked::Wait(req) = n.blocked else {
             return None;
         };
@@ -1197,15 +1197,10 @@ impl<'c> Kernel<'c> {
             return None;
         }
         let limit = n.wait_limit.unwrap_or(0);
-        let what = self.describe_node(node as usize);
+        let what = self.describe_req(node as usize, req);
         let n = &mut self.nodes[node as usize];
         n.blocked = Blocked::No;
         n.timeout_at = 0;
-        let what = what
-            .strip_prefix(&format!("node {node}: "))
-            .unwrap_or(&what)
-            .to_string();
-        let _ = req;
         Some(Resp::Done(Err(Error::Timeout {
             rank: node,
             what: format!("{what} (virtual time)"),
@@ -1213,9 +1208,10 @@ impl<'c> Kernel<'c> {
         })))
     }
 
-    fn describe_node(&self, i: usize) -> String {
+    /// What request `req` of node `i` is: `recv from 3 tag 1`, or its number.
+    fn describe_req(&self, i: usize, req: ReqId) -> String {
         let n = &self.nodes[i];
-        let req_desc = |req: ReqId| match n.slot(req).map(|s| &n.reqs[s].1) {
+        match n.slot(req).map(|s| &n.reqs[s].1) {
             Some(RState::Recv(r)) => {
                 format!(
                     "recv from {} tag {}",
@@ -1224,7 +1220,12 @@ impl<'c> Kernel<'c> {
                 )
             }
             _ => format!("request {}", req.0),
-        };
+        }
+    }
+
+    fn describe_node(&self, i: usize) -> String {
+        let n = &self.nodes[i];
+        let req_desc = |req: ReqId| self.describe_req(i, req);
         if n.silent {
             return format!("node {i}: silent since {} ns", n.finish_ns);
         }

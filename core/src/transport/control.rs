@@ -151,27 +151,35 @@ pub(crate) fn push_entry(out: &mut Vec<u8>, rank: Rank, data: &[u8]) {
     out.extend_from_slice(data);
 }
 
-/// The root's gathered entries, in rank order, each rank exactly once.
-pub(crate) fn unpack(mut b: &[u8], n: u32) -> Result<Vec<Vec<u8>>> {
-    let mut all: Vec<Option<Vec<u8>>> = (0..n).map(|_| None).collect();
+/// The entries packed in `b` ([`push_entry`]), in the order packed, each of a rank of a run
+/// of `n`: what a subtree sends up, read without copying.
+pub(crate) fn entries(mut b: &[u8], n: u32) -> Result<Vec<(Rank, &[u8])>> {
+    let mut out = Vec::new();
     while !b.is_empty() {
         let bad = || Error::Protocol("a gathered entry cut short".into());
         let head = b.get(..12).ok_or_else(bad)?;
         let rank = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
         let len = decode_len(&head[4..12])?;
         let body = b.get(12..12 + len).ok_or_else(bad)?;
-        match all.get_mut(rank as usize) {
-            Some(slot @ None) => *slot = Some(body.to_vec()),
-            Some(Some(_)) => {
-                return Err(Error::Protocol(format!("rank {rank} gathered twice")));
-            }
-            None => {
-                return Err(Error::Protocol(format!(
-                    "a gathered entry of rank {rank} in a run of {n}"
-                )));
-            }
+        if rank >= n {
+            return Err(Error::Protocol(format!(
+                "a gathered entry of rank {rank} in a run of {n}"
+            )));
         }
+        out.push((rank, body));
         b = &b[12 + len..];
+    }
+    Ok(out)
+}
+
+/// The root's gathered entries, in rank order, each rank exactly once.
+pub(crate) fn unpack(b: &[u8], n: u32) -> Result<Vec<Vec<u8>>> {
+    let mut all: Vec<Option<Vec<u8>>> = (0..n).map(|_| None).collect();
+    for (rank, body) in entries(b, n)? {
+        match &mut all[rank as usize] {
+            slot @ None => *slot = Some(body.to_vec()),
+            Some(_) => return Err(Error::Protocol(format!("rank {rank} gathered twice"))),
+        }
     }
     all.into_iter()
         .enumerate()

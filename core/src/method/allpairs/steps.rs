@@ -20,7 +20,7 @@
 //! dropped, and one that arrives early is kept for its step. Rank 0 cannot be lost: it is
 //! where the results are; its silence ends the run on every other rank with a timeout.
 
-use crate::transport::control::{push_entry, Tree};
+use crate::transport::control::{entries, push_entry, Tree};
 use crate::transport::error::{Error, Result};
 use crate::transport::{Endpoint, Rank, ReqId, Src, Tag, TagSel, TAG_OUT_OF_BAND};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -67,8 +67,6 @@ pub struct Answer {
     /// Whether it came late (asked for with `PULL`, after the round it started had begun):
     /// the rank skips that round.
     pub late: bool,
-    /// Ranks found lost at this step (in every rank's answer).
-    pub newly_lost: Vec<Rank>,
 }
 
 /// A rank's state across the steps of a run.
@@ -121,11 +119,6 @@ impl Steps {
     /// Whether `r` has been found lost.
     pub fn is_lost(&self, r: Rank) -> bool {
         self.lost.contains(&r)
-    }
-
-    /// The ranks lost so far, in the order they were found.
-    pub fn lost(&self) -> &[Rank] {
-        &self.lost
     }
 
     /// This rank's parent and children in the tree of the live ranks rooted at rank 0.
@@ -213,7 +206,6 @@ impl Steps {
         Ok(Answer {
             payload,
             late: false,
-            newly_lost,
         })
     }
 
@@ -229,7 +221,7 @@ impl Steps {
             UP | DIRECT if m.epoch == self.epoch => {
                 for (r, w) in entries(&m.body, self.n)? {
                     if !self.lost.contains(&r) {
-                        words.entry(r).or_insert(w);
+                        words.entry(r).or_insert_with(|| w.to_vec());
                     }
                 }
             }
@@ -346,11 +338,7 @@ impl Steps {
         for c in children {
             send(ep, c, DOWN, m.epoch, &m.body)?;
         }
-        Ok(Answer {
-            payload,
-            late,
-            newly_lost,
-        })
+        Ok(Answer { payload, late })
     }
 
     fn drop_lost(&mut self, lost: &[Rank]) {
@@ -484,27 +472,6 @@ fn send<E: Endpoint>(ep: &mut E, to: Rank, kind: u8, epoch: u32, body: &[u8]) ->
     }
 }
 
-/// The words packed in an `UP` or `DIRECT` body, by rank.
-fn entries(mut b: &[u8], n: u32) -> Result<Vec<(Rank, Vec<u8>)>> {
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let bad = || Error::Protocol("a step's word cut short".into());
-        let head = b.get(..12).ok_or_else(bad)?;
-        let rank = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        let len = u64::from_le_bytes(head[4..12].try_into().map_err(|_| bad())?);
-        let len = usize::try_from(len).map_err(|_| bad())?;
-        let word = b.get(12..12usize.saturating_add(len)).ok_or_else(bad)?;
-        if rank >= n {
-            return Err(Error::Protocol(format!(
-                "a step's word from rank {rank} in a run of {n}"
-            )));
-        }
-        out.push((rank, word.to_vec()));
-        b = &b[12 + len..];
-    }
-    Ok(out)
-}
-
 /// An answer's body: `(lost, late, word)`.
 fn parse_answer(b: &[u8], n: u32) -> Result<(Vec<Rank>, bool, Vec<u8>)> {
     let bad = || Error::Protocol("rank 0's answer cut short".into());
@@ -545,7 +512,7 @@ mod tests {
         push_entry(&mut b, 0, b"");
         assert_eq!(
             entries(&b, 4).expect("words"),
-            [(3, b"abc".to_vec()), (0, Vec::new())]
+            [(3, &b"abc"[..]), (0, &b""[..])]
         );
         assert!(entries(&b, 3).is_err(), "rank 3 in a run of 3");
         assert!(entries(&b[..b.len() - 1], 4).is_err(), "cut short");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Drift over a point's trials (docs/methodology.md §4a) at counts the CI sample does not run.
-# First the detector on synthetic sequences at their full count (src/analysis/steady/tests.rs):
+# First the detector on synthetic sequences at their full count (analysis/src/analysis/steady/tests.rs):
 # sequences without a change in seven shapes of noise, with runs of equal trials and with
 # autocorrelated noise, and how many were flagged (none is expected; the tests fail above 1 in
 # 300, 2 % and 1 %); 3000 steps of 1.2 % to a factor 3 at random trials, and how far from the
@@ -25,9 +25,9 @@ if [ "${PROFILE:-release}" = dev ]; then
     profile=()
 fi
 export COMMBENCH_TEST_SCALE=full
-cargo test "${profile[@]}" -p commbench --lib --no-run
+cargo test "${profile[@]}" -p commbench-analysis --lib --no-run
 cargo test "${profile[@]}" --test drift --no-run
-cargo test -q "${profile[@]}" -p commbench --lib analysis::steady -- --nocapture 2>&1 |
+cargo test -q "${profile[@]}" -p commbench-analysis --lib analysis::steady -- --nocapture 2>&1 |
     grep -oE '(steady|bursts|autoregressive|steps): .*|panicked.*|FAILED.*'
 for seed in $(seq 1 "${SEEDS:-10}"); do
     printf 'set %s: ' "$seed"

@@ -1,12 +1,12 @@
 //! # commbench
 //!
 //! Point-to-point communication latency and rates with one statistically sound method on every
-//! transport. This library holds what rank 0 does with a run, away from the ranks: the typed
+//! transport. This library is what rank 0 does with a run, away from the ranks: the typed
 //! result document and its [`analysis`] (statistics of raw trials, fits, compare), the
-//! [`render`]ers (text, Markdown, CSV, SVG) and the [`spec`] parsers; it re-exports
-//! [`core`], what every rank runs. Backends never compile it. The `commbench` binary beside it
-//! is the one place that names the backends (compiled in by Cargo features: `tcp`, `shm` and
-//! `sim` by default, `mpi` on request).
+//! [`render`]ers (text, Markdown, CSV, SVG) and the [`spec`] parsers, all from the
+//! `commbench-analysis` crate; and [`core`], what every rank runs. Backends never compile it.
+//! The `commbench` binary beside it is the one place that names the backends (compiled in by
+//! Cargo features: `tcp`, `shm` and `sim` by default, `mpi`, `ofi` and `ucx` on request).
 //!
 //! ```
 //! use commbench::core::method::npp_formula;
@@ -14,8 +14,5 @@
 //! assert_eq!(npp_formula(50, 1000.0, 2000.0), 25);
 //! ```
 
-pub mod analysis;
-pub mod render;
-pub mod spec;
-
+pub use commbench_analysis::{analysis, render, spec};
 pub use commbench_core as core;

@@ -1,6 +1,7 @@
 //! The layout docs/architecture.md promises, checked on the source itself so that it stays
-//! true: no file of `core/src` or `src/` imports another in a circle, and no production code
-//! of the command line outside `src/cli/backend/` names a backend.
+//! true: no file of `core/src`, `analysis/src` or `src/` imports another in a circle, and no
+//! production code of the command line or the analysis outside `src/cli/backend/` names a
+//! backend.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -280,6 +281,7 @@ fn no_file_imports_another_in_a_circle() {
     let mut found = Vec::new();
     for (dir, names) in [
         ("core/src", &["commbench_core"][..]),
+        ("analysis/src", &["commbench_analysis"][..]),
         ("src", &["commbench"][..]),
     ] {
         let root = root().join(dir);
@@ -370,6 +372,7 @@ fn only_the_backend_seam_names_a_backend() {
     let mut found = Vec::new();
     for f in rust_files(&src)
         .into_iter()
+        .chain(rust_files(&root().join("analysis").join("src")))
         .filter(|f| !f.starts_with(&seam))
     {
         for m in backend_mentions(&production_code(&f)) {

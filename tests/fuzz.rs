@@ -463,8 +463,8 @@ fn enormous_expansions_are_refused() {
 /// Documents to mutate: the oldest format this version reads (0.1), and fresh runs of the
 /// simulator with jitter (ping-pong and a bandwidth window, with the modality of each point).
 const DOCS: [&str; 4] = [
-    include_str!("../src/analysis/testdata/v0.1-sweep.json"),
-    include_str!("../src/analysis/testdata/v0.1-fixed-npp.json"),
+    include_str!("../analysis/src/analysis/testdata/v0.1-sweep.json"),
+    include_str!("../analysis/src/analysis/testdata/v0.1-fixed-npp.json"),
     include_str!("data/sim-pingpong-jitter.json"),
     include_str!("data/sim-bandwidth-jitter.json"),
 ];

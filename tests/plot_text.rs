@@ -92,7 +92,7 @@ fn recorded() -> Vec<(&'static str, ResultDoc)> {
     [
         (
             "v0.1-sweep",
-            include_str!("../src/analysis/testdata/v0.1-sweep.json"),
+            include_str!("../analysis/src/analysis/testdata/v0.1-sweep.json"),
         ),
         (
             "sim-pingpong-jitter",

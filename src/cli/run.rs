@@ -324,8 +324,10 @@ mod tests {
         };
         let ending = Ending::of(&failed(corrupt()));
         assert_eq!(ending, Ending::Corrupt);
-        let mut doc =
-            ResultDoc::read_json(include_str!("../analysis/testdata/v0.1-sweep.json")).unwrap();
+        let mut doc = ResultDoc::read_json(include_str!(
+            "../../analysis/src/analysis/testdata/v0.1-sweep.json"
+        ))
+        .unwrap();
         doc.error = Some(corrupt().to_string());
         doc.status = "partial".into();
         let f = failure(&doc, ending).unwrap_err();

@@ -43,6 +43,22 @@ fn bad_input_is_refused_before_anything_runs() {
     assert_usage_error(&["allpairs", "--min-factor", "0.5"], "--min-factor 0.5");
     assert_usage_error(&["allpairs", "--min-factor", "1"], "--min-factor 1");
     assert_usage_error(&["allpairs", "--rounds", "0"], "--rounds 0");
+    // A topology file that cannot be read or meant, or one for the simulator's cube.
+    let d = tmpdir("allpairs-topology");
+    let bad = d.join("bad.conf");
+    std::fs::write(&bad, "SwitchName=l0 Nodes=n[1-\n").expect("a file");
+    let good = d.join("good.conf");
+    std::fs::write(&good, "n1 top.l0\n").expect("a file");
+    let (bad, good) = (bad.display().to_string(), good.display().to_string());
+    assert_usage_error(
+        &["allpairs", "--topology", "/nonexistent/t.conf"],
+        "--topology",
+    );
+    assert_usage_error(&["allpairs", "--topology", &bad], "unclosed `[`");
+    assert_usage_error(
+        &["allpairs", "--backend", "sim", "--topology", &good],
+        "hypercube",
+    );
     // Counts beyond their bounds name the value, the bound and its unit, and nothing runs
     // (a pass count was once allocated up front: 103 GB, an abort).
     for (args, needle) in [
@@ -597,7 +613,12 @@ fn sixty_four_tcp_ranks_started_by_hand_run_under_ulimit_32() {
                 c.env_remove(&k);
             }
         }
+        // Each rank on a host of its own under one of eight leaf switches, as Slurm's
+        // topology/tree plugin tells every task.
         c.env("COMMBENCH_TOKEN", "a-shared-token-0123456789")
+            .env("SLURMD_NODENAME", format!("n{r:02}"))
+            .env("SLURM_TOPOLOGY_ADDR", format!("top.l{}.n{r:02}", r / 8))
+            .env("SLURM_TOPOLOGY_ADDR_PATTERN", "switch.switch.node")
             .stdout(std::process::Stdio::null())
             .stderr(std::fs::File::create(d.join(format!("r{r}.err"))).expect("a log"));
         if r == 0 {
@@ -633,4 +654,25 @@ fn sixty_four_tcp_ranks_started_by_hand_run_under_ulimit_32() {
             .is_ok_and(|l| l.contains("RLIMIT_NOFILE soft limit 32"))
     });
     assert!(said, "no rank said that its descriptor limit binds");
+    // The switches each rank's launcher named reached rank 0, and pairs are kept apart by
+    // the switches their route goes through.
+    let m = &doc["allpairs"];
+    for r in 0..N {
+        assert_eq!(
+            m["switches"][r as usize],
+            format!("top.l{}", r / 8),
+            "rank {r}"
+        );
+    }
+    assert!(m["topology"]["Switched"].is_object(), "{}", m["topology"]);
+    let labels: Vec<&str> = m["fits"][0]["fit"]["classes"]
+        .as_array()
+        .expect("classes")
+        .iter()
+        .filter_map(|c| c["label"].as_str())
+        .collect();
+    assert!(
+        labels.contains(&"same switch") && labels.contains(&"3 switches"),
+        "{labels:?}"
+    );
 }

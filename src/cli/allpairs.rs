@@ -30,6 +30,9 @@ pub fn run(plan: &Plan, work: &AllPairsWork) -> Result<(), Fatal> {
     if work.config.retest_trials > 0 {
         prog = prog.with_retest(&pick);
     }
+    if let Some(map) = &work.switches {
+        prog = prog.with_switches(map);
+    }
     let b = &plan.backends[0];
     let one_process = b.transport(2).one_process;
     let writer = raw_writer(work, one_process);

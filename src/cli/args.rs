@@ -655,7 +655,8 @@ pub struct AllpairsArgs {
     #[arg(long, value_name = "N", help_heading = ALLPAIRS)]
     pub retest_trials: Option<u64>,
 
-    /// An element (node, host, link, dimension) enters the model when its effect, from all
+    /// An element (node, host, link, switch, uplink, dimension) enters the model when its
+    /// effect, from all
     /// of its cells, passes this z and a Bonferroni level over every element tested; a cell is
     /// flagged when its robust z (residual / (1.4826 MAD)) is above it...
     #[arg(long, default_value_t = 3.5, value_name = "Z", help_heading = ALLPAIRS)]
@@ -688,11 +689,19 @@ pub struct AllpairsArgs {
     #[arg(long, value_name = "DIR", help_heading = ALLPAIRS)]
     pub raw_dir: Option<PathBuf>,
 
-    /// Exit 1 when a verdict other than contention names a node, host, link or dimension,
-    /// confirmed alone or not, for health-check scripts; the report and files are written
-    /// first.
+    /// Exit 1 when a verdict other than contention names a node, host, link, switch, uplink
+    /// or dimension, confirmed alone or not, for health-check scripts; the report and files
+    /// are written first.
     #[arg(long, help_heading = ALLPAIRS)]
     pub fail_on_suspect: bool,
+
+    /// The switches above the hosts, so that verdicts can name a switch or an uplink: Slurm's
+    /// topology.conf (`SwitchName=leaf1 Nodes=node[1-16]`, `SwitchName=spine
+    /// Switches=leaf[1-4]`) or one line per host, `HOST SWITCH.PATH` with the switches top
+    /// first (`node7 spine.leaf1`). Without it, under Slurm's topology/tree plugin each rank's
+    /// SLURM_TOPOLOGY_ADDR gives them; with neither, pairs are kept apart by host only.
+    #[arg(long, value_name = "FILE", help_heading = ALLPAIRS)]
+    pub topology: Option<PathBuf>,
 
     #[command(flatten)]
     pub messages: MessageArgs,

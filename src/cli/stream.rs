@@ -242,6 +242,7 @@ impl Stream {
                 backend: backend.to_string(),
                 ranks: run.ranks,
                 hosts: run.hosts,
+                switches: run.switches,
                 hypercube: run.hypercube,
                 timers: run.timers,
                 backend_info: run.backend_info.unwrap_or_default(),

@@ -51,6 +51,10 @@ pub struct MatrixSection {
     pub ranks: u32,
     /// Host of every rank.
     pub hosts: Vec<String>,
+    /// The switches above every rank's host as the run learned them (`""` where unknown;
+    /// `topology` holds them when every rank's was known); absent when none was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub switches: Vec<String>,
     /// What the attribution knows of where ranks sit.
     pub topology: Topology,
     /// The sizes measured, in order.
@@ -152,11 +156,12 @@ pub struct RawFiles {
     pub files: Vec<String>,
 }
 
-/// What the attribution knows of the ranks of `c`: the simulator's cube, else the hosts.
+/// What the attribution knows of the ranks of `c`: the simulator's cube, else the hosts,
+/// with the switches above them when every rank's are known.
 pub fn topology(c: &AllPairsCollected) -> Topology {
     match c.hypercube {
         Some(dimensions) => Topology::Hypercube { dimensions },
-        None => Topology::Hosts(c.hosts.clone()),
+        None => allpairs::with_switches(&c.hosts, &c.switches).0,
     }
 }
 
@@ -317,6 +322,7 @@ impl MatrixSection {
             rule,
             ranks: c.ranks,
             hosts: c.hosts.clone(),
+            switches: c.switches.clone(),
             topology,
             sizes,
             timers,

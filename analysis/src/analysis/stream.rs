@@ -107,6 +107,10 @@ pub struct RanksLine {
     pub ranks: u32,
     /// The host of every rank.
     pub hosts: Vec<String>,
+    /// The switches above every rank's host (`allpairs.switches`); absent when none is
+    /// known and in streams of earlier versions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub switches: Vec<String>,
     /// The hypercube's dimension when the transport routes over one (the simulator).
     #[serde(default)]
     pub hypercube: Option<u32>,
@@ -422,6 +426,7 @@ fn document(start: Start, got: Lines, cut_short: bool) -> Result<ResultDoc> {
     let collected = AllPairsCollected {
         ranks: r.ranks,
         hosts: r.hosts,
+        switches: r.switches,
         timers: r.timers,
         backend_info: Some(r.backend_info),
         hypercube: r.hypercube,

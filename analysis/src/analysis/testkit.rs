@@ -1,5 +1,10 @@
 //! Synthetic points and documents for the unit tests of the analysis and the renderers.
 
+/// The counts of the randomized tests: the CI sample, or the full count under
+/// `COMMBENCH_TEST_SCALE=full` (tests/full.sh).
+#[path = "../../../backends/sim/tests/common/scale.rs"]
+pub(crate) mod scale;
+
 use crate::analysis::document::{Environment, ResultDoc, SCHEMA, SCHEMA_VERSION};
 use crate::analysis::point::Point;
 use commbench_core::method::engine::RawPoint;

@@ -41,6 +41,39 @@ pub fn host_name<E: crate::transport::Endpoint>(ep: &E) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// The switches above this rank's host, top first and dot-separated (`root.s1.leaf4`), from
+/// Slurm's topology/tree plugin, which gives every task `SLURM_TOPOLOGY_ADDR`
+/// (`root.s1.leaf4.node386`) and `SLURM_TOPOLOGY_ADDR_PATTERN` (`switch.switch.switch.node`,
+/// saying which parts are switches); `None` outside Slurm or without that plugin.
+pub fn switch_path() -> Option<String> {
+    let addr = std::env::var("SLURM_TOPOLOGY_ADDR").ok()?;
+    let pattern = std::env::var("SLURM_TOPOLOGY_ADDR_PATTERN").ok();
+    switch_path_of(&addr, pattern.as_deref())
+}
+
+/// [`switch_path`] from the two variables' values: the parts the pattern calls `switch`
+/// (without a pattern, every part but the last, the host); `None` when the two do not
+/// agree or no switch is named.
+pub fn switch_path_of(addr: &str, pattern: Option<&str>) -> Option<String> {
+    let parts: Vec<&str> = addr.trim().split('.').collect();
+    let switches: Vec<&str> = match pattern {
+        Some(p) => {
+            let kinds: Vec<&str> = p.trim().split('.').collect();
+            if kinds.len() != parts.len() {
+                return None;
+            }
+            parts
+                .iter()
+                .zip(&kinds)
+                .filter(|(_, k)| **k == "switch")
+                .map(|(p, _)| *p)
+                .collect()
+        }
+        None => parts[..parts.len().saturating_sub(1)].to_vec(),
+    };
+    (!switches.is_empty() && switches.iter().all(|s| !s.is_empty())).then(|| switches.join("."))
+}
+
 /// Who started this rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -271,4 +304,31 @@ pub fn descriptors() -> (u64, u64) {
     // The directory's own descriptor is among those listed.
     let open = std::fs::read_dir("/proc/self/fd").map_or(16, |d| d.count().saturating_sub(1));
     (soft, open as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::switch_path_of;
+
+    #[test]
+    fn slurm_topology_addresses_give_the_switches_above_the_host() {
+        let of = |a: &str, p: Option<&str>| switch_path_of(a, p);
+        assert_eq!(
+            of("root.s1.leaf4.node386", Some("switch.switch.switch.node")).as_deref(),
+            Some("root.s1.leaf4")
+        );
+        assert_eq!(
+            of("root.leaf4.node386", None).as_deref(),
+            Some("root.leaf4")
+        );
+        assert_eq!(
+            of("leaf4.node1", Some("switch.node")).as_deref(),
+            Some("leaf4")
+        );
+        // A pattern that does not match the address, no switch, an empty part: nothing.
+        assert_eq!(of("root.leaf4.node1", Some("switch.node")), None);
+        assert_eq!(of("node1", Some("node")), None);
+        assert_eq!(of("node1", None), None);
+        assert_eq!(of("root..node1", None), None);
+    }
 }

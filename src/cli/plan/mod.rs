@@ -77,6 +77,8 @@ pub struct AllPairsWork {
     pub fail_on_suspect: bool,
     /// Where every process writes its cells' raw trials (`--raw all`).
     pub raw_dir: Option<PathBuf>,
+    /// The switches above each host, from `--topology FILE` (host name to switch path).
+    pub switches: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl AllPairsWork {
@@ -1155,12 +1157,17 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
         },
     };
     let raw_dir = raw_dir(&a)?;
+    let switches = match &a.topology {
+        Some(f) => Some(topology_file(f)?),
+        None => None,
+    };
     let work = Work::AllPairs(AllPairsWork {
         config,
         z: a.z,
         min_factor: a.min_factor,
         fail_on_suspect: a.fail_on_suspect,
         raw_dir,
+        switches,
     });
     let fit = FitArgs {
         breakpoint: Breakpoint::Auto,
@@ -1171,6 +1178,12 @@ pub fn allpairs(mut a: AllpairsArgs, given: &Given) -> Result<Plan, Fatal> {
         return Err(Fatal::usage(
             "allpairs measures one backend at a time",
             "give one --backend, and run allpairs again for another",
+        ));
+    }
+    if a.topology.is_some() && plan.backends.iter().any(|b| b.hypercube().is_some()) {
+        return Err(Fatal::usage(
+            "--topology: this backend's machine is a hypercube whose routes are known",
+            "drop --topology; it gives the switches of real hosts",
         ));
     }
     Ok(plan)
@@ -1192,6 +1205,22 @@ fn allpairs_budget(text: Option<String>) -> Result<Option<f64>, Fatal> {
 
 /// The directory of `--raw all`'s files: `--raw-dir`, else beside the `--json` document
 /// (`FILE.raw`), else `raw` in `--output`; `None` for the other modes.
+/// `--topology FILE` read: host name to switch path.
+fn topology_file(f: &Path) -> Result<std::collections::BTreeMap<String, String>, Fatal> {
+    let text = std::fs::read_to_string(f).map_err(|e| {
+        Fatal::usage(
+            format!("--topology {}: {e}", f.display()),
+            "give a readable file: Slurm's topology.conf or lines of `HOST SWITCH.PATH`",
+        )
+    })?;
+    commbench::analysis::allpairs::parse_topology(&text).map_err(|e| {
+        Fatal::usage(
+            format!("--topology {}: {e}", f.display()),
+            "docs/allpairs.md (Switches) shows both forms",
+        )
+    })
+}
+
 fn raw_dir(a: &AllpairsArgs) -> Result<Option<PathBuf>, Fatal> {
     if a.raw != RawArg::All {
         if a.raw_dir.is_some() {

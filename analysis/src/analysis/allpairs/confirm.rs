@@ -57,6 +57,25 @@ fn suspect_pairs(
                 .collect()
         }
         Cand::Pair(a, b) => vec![(0, 0, (a, b))],
+        Cand::Switch(k) | Cand::Uplink(k) => {
+            let hop = match cand {
+                Cand::Switch(_) => geometry::Hop::Switch(k),
+                _ => geometry::Hop::Uplink(k),
+            };
+            let under = geo.ranks_under(k);
+            let mut out = Vec::new();
+            'scan: for &u in &under {
+                for p in (0..n).filter(|&p| p != u) {
+                    if out.len() >= MAX_REFERENCE_SCAN {
+                        break 'scan;
+                    }
+                    if geo.through(u, p).contains(&hop) {
+                        out.push((1 + u8::from(tainted(u, p)), geo.class_of(u, p), pair(u, p)));
+                    }
+                }
+            }
+            out
+        }
     };
     keyed.sort_unstable();
     keyed.dedup();
@@ -200,6 +219,7 @@ fn judge(s: &Suspect, r: &Retested, still: f64, min_factor: f64, serial: bool) -
         kind: s.kind.clone(),
         nodes: s.nodes.clone(),
         dimension: s.dimension,
+        switch: s.switch.clone(),
         factor: s.factor,
         effect_us: s.effect_us,
         alone: None,
@@ -330,18 +350,20 @@ pub fn verdicts(
         .collect()
 }
 
-/// What a verdict is about, whatever its kind: element kind, nodes and dimension.
-type Identity = (String, Vec<u32>, Option<u32>);
+/// What a verdict is about, whatever its kind: element kind, nodes, dimension and switch.
+type Identity = (String, Vec<u32>, Option<u32>, Option<String>);
 
 /// Order of kinds in a merged list.
 fn kind_order(kind: &str) -> u8 {
     match kind {
         "node" => 0,
         "host" => 1,
-        "dimension" => 2,
-        "link" => 3,
-        "contention" => 4,
-        _ => 5,
+        "switch" => 2,
+        "uplink" => 3,
+        "dimension" => 4,
+        "link" => 5,
+        "contention" => 6,
+        _ => 7,
     }
 }
 
@@ -358,13 +380,19 @@ fn strength(v: &Verdict) -> u8 {
 /// One verdict per suspect (nodes and dimension) over every size: the strongest kind wins
 /// (a confirmed node, link or dimension fault over contention over an unconfirmed fault),
 /// with the largest factor among the verdicts of that kind and every size the suspect
-/// appeared at. Ordered node, dimension, link, contention, then by factor, largest first.
+/// appeared at. Ordered node, host, switch, uplink, dimension, link, contention, then by
+/// factor, largest first.
 pub fn merge_sizes(per_size: Vec<(u64, Vec<Verdict>)>) -> Vec<Verdict> {
     let mut groups: BTreeMap<Identity, Vec<(u64, Verdict)>> = BTreeMap::new();
     for (size, vs) in per_size {
         for v in vs {
             groups
-                .entry((v.element_kind().to_string(), v.nodes.clone(), v.dimension))
+                .entry((
+                    v.element_kind().to_string(),
+                    v.nodes.clone(),
+                    v.dimension,
+                    v.switch.clone(),
+                ))
                 .or_default()
                 .push((size, v));
         }
@@ -392,7 +420,9 @@ pub fn merge_sizes(per_size: Vec<(u64, Vec<Verdict>)>) -> Vec<Verdict> {
         kind_order(&a.kind)
             .cmp(&kind_order(&b.kind))
             .then(b.factor.value.total_cmp(&a.factor.value))
-            .then_with(|| (&a.nodes, a.dimension).cmp(&(&b.nodes, b.dimension)))
+            .then_with(|| {
+                (&a.nodes, a.dimension, &a.switch).cmp(&(&b.nodes, b.dimension, &b.switch))
+            })
     });
     out
 }

@@ -1,4 +1,5 @@
-//! Where ranks sit: pair classes and, on the hypercube, the e-cube routes of a round trip.
+//! Where ranks sit: pair classes and, on the hypercube, the e-cube routes of a round trip;
+//! under a tree of switches, the switches and uplinks a route goes through.
 
 use super::Topology;
 use commbench_core::transport::error::{Error, Result};
@@ -11,12 +12,15 @@ pub(super) const MAX_DIMENSIONS: u32 = 20;
 /// The topology resolved for analysis.
 #[derive(Debug, Clone)]
 pub(super) enum Geometry {
-    /// Host index per rank and the host names (first-seen order).
+    /// Host index per rank and the host names (first-seen order), and the switches above
+    /// the hosts when they are known.
     Hosts {
         /// Index into `names` per rank.
         host_of: Vec<usize>,
         /// Distinct host names.
         names: Vec<String>,
+        /// The switches, when known: pair classes count the switches of a route.
+        tree: Option<Box<Tree>>,
     },
     /// 2^d hypercube with e-cube routing.
     Cube {
@@ -30,24 +34,21 @@ impl Geometry {
     pub(super) fn new(n: u32, topo: &Topology) -> Result<Geometry> {
         match topo {
             Topology::Hosts(hosts) => {
-                if hosts.len() != n as usize {
-                    return Err(Error::Invalid(format!(
-                        "{} host names for {n} ranks: one per rank is needed",
-                        hosts.len()
-                    )));
-                }
-                let mut index: BTreeMap<&str, usize> = BTreeMap::new();
-                let mut names = Vec::new();
-                let mut host_of = Vec::with_capacity(hosts.len());
-                for h in hosts {
-                    let next = names.len();
-                    let k = *index.entry(h.as_str()).or_insert(next);
-                    if k == next {
-                        names.push(h.clone());
-                    }
-                    host_of.push(k);
-                }
-                Ok(Geometry::Hosts { host_of, names })
+                let (host_of, names) = hosts_of(n, hosts)?;
+                Ok(Geometry::Hosts {
+                    host_of,
+                    names,
+                    tree: None,
+                })
+            }
+            Topology::Switched { hosts, switches } => {
+                let (host_of, names) = hosts_of(n, hosts)?;
+                let tree = Tree::new(&host_of, names.len(), switches)?;
+                Ok(Geometry::Hosts {
+                    host_of,
+                    names,
+                    tree: Some(Box::new(tree)),
+                })
             }
             Topology::Hypercube { dimensions: d } => {
                 if *d > MAX_DIMENSIONS || u64::from(n) > 1u64 << d {
@@ -61,10 +62,12 @@ impl Geometry {
         }
     }
 
-    /// Number of pair classes: 2 for hosts (same host, across hosts), d for the hypercube
-    /// (1..=d hops).
+    /// Number of pair classes: 2 for hosts (same host, across hosts), same host and each
+    /// count of switches a route between hosts goes through under switches, d for the
+    /// hypercube (1..=d hops).
     pub(super) fn class_count(&self) -> usize {
         match self {
+            Geometry::Hosts { tree: Some(t), .. } => 1 + t.counts.len(),
             Geometry::Hosts { .. } => 2,
             Geometry::Cube { d } => *d as usize,
         }
@@ -73,16 +76,23 @@ impl Geometry {
     /// Class index of the pair (i, j), `i != j`, both in range.
     pub(super) fn class_of(&self, i: u32, j: u32) -> usize {
         match self {
-            Geometry::Hosts { host_of, .. } => {
-                usize::from(host_of[i as usize] != host_of[j as usize])
+            Geometry::Hosts { host_of, tree, .. } => {
+                let (a, b) = (host_of[i as usize], host_of[j as usize]);
+                match tree {
+                    _ if a == b => 0,
+                    Some(t) => t.class_across(a, b),
+                    None => 1,
+                }
             }
             Geometry::Cube { .. } => ((i ^ j).count_ones() as usize).saturating_sub(1),
         }
     }
 
-    /// The class id written in the document: 0 same host / 1 across hosts, or the hop count.
+    /// The class id written in the document: 0 same host / 1 across hosts, or under
+    /// switches the number of switches of the route (0 same host), or the hop count.
     pub(super) fn class_id(&self, c: usize) -> u32 {
         match self {
+            Geometry::Hosts { tree: Some(t), .. } if c > 0 => t.counts[c - 1],
             Geometry::Hosts { .. } => c as u32,
             Geometry::Cube { .. } => c as u32 + 1,
         }
@@ -92,6 +102,10 @@ impl Geometry {
     pub(super) fn class_label(&self, c: usize) -> String {
         match self {
             Geometry::Hosts { .. } if c == 0 => "same host".to_string(),
+            Geometry::Hosts { tree: Some(t), .. } => match t.counts[c - 1] {
+                1 => "same switch".to_string(),
+                k => format!("{k} switches"),
+            },
             Geometry::Hosts { .. } => "across hosts".to_string(),
             Geometry::Cube { .. } if c == 0 => "1 hop".to_string(),
             Geometry::Cube { .. } => format!("{} hops", c + 1),
@@ -135,7 +149,9 @@ impl Geometry {
     /// Whether hosts are elements of their own: at least two hosts and one with several ranks.
     pub(super) fn shared_hosts(&self) -> bool {
         match self {
-            Geometry::Hosts { host_of, names } => names.len() >= 2 && host_of.len() > names.len(),
+            Geometry::Hosts { host_of, names, .. } => {
+                names.len() >= 2 && host_of.len() > names.len()
+            }
             Geometry::Cube { .. } => false,
         }
     }
@@ -143,12 +159,281 @@ impl Geometry {
     /// "rank 3 (host a12)" or "node 3".
     pub(super) fn rank_name(&self, k: u32) -> String {
         match self {
-            Geometry::Hosts { host_of, names } => match host_of.get(k as usize) {
+            Geometry::Hosts { host_of, names, .. } => match host_of.get(k as usize) {
                 Some(h) => format!("rank {k} (host {})", names[*h]),
                 None => format!("rank {k}"),
             },
             Geometry::Cube { .. } => format!("node {k}"),
         }
+    }
+}
+
+impl Geometry {
+    /// The switches above the hosts, when known.
+    pub(super) fn tree(&self) -> Option<&Tree> {
+        match self {
+            Geometry::Hosts { tree: Some(t), .. } => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The switches and uplinks the route between ranks `i` and `j` goes through (both
+    /// directions go through the same), none when they share a host or no switch is known.
+    pub(super) fn through(&self, i: u32, j: u32) -> Vec<Hop> {
+        match self {
+            Geometry::Hosts {
+                host_of,
+                tree: Some(t),
+                ..
+            } => {
+                let (a, b) = (host_of[i as usize], host_of[j as usize]);
+                if a == b {
+                    Vec::new()
+                } else {
+                    t.route(t.leaf[a], t.leaf[b])
+                }
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The ranks on hosts under switch `s` (itself or below it), in order.
+    pub(super) fn ranks_under(&self, s: u32) -> Vec<u32> {
+        match self {
+            Geometry::Hosts {
+                host_of,
+                tree: Some(t),
+                ..
+            } => (0..host_of.len() as u32)
+                .filter(|&r| t.is_under(t.leaf[host_of[r as usize]], s))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Host index per rank and the distinct host names, first seen first.
+fn hosts_of(n: u32, hosts: &[String]) -> Result<(Vec<usize>, Vec<String>)> {
+    if hosts.len() != n as usize {
+        return Err(Error::Invalid(format!(
+            "{} host names for {n} ranks: one per rank is needed",
+            hosts.len()
+        )));
+    }
+    let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut names = Vec::new();
+    let mut host_of = Vec::with_capacity(hosts.len());
+    for h in hosts {
+        let next = names.len();
+        let k = *index.entry(h.as_str()).or_insert(next);
+        if k == next {
+            names.push(h.clone());
+        }
+        host_of.push(k);
+    }
+    Ok((host_of, names))
+}
+
+/// A switch or an uplink a route goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Hop {
+    /// The switch (index into [`Tree`]'s switches).
+    Switch(u32),
+    /// The link from the switch to its parent, either way.
+    Uplink(u32),
+}
+
+/// Most switches in a path (a tree deeper than this is no fabric).
+const MAX_DEPTH: usize = 64;
+
+/// The switches above the hosts, as Slurm's topology/tree plugin gives them: each host hangs
+/// from a switch (its leaf), each switch from its parent. Routes go up from the source's leaf
+/// to the lowest switch the two leaves share and down to the dest's leaf (the only path in a
+/// tree); two leaves with no switch in common are joined by one switch nobody named, which is
+/// no element.
+#[derive(Debug, Clone)]
+pub(super) struct Tree {
+    /// Each switch's path from the top, dot-separated (`root.s1.leaf4`), parents first.
+    names: Vec<String>,
+    /// Each switch's parent.
+    parent: Vec<Option<u32>>,
+    /// Each switch's depth (0: a top switch).
+    depth: Vec<u32>,
+    /// The switch each host hangs from.
+    leaf: Vec<u32>,
+    /// The switch counts of routes between hosts, ascending: class `1 + k` is `counts[k]`.
+    counts: Vec<u32>,
+}
+
+impl Tree {
+    /// The tree of `paths` (one per rank; the ranks of a host must agree), for `hosts` hosts.
+    fn new(host_of: &[usize], hosts: usize, paths: &[String]) -> Result<Tree> {
+        if paths.len() != host_of.len() {
+            return Err(Error::Invalid(format!(
+                "{} switch paths for {} ranks: one per rank is needed",
+                paths.len(),
+                host_of.len()
+            )));
+        }
+        let mut of_host: Vec<Option<&str>> = vec![None; hosts];
+        for (r, (p, &h)) in paths.iter().zip(host_of).enumerate() {
+            match of_host[h] {
+                None => of_host[h] = Some(p.as_str()),
+                Some(q) if q == p => {}
+                Some(q) => {
+                    return Err(Error::Invalid(format!(
+                        "rank {r} names the switches `{p}` above its host, another rank on that \
+                         host `{q}`"
+                    )))
+                }
+            }
+        }
+        let mut t = Tree {
+            names: Vec::new(),
+            parent: Vec::new(),
+            depth: Vec::new(),
+            leaf: Vec::with_capacity(hosts),
+            counts: Vec::new(),
+        };
+        let mut index: BTreeMap<String, u32> = BTreeMap::new();
+        for p in of_host.into_iter().flatten() {
+            let parts: Vec<&str> = p.split('.').collect();
+            if parts.iter().any(|s| s.trim().is_empty()) || parts.len() > MAX_DEPTH {
+                return Err(Error::Invalid(format!(
+                    "switch path `{p}`: switch names separated by dots, top first, at most \
+                     {MAX_DEPTH} of them, none empty"
+                )));
+            }
+            let mut up = None;
+            for d in 0..parts.len() {
+                let name = parts[..=d].join(".");
+                let next = t.names.len() as u32;
+                let k = *index.entry(name.clone()).or_insert(next);
+                if k == next {
+                    t.names.push(name);
+                    t.parent.push(up);
+                    t.depth.push(d as u32);
+                }
+                up = Some(k);
+            }
+            t.leaf.push(up.unwrap_or(0));
+        }
+        let leaves: BTreeMap<u32, usize> = t.leaf.iter().fold(BTreeMap::new(), |mut m, &l| {
+            *m.entry(l).or_insert(0) += 1;
+            m
+        });
+        let mut counts = std::collections::BTreeSet::new();
+        for (&a, &k) in &leaves {
+            if k > 1 {
+                counts.insert(1);
+            }
+            for &b in leaves.keys().filter(|&&b| b > a) {
+                counts.insert(
+                    t.route(a, b)
+                        .iter()
+                        .filter(|h| matches!(h, Hop::Switch(_)))
+                        .count() as u32
+                        + u32::from(t.lca(a, b).is_none()),
+                );
+            }
+        }
+        t.counts = counts.into_iter().collect();
+        Ok(t)
+    }
+
+    /// The lowest switch above (or at) both `a` and `b`, `None` when they share none.
+    fn lca(&self, mut a: u32, mut b: u32) -> Option<u32> {
+        while self.depth[a as usize] > self.depth[b as usize] {
+            a = self.parent[a as usize]?;
+        }
+        while self.depth[b as usize] > self.depth[a as usize] {
+            b = self.parent[b as usize]?;
+        }
+        while a != b {
+            a = self.parent[a as usize]?;
+            b = self.parent[b as usize]?;
+        }
+        Some(a)
+    }
+
+    /// The switches and uplinks of the route from leaf `a` to leaf `b`: up from `a`, the
+    /// shared switch, down to `b` (each listed once).
+    fn route(&self, a: u32, b: u32) -> Vec<Hop> {
+        let top = self.lca(a, b);
+        let mut out = Vec::new();
+        for mut s in [a, b] {
+            while Some(s) != top {
+                out.push(Hop::Switch(s));
+                match self.parent[s as usize] {
+                    Some(p) => {
+                        out.push(Hop::Uplink(s));
+                        s = p;
+                    }
+                    None => break,
+                }
+            }
+        }
+        if let Some(s) = top {
+            out.push(Hop::Switch(s));
+        }
+        out
+    }
+
+    /// The class of a route between hosts `a` and `b` (different).
+    fn class_across(&self, a: usize, b: usize) -> usize {
+        let (la, lb) = (self.leaf[a], self.leaf[b]);
+        let switches = if la == lb {
+            1
+        } else {
+            self.route(la, lb)
+                .iter()
+                .filter(|h| matches!(h, Hop::Switch(_)))
+                .count() as u32
+                + u32::from(self.lca(la, lb).is_none())
+        };
+        1 + self.counts.partition_point(|&c| c < switches)
+    }
+
+    /// Whether switch `leaf` is `s` or below it.
+    fn is_under(&self, mut leaf: u32, s: u32) -> bool {
+        while self.depth[leaf as usize] > self.depth[s as usize] {
+            match self.parent[leaf as usize] {
+                Some(p) => leaf = p,
+                None => return false,
+            }
+        }
+        leaf == s
+    }
+
+    /// The switch's path from the top.
+    pub(super) fn name(&self, s: u32) -> &str {
+        self.names.get(s as usize).map_or("", String::as_str)
+    }
+
+    /// The path of switch `s`'s parent (`None` for a top switch).
+    pub(super) fn parent_name(&self, s: u32) -> Option<&str> {
+        let p = (*self.parent.get(s as usize)?)?;
+        Some(self.name(p))
+    }
+
+    /// The switch of that path.
+    pub(super) fn find(&self, name: &str) -> Option<u32> {
+        self.names.iter().position(|n| n == name).map(|k| k as u32)
+    }
+
+    /// Switch `s`'s parent.
+    pub(super) fn parent(&self, s: u32) -> Option<u32> {
+        *self.parent.get(s as usize)?
+    }
+
+    /// How many switches hang from switch `p`.
+    pub(super) fn children(&self, p: u32) -> usize {
+        self.parent.iter().filter(|q| **q == Some(p)).count()
+    }
+
+    /// Whether switch `s` has a parent (an uplink).
+    pub(super) fn has_uplink(&self, s: u32) -> bool {
+        matches!(self.parent.get(s as usize), Some(Some(_)))
     }
 }
 

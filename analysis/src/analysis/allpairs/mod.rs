@@ -1,5 +1,5 @@
-//! All-pairs attribution: which node, link or hypercube dimension makes a matrix of
-//! ping-pong cells slow (beyond the seeds).
+//! All-pairs attribution: which node, host, link, switch, uplink or hypercube dimension makes
+//! a matrix of ping-pong cells slow (beyond the seeds).
 //!
 //! `commbench allpairs` measures every ordered pair `i -> j` (`i` times the ping-pong) with
 //! the method of Luecke et al. 2009 at each size. A cell's round trip uses the route
@@ -7,12 +7,14 @@
 //!
 //! 1. **Tukey's median polish** (Tukey 1977, *Exploratory Data Analysis*, ch. 11) of the log
 //!    of each cell's median, `y_ij = m + s_i + r_j + c_class(ij) + e_ij`: sender, receiver and
-//!    pair-class effects (same host / across hosts, or hop count on a hypercube), and a robust
+//!    pair-class effects (same host / across hosts, under switches the number of switches a
+//!    route goes through, or hop count on a hypercube), and a robust
 //!    z per cell, `e / max(1.4826 MAD(e), ln(min_factor) / z)`. mpiGraph's per-row and
 //!    per-column averages are a cruder form of `s_i` and `r_j`.
 //! 2. **Element-level inference** (`model`): an additive model in time of the whole matrix,
 //!    `t_c = b_class + sum a_ce beta_e`, over the elements of the machine (nodes, hosts with
-//!    several ranks, pairs; on the hypercube channels and dimensions), chosen by forward
+//!    several ranks, pairs; under switches every switch and uplink a model can tell apart; on
+//!    the hypercube channels and dimensions), chosen by forward
 //!    selection with a Huber M-estimate of each element's effect from all of its cells, a
 //!    Bonferroni level on its z and a binomial chance test against stray slow cells. Link and
 //!    dimension effects are fitted jointly with node effects, so that a slow link is not
@@ -33,10 +35,12 @@ mod confirm;
 mod geometry;
 mod model;
 mod polish;
+mod switches;
 #[cfg(test)]
 mod tests;
 
 pub use confirm::{merge_sizes, retest_pairs, verdicts, REFERENCES_PER_CLASS};
+pub use switches::{expand, parse_topology, paths_of, route_uses, switch_count, with_switches};
 
 use commbench_core::stats::{median, sort_samples};
 use commbench_core::transport::error::{Error, Result};
@@ -67,6 +71,16 @@ pub enum Topology {
     Hypercube {
         /// d: 2^d nodes.
         dimensions: u32,
+    },
+    /// Host name and the switches above the host per rank (Slurm's topology/tree plugin:
+    /// `SLURM_TOPOLOGY_ADDR`, or a `--topology` file). Pair classes: same host, then the
+    /// number of switches a route goes through; switches and their uplinks are elements.
+    Switched {
+        /// Host name per rank.
+        hosts: Vec<String>,
+        /// Per rank, the switches above its host from the top down, dot-separated
+        /// (`root.s1.leaf4`); the ranks of a host name the same.
+        switches: Vec<String>,
     },
 }
 
@@ -156,7 +170,7 @@ pub struct CellFit {
 /// An element of the model whose own cells are slower than the rule's factor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Suspect {
-    /// "dimension", "host", "node" or "link".
+    /// "dimension", "switch", "uplink", "host", "node" or "link".
     pub kind: String,
     /// The node (node), the host's ranks (host), the two ends, lower first (link), none
     /// (dimension).
@@ -164,6 +178,10 @@ pub struct Suspect {
     /// The dimension (dimension, hypercube link).
     #[serde(default)]
     pub dimension: Option<u32>,
+    /// The switch's path from the top (switch), or that of the switch below the uplink
+    /// (uplink); absent for the other kinds and in documents of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<String>,
     /// Slowdown of its own cells: in the class where they are slowest, the median of each
     /// cell's time over its healthy value, with the 95 % CI of that median (written by
     /// earlier versions: the median slowdown of the cells their test used).
@@ -220,6 +238,11 @@ pub struct Fit {
     /// classes); 0 in documents of earlier versions.
     #[serde(default)]
     pub noise_rel: f64,
+    /// Under switches, the switches and uplinks the model cannot test: their routes are a
+    /// whole class of pairs, whose baseline takes them (`switch top`: a slow top switch is a
+    /// slow class); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untestable: Vec<String>,
 }
 
 /// `below_min_factor` as a list, or as the bare count one version wrote (nothing to list).
@@ -241,7 +264,7 @@ fn list_or_count<'de, D: serde::Deserializer<'de>>(
 /// The detection limit of a run for one kind of element.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Limit {
-    /// "dimension", "host", "node" or "link".
+    /// "dimension", "switch", "uplink", "host", "node" or "link".
     pub kind: String,
     /// Slowdown of its own cells (in the class where it shows most) that an element of this
     /// kind would need to be found with 90 % power, for the element hardest to see.
@@ -266,6 +289,9 @@ pub struct Verdict {
     /// As in [`Suspect::dimension`].
     #[serde(default)]
     pub dimension: Option<u32>,
+    /// As in [`Suspect::switch`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<String>,
     /// Slowdown of its own cells in the all-pairs run (earlier versions: from the retest
     /// when confirmed).
     pub factor: Estimate,
@@ -459,5 +485,6 @@ pub fn fit(n: u32, topo: &Topology, cells: &[CellObs], rule: &Rule) -> Result<Fi
         limits: sel.limits,
         below_min_factor: sel.below,
         noise_rel: sel.noise_rel,
+        untestable: sel.untestable,
     })
 }

@@ -33,7 +33,7 @@
 //! **detection limit**: per kind of element, the smallest slowdown of its own cells that would
 //! pass the level with 90 % power, for the element of that kind hardest to see.
 
-use super::geometry::{self, Geometry};
+use super::geometry::{self, Geometry, Hop};
 use super::{robust_sd, Estimate, Limit, Obs, Suspect};
 use commbench_core::stats::{median, median_ci_ranks, sort_samples};
 use std::collections::{BTreeMap, BTreeSet};
@@ -85,6 +85,10 @@ pub(super) enum Cand {
     Channel(u32, u32),
     /// A pair of ranks (hosts topology), lower first.
     Pair(u32, u32),
+    /// A switch (index into the tree's switches): cells whose route goes through it.
+    Switch(u32),
+    /// The link from a switch to its parent, both ways: cells whose route crosses it.
+    Uplink(u32),
 }
 
 impl Cand {
@@ -101,6 +105,12 @@ impl Cand {
                 Some(Cand::Channel(*a.min(b), k))
             }
             ("link", [a, b], None, None) if a != b => Some(Cand::Pair(*a.min(b), *a.max(b))),
+            ("switch", _, _, None) => Some(Cand::Switch(geo.tree()?.find(s.switch.as_deref()?)?)),
+            ("uplink", _, _, None) => {
+                let t = geo.tree()?;
+                let k = t.find(s.switch.as_deref()?)?;
+                t.has_uplink(k).then_some(Cand::Uplink(k))
+            }
             _ => None,
         }
     }
@@ -112,6 +122,16 @@ impl Cand {
             Cand::Host(_) => "host",
             Cand::Node(_) => "node",
             Cand::Channel(..) | Cand::Pair(..) => "link",
+            Cand::Switch(_) => "switch",
+            Cand::Uplink(_) => "uplink",
+        }
+    }
+
+    /// The switch's path (a switch), or that of the switch below the uplink.
+    pub(super) fn switch(self, geo: &Geometry) -> Option<String> {
+        match self {
+            Cand::Switch(k) | Cand::Uplink(k) => Some(geo.tree()?.name(k).to_string()),
+            _ => None,
         }
     }
 
@@ -123,6 +143,7 @@ impl Cand {
             Cand::Node(k) => (vec![k], None),
             Cand::Channel(l, k) => (vec![l, l ^ (1 << k)], Some(k)),
             Cand::Pair(a, b) => (vec![a, b], None),
+            Cand::Switch(k) | Cand::Uplink(k) => (geo.ranks_under(k), None),
         };
         (self.kind(), nodes, dimension)
     }
@@ -137,6 +158,8 @@ impl Cand {
             Cand::Node(k) => f64::from(u8::from(i == k || j == k)),
             Cand::Channel(l, k) => f64::from(geometry::channel_uses(i, j, l, k)),
             Cand::Pair(a, b) => f64::from(u8::from((i.min(j), i.max(j)) == (a, b))),
+            Cand::Switch(k) => f64::from(u8::from(geo.through(i, j).contains(&Hop::Switch(k)))),
+            Cand::Uplink(k) => f64::from(u8::from(geo.through(i, j).contains(&Hop::Uplink(k)))),
         }
     }
 
@@ -211,6 +234,13 @@ fn touching(
                 }
             }
             out.push((Cand::Pair(i.min(j), i.max(j)), at(1.0, 0)));
+            for hop in geo.through(i, j) {
+                let cand = match hop {
+                    Hop::Switch(k) => Cand::Switch(k),
+                    Hop::Uplink(k) => Cand::Uplink(k),
+                };
+                out.push((cand, at(1.0, 0)));
+            }
         }
     }
     out
@@ -233,6 +263,12 @@ struct Use {
 struct Design {
     cands: Vec<Cand>,
     cells: Vec<Vec<Use>>,
+    /// The switches and uplinks left out because their cells are a whole class.
+    untestable: Vec<Cand>,
+    /// Per candidate, whether it is a switch or uplink whose cells are a third or more of a
+    /// class they fall in: the class's median then sits near or among them were they slow,
+    /// and the residuals from it understate their effect ([`Problem::contrast`]).
+    heavy: Vec<bool>,
 }
 
 fn design(geo: &Geometry, obs: &[Obs], nc: usize) -> Design {
@@ -243,8 +279,104 @@ fn design(geo: &Geometry, obs: &[Obs], nc: usize) -> Design {
             by.entry(cand).or_default().push(Use { c, ..u });
         }
     }
+    let untestable = if geo.tree().is_some() {
+        drop_unidentifiable(&mut by, obs, nc)
+    } else {
+        Vec::new()
+    };
+    let mut per_class = vec![0usize; nc];
+    for o in obs {
+        per_class[o.class] += 1;
+    }
+    let heavy = by
+        .iter()
+        .map(|(c, uses)| {
+            if !matches!(c, Cand::Switch(_) | Cand::Uplink(_)) {
+                return false;
+            }
+            let mut n = vec![0usize; nc];
+            for u in uses {
+                n[obs[u.c].class] += 1;
+            }
+            n.iter()
+                .zip(&per_class)
+                .any(|(k, all)| *k > 0 && 3 * k >= *all)
+        })
+        .collect();
     let (cands, cells) = by.into_iter().unzip();
-    Design { cands, cells }
+    Design {
+        cands,
+        cells,
+        untestable,
+        heavy,
+    }
+}
+
+/// Leaves out the switches and uplinks no model could tell from something else, and returns
+/// the first kind: one whose cells are every cell of a class (a slow top switch of a tree is
+/// every route between its subtrees: a slow class, which its baseline takes), and one whose
+/// cells are exactly another element's, which is kept instead: a node or host before an
+/// uplink, an uplink before a switch (a leaf switch with one host has that host's cells; a
+/// switch whose routes all leave it by its uplink, the uplink's).
+fn drop_unidentifiable(by: &mut BTreeMap<Cand, Vec<Use>>, obs: &[Obs], nc: usize) -> Vec<Cand> {
+    use std::collections::hash_map::DefaultHasher;
+    use std::collections::HashMap;
+    use std::hash::{Hash, Hasher};
+    let mut per_class = vec![0usize; nc];
+    for o in obs {
+        per_class[o.class] += 1;
+    }
+    let switchy = |c: &Cand| matches!(c, Cand::Switch(_) | Cand::Uplink(_));
+    let whole_class = |uses: &[Use]| {
+        let mut n = vec![0usize; nc];
+        for u in uses {
+            n[obs[u.c].class] += 1;
+        }
+        n.iter().zip(&per_class).any(|(k, all)| *k > 0 && k == all)
+    };
+    let untestable: Vec<Cand> = by
+        .iter()
+        .filter(|(c, uses)| switchy(c) && whole_class(uses))
+        .map(|(c, _)| *c)
+        .collect();
+    for c in &untestable {
+        by.remove(c);
+    }
+    let key = |uses: &[Use]| {
+        let mut h = DefaultHasher::new();
+        for u in uses {
+            u.c.hash(&mut h);
+        }
+        h.finish()
+    };
+    // Kept first: nodes, hosts and pairs, then uplinks, then switches.
+    let rank = |c: &Cand| match c {
+        Cand::Switch(_) => 2,
+        Cand::Uplink(_) => 1,
+        _ => 0,
+    };
+    let mut order: Vec<Cand> = by.keys().copied().collect();
+    order.sort_by_key(|c| (rank(c), *c));
+    let mut seen: HashMap<u64, Vec<Cand>> = HashMap::new();
+    let mut gone = Vec::new();
+    for c in order {
+        let uses = &by[&c];
+        let k = key(uses);
+        let same = |d: &Cand| {
+            let other = &by[d];
+            other.len() == uses.len() && other.iter().zip(uses).all(|(a, b)| a.c == b.c)
+        };
+        let twins = seen.entry(k).or_default();
+        if switchy(&c) && twins.iter().any(same) {
+            gone.push(c);
+        } else {
+            twins.push(c);
+        }
+    }
+    for c in gone {
+        by.remove(&c);
+    }
+    untestable
 }
 
 /// Huber's rho.
@@ -536,6 +668,36 @@ impl Problem<'_> {
         pooled(&parts).map(|p| (new, p))
     }
 
+    /// How much slower element `e`'s cells are than the other cells of their classes: per
+    /// class, the median of its cells' residuals less that of the others', pooled by the
+    /// median over its cells; `None` when not positive or nothing to compare with.
+    fn contrast(&self, e: usize, resid: &[f64]) -> Option<f64> {
+        let mut mine: Vec<Vec<f64>> = vec![Vec::new(); self.nc];
+        let mut inside = vec![false; resid.len()];
+        for u in &self.design.cells[e] {
+            mine[self.class(u.c)].push(resid[u.c] / u.a);
+            inside[u.c] = true;
+        }
+        let mut rest: Vec<Vec<f64>> = vec![Vec::new(); self.nc];
+        for (c, r) in resid.iter().enumerate() {
+            if !inside[c] && !mine[self.class(c)].is_empty() {
+                rest[self.class(c)].push(*r);
+            }
+        }
+        let mut per_cell = Vec::new();
+        for (m, r) in mine.iter_mut().zip(rest.iter_mut()) {
+            if m.is_empty() || r.is_empty() {
+                continue;
+            }
+            sort_samples(m);
+            sort_samples(r);
+            let d = median(m)? - median(r)?;
+            per_cell.extend(std::iter::repeat(d).take(m.len()));
+        }
+        sort_samples(&mut per_cell);
+        median(&per_cell).filter(|d| *d > 0.0)
+    }
+
     /// Backfitting of the baselines and the effects of `terms` (warm start `beta`).
     fn fit(&self, terms: &[usize], beta: &[Vec<f64>], strict: bool) -> State {
         let mut beta = beta.to_vec();
@@ -667,12 +829,43 @@ impl Problem<'_> {
 
     /// One step of forward selection from `s`: the candidate that, refitted with the terms
     /// of `s`, leaves the least loss among the strongest few, when it passes.
+    /// Whether element `e` may enter beside the terms of `s`: a switch or an uplink only
+    /// while at most half of the switches under its parent (it included) have a switch or
+    /// uplink term. Every route between those siblings crosses exactly two of their uplinks
+    /// (and goes through two of them), so all of them together are the class's baseline
+    /// again: more could trade effect with it, as cube dimensions can
+    /// ([`Problem::dims_open`]).
+    fn sibling_open(&self, s: &State, e: usize) -> bool {
+        let (Cand::Uplink(k) | Cand::Switch(k)) = self.design.cands[e] else {
+            return true;
+        };
+        let Some(t) = self.inp.geo.tree() else {
+            return true;
+        };
+        let Some(p) = t.parent(k) else {
+            return matches!(self.design.cands[e], Cand::Switch(_));
+        };
+        let mut with: BTreeSet<u32> = s
+            .terms
+            .iter()
+            .filter_map(|&x| match self.design.cands[x] {
+                Cand::Uplink(j) | Cand::Switch(j) if t.parent(j) == Some(p) => Some(j),
+                _ => None,
+            })
+            .collect();
+        with.insert(k);
+        2 * with.len() <= t.children(p)
+    }
+
     fn step(&self, s: &State) -> Option<State> {
         let dims = self.dims_open(s);
         let zero = vec![0.0; self.groups()];
         let mut scored: Vec<(f64, usize, Vec<f64>)> = Vec::new();
         for e in (0..self.design.cands.len()).filter(|e| !s.terms.contains(e)) {
             if !dims && matches!(self.design.cands[e], Cand::Dim(_)) {
+                continue;
+            }
+            if !self.sibling_open(s, e) {
                 continue;
             }
             let Some((beta, eff)) = self.effect_of(e, (&s.resid, &s.sigma), &zero, false) else {
@@ -691,6 +884,25 @@ impl Problem<'_> {
             scored.push((gain, e, beta));
         }
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        if let Some(best) = self.best_trial(s, scored) {
+            return Some(best);
+        }
+        // An element holding much of a class (the uplink of one of three switches under a
+        // parent holds two thirds of the routes between them) may not stand out from a
+        // baseline its own slow cells pulled up, and nothing else does either: it is tried
+        // from the contrast of its cells with the rest of their classes, and the joint fit,
+        // whose baseline no longer counts its cells once it is in, decides as for any other.
+        let heavy: Vec<(f64, usize, Vec<f64>)> = (0..self.design.cands.len())
+            .filter(|&e| self.design.heavy[e] && !s.terms.contains(&e))
+            .filter(|&e| self.sibling_open(s, e))
+            .filter_map(|e| Some((0.0, e, vec![self.contrast(e, &s.resid)?; self.groups()])))
+            .collect();
+        self.best_trial(s, heavy)
+    }
+
+    /// Of the candidates `scored` (best first, each with its starting effects), the first
+    /// [`TRY`] that pass refitted jointly with the terms of `s`, the one leaving the least loss.
+    fn best_trial(&self, s: &State, scored: Vec<(f64, usize, Vec<f64>)>) -> Option<State> {
         let mut best: Option<(f64, State)> = None;
         let mut passed = 0;
         for (_, e, b0) in scored.into_iter().take(MAX_TRIALS) {
@@ -824,6 +1036,8 @@ impl Problem<'_> {
 /// and the detection limits.
 pub(super) struct Selected {
     pub suspects: Vec<Suspect>,
+    /// The switches and uplinks the model could not test (see [`drop_unidentifiable`]).
+    pub untestable: Vec<String>,
     pub baseline: Vec<Option<f64>>,
     pub excess: Vec<f64>,
     pub limits: Vec<Limit>,
@@ -917,7 +1131,20 @@ pub(super) fn select(inp: &Input<'_>) -> Selected {
         .filter(|(_, b)| b.is_some())
         .map(|((sg, b), _)| sg / b)
         .fold(0.0, f64::max);
+    let untestable = p
+        .design
+        .untestable
+        .iter()
+        .filter_map(|&c| {
+            let name = c.switch(inp.geo)?;
+            Some(match c {
+                Cand::Uplink(_) => format!("the uplink of {name}"),
+                _ => format!("switch {name}"),
+            })
+        })
+        .collect();
     Selected {
+        untestable,
         suspects,
         baseline,
         excess,
@@ -983,10 +1210,12 @@ fn mirror_noise(obs: &[Obs], t: &[f64], nc: usize) -> Vec<Option<f64>> {
 pub(super) fn suspect_order(kind: &str) -> u8 {
     match kind {
         "dimension" => 0,
-        "host" => 1,
-        "node" => 2,
-        "link" => 3,
-        _ => 4,
+        "switch" => 1,
+        "uplink" => 2,
+        "host" => 3,
+        "node" => 4,
+        "link" => 5,
+        _ => 6,
     }
 }
 
@@ -1010,6 +1239,18 @@ fn describe(
             l ^ (1 << k)
         ),
         Cand::Pair(a, b) => format!("measurements of the pair {a}-{b}"),
+        Cand::Switch(k) => format!(
+            "cells routed through switch {}",
+            geo.tree().map_or("", |t| t.name(k))
+        ),
+        Cand::Uplink(k) => match geo.tree() {
+            Some(t) => format!(
+                "cells routed over the uplink of switch {} to {}",
+                t.name(k),
+                t.parent_name(k).unwrap_or("its parent")
+            ),
+            None => String::new(),
+        },
     };
     let (lo, hi) = (eff.beta - 1.96 * eff.se, eff.beta + 1.96 * eff.se);
     let cells = p.design.cells[e].len();
@@ -1018,6 +1259,7 @@ fn describe(
         kind: kind.to_string(),
         nodes,
         dimension,
+        switch: cand.switch(geo),
         factor: own,
         cells,
         effect_us: Some(Estimate {

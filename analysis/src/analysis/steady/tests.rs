@@ -5,8 +5,7 @@
 
 use super::*;
 
-#[path = "../../../../backends/sim/tests/common/scale.rs"]
-mod scale;
+use crate::analysis::testkit::scale;
 
 use commbench_core::stats::Xoshiro256 as Rng;
 

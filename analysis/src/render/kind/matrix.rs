@@ -5,7 +5,7 @@
 //! [`MATRIX_MAX_RANKS`] ranks the matrix itself. Also the comparison of two matrices
 //! (`commbench compare` of two all-pairs documents).
 
-use crate::analysis::allpairs::{CellFit, Estimate, Fit, Suspect, Topology, Verdict};
+use crate::analysis::allpairs::{self, CellFit, Estimate, Fit, Suspect, Topology, Verdict};
 use crate::analysis::document::ResultDoc;
 use crate::analysis::matrix::MatrixSection;
 use crate::analysis::matrix_compare::{
@@ -159,14 +159,20 @@ pub fn explains(m: &MatrixSection, v: &Verdict, i: u32, j: u32) -> bool {
 /// a node's cells, a link's (on a hypercube: every cell routed over the channel; on hosts:
 /// the pair both ways), a dimension's (every pair differing in that bit).
 pub fn blames(m: &MatrixSection, v: &Verdict, i: u32, j: u32) -> bool {
-    if v.element_kind() == "host" {
-        return v.nodes.contains(&i) || v.nodes.contains(&j);
+    match (v.element_kind(), v.switch.as_deref()) {
+        ("host", _) => return v.nodes.contains(&i) || v.nodes.contains(&j),
+        (kind @ ("switch" | "uplink"), Some(s)) => {
+            return allpairs::route_uses(&m.topology, i, j, s, kind == "uplink")
+        }
+        _ => {}
     }
     match (v.nodes.as_slice(), v.dimension) {
         ([k], _) => i == *k || j == *k,
         ([a, b], _) => match m.topology {
             Topology::Hypercube { .. } => route_uses(i, j, *a, *b) || route_uses(j, i, *a, *b),
-            Topology::Hosts(_) => (i, j) == (*a, *b) || (i, j) == (*b, *a),
+            Topology::Hosts(_) | Topology::Switched { .. } => {
+                (i, j) == (*a, *b) || (i, j) == (*b, *a)
+            }
         },
         ([], Some(d)) => (i ^ j) >> d & 1 == 1,
         _ => false,
@@ -201,9 +207,24 @@ pub fn flagged(m: &MatrixSection, size: u64) -> HashSet<(u32, u32)> {
 }
 
 /// What a verdict names: `node 3 (node3)`, `link 2 - 6 (node2 - node6), dimension 2`,
-/// `dimension 1`, `host a (ranks 0, 1)`.
-fn subject(m: &MatrixSection, kind: &str, nodes: &[u32], dimension: Option<u32>) -> String {
+/// `dimension 1`, `host a (ranks 0, 1)`, `switch root.s1 (32 ranks under it)`, `uplink of
+/// switch root.s1.leaf4 to root.s1`.
+fn subject(
+    m: &MatrixSection,
+    kind: &str,
+    nodes: &[u32],
+    dimension: Option<u32>,
+    switch: Option<&str>,
+) -> String {
     let dim = dimension.map(|d| format!(", dimension {d}"));
+    match (kind, switch) {
+        ("switch", Some(s)) => return format!("switch {s} ({} ranks under it)", nodes.len()),
+        ("uplink", Some(s)) => {
+            let parent = s.rsplit_once('.').map_or("its parent", |(p, _)| p);
+            return format!("uplink of switch {s} to {parent}");
+        }
+        _ => {}
+    }
     if kind == "host" {
         let ranks: Vec<String> = nodes.iter().map(u32::to_string).collect();
         let name = nodes.first().map_or("?", |&r| host(m, r));
@@ -236,7 +257,13 @@ fn verdict_lines(out: &mut String, m: &MatrixSection, k: usize, v: &Verdict) {
         (_, false, true) => "not confirmed alone (see why)",
         (_, false, false) => "not confirmed (no retest alone)",
     };
-    let what = subject(m, v.element_kind(), &v.nodes, v.dimension);
+    let what = subject(
+        m,
+        v.element_kind(),
+        &v.nodes,
+        v.dimension,
+        v.switch.as_deref(),
+    );
     let what = if v.kind == "contention" {
         format!("contention at {what}")
     } else {
@@ -362,6 +389,8 @@ fn element_words(m: &MatrixSection) -> &'static str {
         (Topology::Hypercube { .. }, _) => "node, link or dimension",
         (Topology::Hosts(_), true) => "host, node or link",
         (Topology::Hosts(_), false) => "node or link",
+        (Topology::Switched { .. }, true) => "switch, uplink, host, node or link",
+        (Topology::Switched { .. }, false) => "switch, uplink, node or link",
     }
 }
 
@@ -374,7 +403,14 @@ fn limits(out: &mut String, m: &MatrixSection) {
             .fit
             .limits
             .iter()
-            .map(|l| format!("a {} x{}", l.kind, text(l.factor, Style::Fixed(3))))
+            .map(|l| {
+                let article = if l.kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "an"
+                } else {
+                    "a"
+                };
+                format!("{article} {} x{}", l.kind, text(l.factor, Style::Fixed(3)))
+            })
             .collect();
         lines.push(format!("{}: {}", format_size(f.size), kinds.join(", ")));
     }
@@ -391,6 +427,25 @@ fn limits(out: &mut String, m: &MatrixSection) {
         "  ",
         98,
     );
+    let mut untestable: Vec<&str> = m
+        .fits
+        .iter()
+        .flat_map(|f| f.fit.untestable.iter().map(String::as_str))
+        .collect();
+    untestable.sort_unstable();
+    untestable.dedup();
+    if !untestable.is_empty() {
+        wrap(
+            out,
+            &format!(
+                "Not tested: {}: the routes over each are a whole class of pairs, whose \
+                 baseline takes them (a slow one shows as a slow class)",
+                untestable.join(", ")
+            ),
+            "  ",
+            98,
+        );
+    }
 }
 
 /// Cells slow by the model (excess above the threshold) that no verdict blames: a single slow
@@ -449,13 +504,43 @@ fn head(out: &mut String, doc: &ResultDoc, m: &MatrixSection) {
         hosts.len(),
         env.launcher
     );
-    let classes = match m.topology {
+    let classes = match &m.topology {
         Topology::Hypercube { dimensions } => {
             format!("a hypercube of {dimensions} dimension(s), pairs kept apart by hop distance")
         }
         Topology::Hosts(_) => "pairs on the same host kept apart from pairs across hosts".into(),
+        Topology::Switched { switches, .. } => {
+            let mut all = std::collections::BTreeSet::new();
+            for p in switches {
+                let mut at = 0;
+                while let Some(k) = p[at..].find('.') {
+                    all.insert(&p[..at + k]);
+                    at += k + 1;
+                }
+                all.insert(p.as_str());
+            }
+            format!(
+                "{} switches above the hosts; pairs kept apart by the number of switches their \
+                 route goes through (same host, same switch, 3, 5, ...)",
+                all.len()
+            )
+        }
     };
-    let _ = writeln!(out, "  topology: {classes}");
+    hang(out, &format!("topology: {classes}"), "  ", "    ", 98);
+    let unknown = m.switches.iter().filter(|p| p.is_empty()).count();
+    if unknown > 0 {
+        hang(
+            out,
+            &format!(
+                "switches: not known above the hosts of {unknown} of {} ranks (--topology, \
+                 SLURM_TOPOLOGY_ADDR), so none is an element: pairs kept apart by host only",
+                m.ranks
+            ),
+            "  ",
+            "    ",
+            98,
+        );
+    }
     if let Some(b) = buffers_words(doc) {
         let _ = writeln!(out, "  {b}");
     }
@@ -538,6 +623,7 @@ fn classes(out: &mut String, f: &Fit, cells: &BTreeMap<(u32, u32), CellView>, m:
         match &m.topology {
             Topology::Hypercube { .. } => (i ^ j).count_ones(),
             Topology::Hosts(h) => u32::from(h.get(i as usize) != h.get(j as usize)),
+            Topology::Switched { .. } => allpairs::switch_count(&m.topology, i, j).unwrap_or(1),
         }
     };
     let _ = writeln!(
@@ -901,7 +987,7 @@ fn below_min_factor(out: &mut String, m: &MatrixSection, f: &Fit) {
 fn named(m: &MatrixSection, s: &Suspect) -> String {
     format!(
         "{} {}",
-        subject(m, &s.kind, &s.nodes, s.dimension),
+        subject(m, &s.kind, &s.nodes, s.dimension, s.switch.as_deref()),
         estimate(&s.factor)
     )
 }
@@ -1241,6 +1327,7 @@ mod tests {
     fn verdicts_blame_their_cells() {
         let mut m = section(&["n0", "n1", "n2", "n3"], &[8], &[], 1.0, 1);
         let v = |nodes: Vec<u32>, dimension| Verdict {
+            switch: None,
             kind: "link".into(),
             nodes,
             dimension,

@@ -41,6 +41,7 @@ use crate::transport::{BackendInfo, Endpoint, Program, Rank};
 pub use cell::{CellRecord, CellStats, RawCell, RawMode, RawSink};
 pub use schedule::{rounds, Pair, Schedule};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use steps::Steps;
 
@@ -173,6 +174,11 @@ pub struct AllPairsCollected {
     pub ranks: u32,
     /// Host of every rank (the simulator: `node<i>`).
     pub hosts: Vec<String>,
+    /// The switches above every rank's host, top first, dot-separated (`root.s1.leaf4`),
+    /// `""` where unknown; empty when no rank's is known. From a `--topology` file
+    /// ([`AllPairs::with_switches`]), else Slurm's `SLURM_TOPOLOGY_ADDR` on each rank.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub switches: Vec<String>,
     /// The clock of every rank, characterised (§3.1).
     pub timers: Vec<TimerReport>,
     /// Rank 0's backend description.
@@ -246,6 +252,7 @@ pub struct AllPairs<'a> {
     retest: Option<&'a RetestFn<'a>>,
     rounds_seen: Option<&'a RoundFn<'a>>,
     raw_sink: Option<&'a dyn RawSink>,
+    switches: Option<&'a BTreeMap<String, String>>,
     collected: Arc<Mutex<AllPairsCollected>>,
     /// Rank 0's median one-way time (us) of every cell measured, by size: what a cell's
     /// threshold is taken from ([`AllPairsConfig::separate_factor`]).
@@ -278,6 +285,8 @@ fn with<T>(c: &Mutex<AllPairsCollected>, f: impl FnOnce(&mut AllPairsCollected) 
 struct Hello {
     host: String,
     timer: TimerReport,
+    #[serde(default)]
+    switches: Option<String>,
 }
 
 impl<'a> AllPairs<'a> {
@@ -295,6 +304,7 @@ impl<'a> AllPairs<'a> {
             retest: None,
             rounds_seen: None,
             raw_sink: None,
+            switches: None,
             collected: Arc::new(Mutex::new(AllPairsCollected::default())),
             medians: Mutex::new(Vec::new()),
             schedule: Mutex::new(None),
@@ -324,6 +334,14 @@ impl<'a> AllPairs<'a> {
     /// ([`RawMode::All`]).
     pub fn with_raw_sink(mut self, sink: &'a dyn RawSink) -> Self {
         self.raw_sink = Some(sink);
+        self
+    }
+
+    /// The switches above each host (host name to switch path, top first, dot-separated:
+    /// a `--topology` file), which rank 0 records for the ranks on those hosts instead of
+    /// what the ranks' launcher said ([`crate::launch::switch_path`]).
+    pub fn with_switches(mut self, map: &'a BTreeMap<String, String>) -> Self {
+        self.switches = Some(map);
         self
     }
 
@@ -376,6 +394,10 @@ impl<'a> AllPairs<'a> {
         let hello = serde_json::to_vec(&Hello {
             host: crate::launch::host_name(ep),
             timer: t,
+            switches: match ep.hypercube() {
+                Some(_) => None,
+                None => crate::launch::switch_path(),
+            },
         })
         .map_err(|e| Error::Protocol(format!("encoding the timer report: {e}")))?;
         let all = self
@@ -384,16 +406,23 @@ impl<'a> AllPairs<'a> {
         if let Some(all) = all {
             let mut hosts = Vec::with_capacity(all.len());
             let mut timers = Vec::with_capacity(all.len());
+            let mut switches = Vec::with_capacity(all.len());
             for (r, b) in all.iter().enumerate() {
                 let h: Hello = serde_json::from_slice(b)
                     .map_err(|e| Error::Protocol(format!("rank {r}'s host and timer: {e}")))?;
+                let given = self.switches.and_then(|m| m.get(&h.host)).cloned();
+                switches.push(given.or(h.switches).unwrap_or_default());
                 hosts.push(h.host);
                 timers.push(h.timer);
+            }
+            if switches.iter().all(String::is_empty) {
+                switches.clear();
             }
             let (info, cube, n) = (ep.info(), ep.hypercube(), ep.size());
             with(&self.collected, |c| {
                 c.ranks = n;
                 c.hosts = hosts;
+                c.switches = switches;
                 c.timers = timers;
                 c.backend_info = Some(info);
                 c.hypercube = cube;
@@ -746,6 +775,7 @@ impl AllPairs<'_> {
                 run: AllPairsCollected {
                     ranks: c.ranks,
                     hosts: c.hosts.clone(),
+                    switches: c.switches.clone(),
                     timers: c.timers.clone(),
                     backend_info: c.backend_info.clone(),
                     hypercube: c.hypercube,

@@ -318,23 +318,17 @@ impl Tree {
             }
             t.leaf.push(up.unwrap_or(0));
         }
-        let leaves: BTreeMap<u32, usize> = t.leaf.iter().fold(BTreeMap::new(), |mut m, &l| {
-            *m.entry(l).or_insert(0) += 1;
-            m
-        });
+        let mut leaves: BTreeMap<u32, usize> = BTreeMap::new();
+        for &l in &t.leaf {
+            *leaves.entry(l).or_insert(0) += 1;
+        }
         let mut counts = std::collections::BTreeSet::new();
         for (&a, &k) in &leaves {
             if k > 1 {
                 counts.insert(1);
             }
             for &b in leaves.keys().filter(|&&b| b > a) {
-                counts.insert(
-                    t.route(a, b)
-                        .iter()
-                        .filter(|h| matches!(h, Hop::Switch(_)))
-                        .count() as u32
-                        + u32::from(t.lca(a, b).is_none()),
-                );
+                counts.insert(t.switches_between(a, b));
             }
         }
         t.counts = counts.into_iter().collect();
@@ -379,18 +373,21 @@ impl Tree {
         out
     }
 
+    /// The number of switches a route from leaf `a` to leaf `b` goes through: up to the
+    /// lowest switch both share and down again, or, with none shared, both ways to the top
+    /// and one more that joins them.
+    fn switches_between(&self, a: u32, b: u32) -> u32 {
+        let d = |s: u32| self.depth[s as usize];
+        match self.lca(a, b) {
+            _ if a == b => 1,
+            Some(c) => d(a) + d(b) - 2 * d(c) + 1,
+            None => d(a) + d(b) + 3,
+        }
+    }
+
     /// The class of a route between hosts `a` and `b` (different).
     fn class_across(&self, a: usize, b: usize) -> usize {
-        let (la, lb) = (self.leaf[a], self.leaf[b]);
-        let switches = if la == lb {
-            1
-        } else {
-            self.route(la, lb)
-                .iter()
-                .filter(|h| matches!(h, Hop::Switch(_)))
-                .count() as u32
-                + u32::from(self.lca(la, lb).is_none())
-        };
+        let switches = self.switches_between(self.leaf[a], self.leaf[b]);
         1 + self.counts.partition_point(|&c| c < switches)
     }
 

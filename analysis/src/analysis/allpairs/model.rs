@@ -279,15 +279,15 @@ fn design(geo: &Geometry, obs: &[Obs], nc: usize) -> Design {
             by.entry(cand).or_default().push(Use { c, ..u });
         }
     }
-    let untestable = if geo.tree().is_some() {
-        drop_unidentifiable(&mut by, obs, nc)
-    } else {
-        Vec::new()
-    };
     let mut per_class = vec![0usize; nc];
     for o in obs {
         per_class[o.class] += 1;
     }
+    let untestable = if geo.tree().is_some() {
+        drop_unidentifiable(&mut by, obs, &per_class)
+    } else {
+        Vec::new()
+    };
     let heavy = by
         .iter()
         .map(|(c, uses)| {
@@ -318,21 +318,22 @@ fn design(geo: &Geometry, obs: &[Obs], nc: usize) -> Design {
 /// cells are exactly another element's, which is kept instead: a node or host before an
 /// uplink, an uplink before a switch (a leaf switch with one host has that host's cells; a
 /// switch whose routes all leave it by its uplink, the uplink's).
-fn drop_unidentifiable(by: &mut BTreeMap<Cand, Vec<Use>>, obs: &[Obs], nc: usize) -> Vec<Cand> {
+fn drop_unidentifiable(
+    by: &mut BTreeMap<Cand, Vec<Use>>,
+    obs: &[Obs],
+    per_class: &[usize],
+) -> Vec<Cand> {
     use std::collections::hash_map::DefaultHasher;
     use std::collections::HashMap;
     use std::hash::{Hash, Hasher};
-    let mut per_class = vec![0usize; nc];
-    for o in obs {
-        per_class[o.class] += 1;
-    }
+    let nc = per_class.len();
     let switchy = |c: &Cand| matches!(c, Cand::Switch(_) | Cand::Uplink(_));
     let whole_class = |uses: &[Use]| {
         let mut n = vec![0usize; nc];
         for u in uses {
             n[obs[u.c].class] += 1;
         }
-        n.iter().zip(&per_class).any(|(k, all)| *k > 0 && k == all)
+        n.iter().zip(per_class).any(|(k, all)| *k > 0 && k == all)
     };
     let untestable: Vec<Cand> = by
         .iter()
@@ -827,8 +828,6 @@ impl Problem<'_> {
         dims_in < cap
     }
 
-    /// One step of forward selection from `s`: the candidate that, refitted with the terms
-    /// of `s`, leaves the least loss among the strongest few, when it passes.
     /// Whether element `e` may enter beside the terms of `s`: a switch or an uplink only
     /// while at most half of the switches under its parent (it included) have a switch or
     /// uplink term. Every route between those siblings crosses exactly two of their uplinks
@@ -857,6 +856,8 @@ impl Problem<'_> {
         2 * with.len() <= t.children(p)
     }
 
+    /// One step of forward selection from `s`: the candidate that, refitted with the terms
+    /// of `s`, leaves the least loss among the strongest few, when it passes.
     fn step(&self, s: &State) -> Option<State> {
         let dims = self.dims_open(s);
         let zero = vec![0.0; self.groups()];

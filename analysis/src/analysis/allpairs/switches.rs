@@ -265,11 +265,20 @@ fn ranges(inner: &str, expr: &str) -> std::result::Result<Vec<String>, String> {
 }
 
 /// The topology of a run: the hosts alone, or with their switches when every rank's host has
-/// a switch path (`paths` per rank; an empty one is unknown). The number of ranks left
-/// without one comes back with the hosts alone.
+/// a switch path (`paths` per rank; an empty one is unknown) and the ranks of each host name
+/// the same. The number of ranks without one, or whose host's ranks disagree, comes back with
+/// the hosts alone.
 pub fn with_switches(hosts: &[String], paths: &[String]) -> (Topology, usize) {
     let missing = if paths.len() == hosts.len() {
-        paths.iter().filter(|p| check_path(p).is_err()).count()
+        let mut first: BTreeMap<&str, &str> = BTreeMap::new();
+        for (h, p) in hosts.iter().zip(paths) {
+            first.entry(h.as_str()).or_insert(p.as_str());
+        }
+        hosts
+            .iter()
+            .zip(paths)
+            .filter(|(h, p)| check_path(p).is_err() || first.get(h.as_str()) != Some(&p.as_str()))
+            .count()
     } else {
         hosts.len()
     };

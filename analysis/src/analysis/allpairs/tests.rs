@@ -1156,7 +1156,13 @@ fn topology_files_read_both_forms_and_refuse_what_they_cannot_mean() {
     let hosts: Vec<String> = ["a", "b"].iter().map(|s| s.to_string()).collect();
     let (t, missing) = with_switches(&hosts, &["x.y".to_string(), String::new()]);
     assert_eq!((t, missing), (Topology::Hosts(hosts.clone()), 1));
-    // Ranks of one host that disagree on its switches are refused, not guessed at.
+    // Ranks of one host that disagree on its switches: the run keeps to its hosts, and the
+    // attribution, given such a topology, refuses it rather than guess.
+    let (t, missing) = with_switches(
+        &["a".to_string(), "a".to_string()],
+        &["t.l0".to_string(), "t.l1".to_string()],
+    );
+    assert!(matches!(t, Topology::Hosts(_)) && missing == 1, "{t:?}");
     let two = Topology::Switched {
         hosts: vec!["a".into(), "a".into(), "b".into()],
         switches: vec!["t.l0".into(), "t.l1".into(), "t.l1".into()],

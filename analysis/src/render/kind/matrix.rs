@@ -110,11 +110,25 @@ fn natural(a: &str, b: &str) -> std::cmp::Ordering {
     x.len().cmp(&y.len()).then(a.cmp(b))
 }
 
-/// The ranks ordered by host name (numbers in names compared as numbers), then rank: the
-/// order of the matrix's rows and columns.
+/// The ranks ordered by the switches above their host when every rank's are known, then by
+/// host name (numbers in names compared as numbers), then rank: the order of the matrix's
+/// rows and columns, which keeps the ranks under one switch together.
 pub fn host_order(m: &MatrixSection) -> Vec<u32> {
+    let switches = match &m.topology {
+        Topology::Switched { switches, .. } => Some(switches),
+        _ => None,
+    };
+    let above = |r: u32| {
+        switches
+            .and_then(|s| s.get(r as usize))
+            .map_or("", String::as_str)
+    };
     let mut v: Vec<u32> = (0..m.ranks).collect();
-    v.sort_by(|&a, &b| natural(host(m, a), host(m, b)).then(a.cmp(&b)));
+    v.sort_by(|&a, &b| {
+        natural(above(a), above(b))
+            .then_with(|| natural(host(m, a), host(m, b)))
+            .then(a.cmp(&b))
+    });
     v
 }
 
@@ -527,13 +541,14 @@ fn head(out: &mut String, doc: &ResultDoc, m: &MatrixSection) {
         }
     };
     hang(out, &format!("topology: {classes}"), "  ", "    ", 98);
-    let unknown = m.switches.iter().filter(|p| p.is_empty()).count();
-    if unknown > 0 {
+    let (_, unknown) = allpairs::with_switches(&m.hosts, &m.switches);
+    if !m.switches.is_empty() && unknown > 0 {
         hang(
             out,
             &format!(
-                "switches: not known above the hosts of {unknown} of {} ranks (--topology, \
-                 SLURM_TOPOLOGY_ADDR), so none is an element: pairs kept apart by host only",
+                "switches: not known above the hosts of {unknown} of {} ranks, or named \
+                 otherwise by another rank of the host (--topology, SLURM_TOPOLOGY_ADDR), so \
+                 none is an element: pairs kept apart by host only",
                 m.ranks
             ),
             "  ",

@@ -10,11 +10,11 @@
 
 use super::canvas::{esc, num, size_text, Svg};
 use super::subtitle;
-use crate::analysis::allpairs::Fit;
+use crate::analysis::allpairs::{Fit, Topology};
 use crate::analysis::document::ResultDoc;
 use crate::analysis::matrix::MatrixSection;
 use crate::render::kind::matrix::{flagged, host_order};
-use commbench_core::stats::nice_width;
+use commbench_core::stats::{self, nice_width};
 use commbench_core::transport::error::{Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -38,6 +38,11 @@ const ZY0: f64 = HY + SIDE + 70.0;
 const ZY1: f64 = H - 80.0;
 /// Bars of the histogram.
 const Z_BINS: usize = 48;
+/// Above this many ranks the heatmap draws one block per pair of groups of ranks instead of
+/// a rect per cell: at 1,024 ranks a rect a cell is a million rects, a file of 250 MB.
+const AGGREGATE_ABOVE: usize = 256;
+/// Most groups along a side of the aggregated heatmap.
+const MAX_GROUPS: usize = 128;
 /// Grey of the diagonal and of cells not measured.
 const MISSING: &str = "#c8c8c8";
 const FLAG: &str = "#d62728";
@@ -214,13 +219,204 @@ fn heatmap(svg: &mut Svg, m: &MatrixSection, size: u64, order: &[u32], colour: M
         range = (range.0.min(1.0), range.1.max(m.rule.min_factor * 1.1));
     }
     let flags = flagged(m, size);
-    cells(svg, m, size, order, &med, range, colour);
-    host_boundaries(svg, m, order, cell);
-    flag_outlines(svg, &flags, order, cell);
-    frame(svg, HX, HY, SIDE, SIDE);
-    labels(svg, m, order, cell);
+    if order.len() > AGGREGATE_ABOVE {
+        let groups = groups(m, order);
+        blocks(svg, order, &groups, &med, &flags, range, colour);
+        group_boundaries(svg, &groups, cell);
+        frame(svg, HX, HY, SIDE, SIDE);
+        group_labels(svg, &groups, cell);
+    } else {
+        cells(svg, m, size, order, &med, range, colour);
+        host_boundaries(svg, m, order, cell);
+        flag_outlines(svg, &flags, order, cell);
+        frame(svg, HX, HY, SIDE, SIDE);
+        labels(svg, m, order, cell);
+    }
     verdict_marks(svg, m, size, order, cell);
     legend(svg, range.0, range.1, colour);
+}
+
+/// Consecutive ranks of the heatmap's order drawn as one row and one column of blocks.
+#[derive(Debug, Clone, PartialEq)]
+struct Group {
+    /// What its ranks share: the switch above their hosts, their host, or the first and last
+    /// host of a run of the order.
+    name: String,
+    /// Its first position in the order.
+    start: usize,
+    /// How many ranks.
+    len: usize,
+}
+
+/// The groups of the aggregated heatmap: the ranks under each switch when the switches are
+/// known, else on each host; runs of about `n / MAX_GROUPS` ranks of the order instead when
+/// that makes more than [`MAX_GROUPS`] groups or fewer than two ranks a group.
+fn groups(m: &MatrixSection, order: &[u32]) -> Vec<Group> {
+    let key = |r: u32| match &m.topology {
+        Topology::Switched { switches, .. } => switches.get(r as usize).map_or("", String::as_str),
+        _ => host_name(m, r),
+    };
+    let mut out: Vec<Group> = Vec::new();
+    for (k, &r) in order.iter().enumerate() {
+        match out.last_mut() {
+            Some(g) if g.name == key(r) => g.len += 1,
+            _ => out.push(Group {
+                name: key(r).to_string(),
+                start: k,
+                len: 1,
+            }),
+        }
+    }
+    if out.len() <= MAX_GROUPS && 2 * out.len() <= order.len() {
+        return out;
+    }
+    let per = order.len().div_ceil(MAX_GROUPS).max(1);
+    (0..order.len())
+        .step_by(per)
+        .map(|start| {
+            let len = per.min(order.len() - start);
+            let (a, b) = (order[start], order[start + len - 1]);
+            Group {
+                name: format!("{} .. {}", host_name(m, a), host_name(m, b)),
+                start,
+                len,
+            }
+        })
+        .collect()
+}
+
+/// One rect per pair of groups, coloured by the median of its cells' values; a block holding
+/// a flagged cell outlined.
+fn blocks(
+    svg: &mut Svg,
+    order: &[u32],
+    groups: &[Group],
+    med: &[Vec<Option<f64>>],
+    flags: &HashSet<(u32, u32)>,
+    range: (f64, f64),
+    what: MatrixColour,
+) {
+    let unit = SIDE / order.len().max(1) as f64;
+    let mut outlined = Vec::new();
+    svg.raw(r#"<g class="heatmap" stroke="white" stroke-width="0.5">"#);
+    for ga in groups {
+        for gb in groups {
+            let (mut v, mut cells, mut flagged) = (Vec::new(), 0usize, 0usize);
+            for &i in &order[ga.start..ga.start + ga.len] {
+                for &j in &order[gb.start..gb.start + gb.len] {
+                    if i == j {
+                        continue;
+                    }
+                    cells += 1;
+                    v.extend(median_at(med, i, j));
+                    flagged += usize::from(flags.contains(&(i, j)));
+                }
+            }
+            let (x, y) = (HX + gb.start as f64 * unit, HY + ga.start as f64 * unit);
+            let (w, h) = (gb.len as f64 * unit, ga.len as f64 * unit);
+            stats::sort_samples(&mut v);
+            let mid = stats::median(&v);
+            let (class, fill) = match mid {
+                Some(x) => ("block", colour(log_position(x, range))),
+                None => ("block missing", MISSING.to_string()),
+            };
+            let value = |x: f64| match what {
+                MatrixColour::Time => format!("{} us", num(x)),
+                MatrixColour::Excess => format!("x{}", num(x)),
+            };
+            let tip = match (mid, v.last()) {
+                (Some(x), Some(&worst)) => format!(
+                    "{} -> {}: median {} over {} of {cells} cells measured (worst {}); {flagged} flagged",
+                    ga.name,
+                    gb.name,
+                    value(x),
+                    v.len(),
+                    value(worst)
+                ),
+                _ => format!("{} -> {}: no cell measured", ga.name, gb.name),
+            };
+            let _ = writeln!(
+                svg.s,
+                r#"<rect class="{class}" x="{x:.2}" y="{y:.2}" width="{w:.2}" height="{h:.2}" fill="{fill}" data-cells="{cells}" data-flagged="{flagged}"><title>{}</title></rect>"#,
+                esc(&tip)
+            );
+            if flagged > 0 {
+                outlined.push((x, y, w, h));
+            }
+        }
+    }
+    svg.raw("</g>");
+    svg.raw(&format!(
+        r#"<g class="flags" fill="none" stroke="{FLAG}" stroke-width="1.5">"#
+    ));
+    for (x, y, w, h) in outlined {
+        let _ = writeln!(
+            svg.s,
+            r#"<rect class="flag" x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}"/>"#,
+            x + 0.75,
+            y + 0.75,
+            (w - 1.5).max(0.5),
+            (h - 1.5).max(0.5)
+        );
+    }
+    svg.raw("</g>");
+}
+
+/// Lines between the groups.
+fn group_boundaries(svg: &mut Svg, groups: &[Group], unit: f64) {
+    svg.raw(r#"<g class="group-boundaries" stroke="black" stroke-width="0.75">"#);
+    for g in groups.iter().skip(1) {
+        let p = g.start as f64 * unit;
+        let _ = writeln!(
+            svg.s,
+            r#"<line class="group-boundary" x1="{:.2}" y1="{HY:.2}" x2="{:.2}" y2="{:.2}"/>"#,
+            HX + p,
+            HX + p,
+            HY + SIDE
+        );
+        let _ = writeln!(
+            svg.s,
+            r#"<line class="group-boundary" x1="{HX:.2}" y1="{:.2}" x2="{:.2}" y2="{:.2}"/>"#,
+            HY + p,
+            HX + SIDE,
+            HY + p
+        );
+    }
+    svg.raw("</g>");
+}
+
+/// The groups' names beside the rows, thinned so that they do not overlap.
+fn group_labels(svg: &mut Svg, groups: &[Group], unit: f64) {
+    let mut next = f64::NEG_INFINITY;
+    for g in groups {
+        let c = HY + (g.start as f64 + g.len as f64 / 2.0) * unit;
+        if c < next {
+            continue;
+        }
+        next = c + 10.0;
+        let name: String = g.name.chars().take(20).collect();
+        svg.text(
+            "row-label",
+            HX - 5.0,
+            c + 3.0,
+            "end",
+            r#" font-size="8""#,
+            &name,
+        );
+    }
+    svg.text(
+        "axis-title",
+        HX + SIDE / 2.0,
+        HY - 22.0,
+        "middle",
+        r#" font-size="12""#,
+        "dest (echoes), in the rows' groups",
+    );
+    let cy = HY + SIDE / 2.0;
+    let _ = writeln!(
+        svg.s,
+        r#"<text class="axis-title" x="16" y="{cy:.1}" text-anchor="middle" font-size="12" transform="rotate(-90 16 {cy:.1})">source (times), by group</text>"#
+    );
 }
 
 /// A red mark beside each row and column label of a rank some verdict at `size` names (a
@@ -868,9 +1064,18 @@ pub(super) fn plot(doc: &ResultDoc, size: Option<u64>, colour: MatrixColour) -> 
             "the cell's median over a healthy cell of its class (log scale; --colour time for the time)"
         }
     };
+    let blocks = if order.len() > AGGREGATE_ABOVE {
+        format!(
+            " Above {AGGREGATE_ABOVE} ranks a block is the median of the cells between two groups \
+             of ranks (under one switch, on one host, or a run of the order), outlined when it \
+             holds an outlined cell."
+        )
+    } else {
+        String::new()
+    };
     let caption = [
         format!(
-            "Colour: {shown}; grey: the diagonal or a cell not measured; outlined: |z| > {} or blamed by one of the {verdicts} verdict(s) at this size, whose ranks are marked in red on the axes.",
+            "Colour: {shown}; grey: the diagonal or a cell not measured; outlined: |z| > {} or blamed by one of the {verdicts} verdict(s) at this size, whose ranks are marked in red on the axes.{blocks}",
             m.rule.z
         ),
         "Node effects: exp(sender) and exp(receiver) of Tukey's median polish of log time (1: as fast as the common time); ranks in the heatmap's order.".to_string(),
@@ -931,6 +1136,44 @@ mod tests {
         assert!(s.contains("8 B") && !s.contains("NaN"), "{s}");
         let s = draw(&d, PlotKind::Matrix, Some(4096)).unwrap();
         assert!(s.contains("4 KiB"));
+    }
+
+    /// Above 256 ranks: blocks between groups of ranks, not a rect per cell; by switch when
+    /// the switches are known, else runs of the order (here more hosts than groups).
+    #[test]
+    fn many_ranks_are_drawn_as_blocks_of_groups() {
+        let names: Vec<String> = (0..258).map(|r| format!("h{:03}", r / 2)).collect();
+        let hosts: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut d = doc(vec![]);
+        d.allpairs = Some(section(&hosts, &[8], &[7], 3.0, 2));
+        let s = draw(&d, PlotKind::Matrix, None).unwrap();
+        well_formed(&s).unwrap();
+        assert_eq!(s.matches(r#"<rect class="cell"#).count(), 0);
+        // 129 hosts are more than 128 groups: runs of 3 ranks, 86 a side.
+        let blocks = s.matches(r#"<rect class="block"#).count();
+        assert_eq!(blocks, 86 * 86, "{blocks}");
+        assert!(s.len() < 4 << 20, "{} bytes", s.len());
+        // Rank 7's blocks are outlined (its row and its column), and only those.
+        let flags = s.matches(r#"<rect class="flag""#).count();
+        assert_eq!(flags, 2 * 86 - 1, "{flags}");
+        assert!(s.contains("Above 256"), "no caption of the blocks");
+        // Under known switches: a group per switch, the rows ordered by it.
+        let m = d.allpairs.as_mut().unwrap();
+        let switches: Vec<String> = (0..258)
+            .map(|r| format!("top.leaf{}", (r / 2) % 6))
+            .collect();
+        m.topology = Topology::Switched {
+            hosts: names.clone(),
+            switches,
+        };
+        let s = draw(&d, PlotKind::Matrix, None).unwrap();
+        well_formed(&s).unwrap();
+        assert_eq!(s.matches(r#"<rect class="block"#).count(), 36);
+        assert_eq!(s.matches(r#"class="group-boundary""#).count(), 2 * 5);
+        assert!(
+            s.contains("top.leaf0 -&gt; top.leaf1: median x"),
+            "no tooltip of a block"
+        );
     }
 
     #[test]

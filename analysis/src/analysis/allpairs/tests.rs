@@ -850,20 +850,18 @@ fn switch_counts_and_routes_from_paths_agree_with_the_tree() {
                 let through = geo.through(i, j);
                 for s in &names {
                     let k = t.find(s).unwrap();
-                    assert_eq!(
-                        route_uses(&topo, i, j, s, false),
-                        through.contains(&geometry::Hop::Switch(k)),
-                        "{} - {}: switch {s}",
-                        paths[i as usize],
-                        paths[j as usize]
-                    );
-                    assert_eq!(
-                        route_uses(&topo, i, j, s, true),
-                        through.contains(&geometry::Hop::Uplink(k)),
-                        "{} - {}: uplink of {s}",
-                        paths[i as usize],
-                        paths[j as usize]
-                    );
+                    for (uplink, hop) in [
+                        (false, geometry::Hop::Switch(k)),
+                        (true, geometry::Hop::Uplink(k)),
+                    ] {
+                        assert_eq!(
+                            route_uses(&topo, i, j, s, uplink),
+                            through.contains(&hop),
+                            "{} - {}: {hop:?} ({s})",
+                            paths[i as usize],
+                            paths[j as usize]
+                        );
+                    }
                 }
                 let switches = through
                     .iter()

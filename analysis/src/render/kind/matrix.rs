@@ -505,19 +505,9 @@ fn lone_cells(out: &mut String, m: &MatrixSection) {
     }
 }
 
-/// The run's first lines: what ran where, the method, the schedule and the rule.
-fn head(out: &mut String, doc: &ResultDoc, m: &MatrixSection) {
-    let env = &doc.environment;
-    let hosts: HashSet<&str> = m.hosts.iter().map(String::as_str).collect();
-    let _ = writeln!(
-        out,
-        "All pairs: every ordered pair i -> j, i timing a ping-pong with j (Luecke et al. 2009)\n  \
-         over {}: {} ranks on {} host(s), started by {}",
-        env.backend,
-        m.ranks,
-        hosts.len(),
-        env.launcher
-    );
+/// What the run knew of where its ranks sit: the topology line, and a note when the switches
+/// were known for some ranks only.
+fn topology_lines(out: &mut String, m: &MatrixSection) {
     let classes = match &m.topology {
         Topology::Hypercube { dimensions } => {
             format!("a hypercube of {dimensions} dimension(s), pairs kept apart by hop distance")
@@ -556,6 +546,22 @@ fn head(out: &mut String, doc: &ResultDoc, m: &MatrixSection) {
             98,
         );
     }
+}
+
+/// The run's first lines: what ran where, the method, the schedule and the rule.
+fn head(out: &mut String, doc: &ResultDoc, m: &MatrixSection) {
+    let env = &doc.environment;
+    let hosts: HashSet<&str> = m.hosts.iter().map(String::as_str).collect();
+    let _ = writeln!(
+        out,
+        "All pairs: every ordered pair i -> j, i timing a ping-pong with j (Luecke et al. 2009)\n  \
+         over {}: {} ranks on {} host(s), started by {}",
+        env.backend,
+        m.ranks,
+        hosts.len(),
+        env.launcher
+    );
+    topology_lines(out, m);
     if let Some(b) = buffers_words(doc) {
         let _ = writeln!(out, "  {b}");
     }
@@ -1401,6 +1407,29 @@ mod tests {
         // Ordered by host: a0's ranks 1 and 3 first.
         assert!(s.contains("hosts: a0: 1 3; b1: 0 2; c2: 4 5"), "{s}");
         assert!(!s.contains('*') || s.contains("* flagged"), "{s}");
+        for line in s.lines() {
+            assert!(line.chars().count() <= 100, "{line}");
+        }
+    }
+
+    /// Switches known for some ranks only: said under the topology line, and left out.
+    #[test]
+    fn switches_known_for_some_ranks_only_are_said_and_left_out() {
+        let mut m = section(&HOSTS, &[8], &[], 1.0, 1);
+        m.switches = (0..m.ranks)
+            .map(|r| {
+                if r == 2 {
+                    String::new()
+                } else {
+                    "top.l0".into()
+                }
+            })
+            .collect();
+        let s = report(m, Detail::Table);
+        assert!(
+            s.contains("switches: not known above the hosts of 1 of 6 ranks"),
+            "{s}"
+        );
         for line in s.lines() {
             assert!(line.chars().count() <= 100, "{line}");
         }

@@ -404,18 +404,28 @@ fn group_labels(svg: &mut Svg, groups: &[Group], unit: f64) {
             &name,
         );
     }
+    axis_titles(
+        svg,
+        "dest (echoes), in the rows' groups",
+        "source (times), by group",
+    );
+}
+
+/// The heatmap's axis titles: `top` above the columns, `side` turned beside the rows.
+fn axis_titles(svg: &mut Svg, top: &str, side: &str) {
     svg.text(
         "axis-title",
         HX + SIDE / 2.0,
         HY - 22.0,
         "middle",
         r#" font-size="12""#,
-        "dest (echoes), in the rows' groups",
+        top,
     );
     let cy = HY + SIDE / 2.0;
     let _ = writeln!(
         svg.s,
-        r#"<text class="axis-title" x="16" y="{cy:.1}" text-anchor="middle" font-size="12" transform="rotate(-90 16 {cy:.1})">source (times), by group</text>"#
+        r#"<text class="axis-title" x="16" y="{cy:.1}" text-anchor="middle" font-size="12" transform="rotate(-90 16 {cy:.1})">{}</text>"#,
+        esc(side)
     );
 }
 
@@ -636,19 +646,7 @@ fn labels(svg: &mut Svg, m: &MatrixSection, order: &[u32], cell: f64) {
             &row,
         );
     }
-    svg.text(
-        "axis-title",
-        HX + SIDE / 2.0,
-        HY - 22.0,
-        "middle",
-        r#" font-size="12""#,
-        "dest (echoes)",
-    );
-    let cy = HY + SIDE / 2.0;
-    let _ = writeln!(
-        svg.s,
-        r#"<text class="axis-title" x="16" y="{cy:.1}" text-anchor="middle" font-size="12" transform="rotate(-90 16 {cy:.1})">source (times), host and rank</text>"#
-    );
+    axis_titles(svg, "dest (echoes)", "source (times), host and rank");
 }
 
 /// The colour legend: the ramp with log ticks (us, or a slowdown).

@@ -102,28 +102,47 @@ pub struct Coverage {
     pub host_pairs: u64,
     /// Pairs of hosts there are.
     pub of_host_pairs: u64,
+    /// Pairs of switches (those the hosts hang from; unordered, a switch with itself when
+    /// it holds two ranks or more) with a measured cell between them, when every rank's
+    /// switches are known; absent otherwise and in documents written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_pairs: Option<u64>,
+    /// Pairs of switches there are, as `switch_pairs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of_switch_pairs: Option<u64>,
+}
+
+/// Each rank's group as a number, groups numbered as first seen.
+fn numbered<'a>(names: impl Iterator<Item = &'a str>) -> Vec<u32> {
+    let mut ids: HashMap<&str, u32> = HashMap::new();
+    names
+        .map(|name| {
+            let next = ids.len() as u32;
+            *ids.entry(name).or_insert(next)
+        })
+        .collect()
+}
+
+/// Of the ranks grouped by `group` (a host, a switch), the unordered pairs of groups with a
+/// cell of `cells` between them, and the pairs there are: every two groups, and a group with
+/// itself when it holds two ranks or more.
+fn group_pairs(group: &[u32], cells: &std::collections::HashSet<(usize, usize)>) -> (u64, u64) {
+    let mut per = vec![0u64; group.iter().map(|&g| g as usize + 1).max().unwrap_or(0)];
+    group.iter().for_each(|&g| per[g as usize] += 1);
+    let k = per.len() as u64;
+    let of = k * k.saturating_sub(1) / 2 + per.iter().filter(|&&x| x >= 2).count() as u64;
+    let seen: std::collections::HashSet<(u32, u32)> = cells
+        .iter()
+        .map(|&(i, j)| (group[i].min(group[j]), group[i].max(group[j])))
+        .collect();
+    (seen.len() as u64, of)
 }
 
 /// The coverage of `size` by the main-pass cells of `c`.
 fn coverage(c: &AllPairsCollected, size: u64) -> Coverage {
     let n = c.ranks as usize;
-    let mut ids: HashMap<&str, u32> = HashMap::new();
-    let host: Vec<u32> = (0..n)
-        .map(|r| {
-            let name = c.hosts.get(r).map_or("", String::as_str);
-            let next = ids.len() as u32;
-            *ids.entry(name).or_insert(next)
-        })
-        .collect();
-    let key = |i: usize, j: usize| (host[i].min(host[j]), host[i].max(host[j]));
-    // Every two hosts make a pair, and a host with two ranks or more one with itself.
-    let mut per_host = vec![0u64; ids.len()];
-    host.iter().for_each(|&h| per_host[h as usize] += 1);
-    let hosts = per_host.len() as u64;
-    let of_host_pairs =
-        hosts * hosts.saturating_sub(1) / 2 + per_host.iter().filter(|&&k| k >= 2).count() as u64;
+    let host = numbered((0..n).map(|r| c.hosts.get(r).map_or("", String::as_str)));
     let mut cells = std::collections::HashSet::new();
-    let mut seen = std::collections::HashSet::new();
     let mut ranks = vec![false; n];
     for x in c.cells.iter().filter(|x| x.size == size && !x.retest) {
         let (i, j) = (x.source as usize, x.dest as usize);
@@ -131,17 +150,27 @@ fn coverage(c: &AllPairsCollected, size: u64) -> Coverage {
             continue;
         }
         cells.insert((i, j));
-        seen.insert(key(i, j));
         ranks[i] = true;
         ranks[j] = true;
     }
+    let (host_pairs, of_host_pairs) = group_pairs(&host, &cells);
+    let switched = matches!(topology(c), Topology::Switched { .. });
+    let (switch_pairs, of_switch_pairs) = if switched && c.switches.len() == n {
+        let leaf = numbered(c.switches.iter().map(String::as_str));
+        let (a, b) = group_pairs(&leaf, &cells);
+        (Some(a), Some(b))
+    } else {
+        (None, None)
+    };
     Coverage {
         size,
         cells: cells.len() as u64,
         of_cells: (n as u64) * (n as u64).saturating_sub(1),
         ranks: ranks.iter().filter(|&&r| r).count() as u32,
-        host_pairs: seen.len() as u64,
+        host_pairs,
         of_host_pairs,
+        switch_pairs,
+        of_switch_pairs,
     }
 }
 
@@ -398,16 +427,26 @@ mod tests {
     use commbench_core::method::engine::RawPoint;
     use commbench_core::stats::Xoshiro256;
 
-    /// Coverage against a count made the slow way, on random hosts and random cells.
+    /// Coverage against a count made the slow way, on random hosts (under random switches,
+    /// half the time) and random cells.
     #[test]
-    fn coverage_counts_cells_ranks_and_host_pairs() {
+    fn coverage_counts_cells_ranks_and_host_and_switch_pairs() {
         let mut rng = Xoshiro256::new(3);
         for _ in 0..100 {
             let n = 2 + rng.below(20) as u32;
             let hosts: Vec<String> = (0..n).map(|_| format!("h{}", rng.below(6))).collect();
+            let leaves = 1 + rng.below(4);
+            let switches: Vec<String> = match rng.below(2) {
+                0 => Vec::new(),
+                _ => hosts
+                    .iter()
+                    .map(|h| format!("top.l{}", h[1..].parse::<usize>().unwrap() % leaves))
+                    .collect(),
+            };
             let mut c = AllPairsCollected {
                 ranks: n,
                 hosts: hosts.clone(),
+                switches: switches.clone(),
                 ..AllPairsCollected::default()
             };
             for i in 0..n {
@@ -435,22 +474,27 @@ mod tests {
                 .filter(|&r| main.iter().any(|x| x.source == r || x.dest == r))
                 .count();
             assert_eq!(got.ranks as usize, in_cell);
-            let pair = |i: u32, j: u32| {
-                let (a, b) = (&hosts[i as usize], &hosts[j as usize]);
-                if a <= b {
-                    (a.clone(), b.clone())
-                } else {
-                    (b.clone(), a.clone())
-                }
+            // Pairs of groups (hosts or switches) over every cell there is and those measured.
+            let count = |group: &[String]| {
+                let pair = |i: u32, j: u32| {
+                    let (a, b) = (&group[i as usize], &group[j as usize]);
+                    (a.min(b).clone(), a.max(b).clone())
+                };
+                let all: std::collections::HashSet<_> = (0..n)
+                    .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
+                    .map(|(i, j)| pair(i, j))
+                    .collect();
+                let seen: std::collections::HashSet<_> =
+                    main.iter().map(|x| pair(x.source, x.dest)).collect();
+                (seen.len() as u64, all.len() as u64)
             };
-            let all: std::collections::HashSet<_> = (0..n)
-                .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
-                .map(|(i, j)| pair(i, j))
-                .collect();
-            let seen: std::collections::HashSet<_> =
-                main.iter().map(|x| pair(x.source, x.dest)).collect();
-            assert_eq!(got.of_host_pairs, all.len() as u64);
-            assert_eq!(got.host_pairs, seen.len() as u64);
+            assert_eq!((got.host_pairs, got.of_host_pairs), count(&hosts));
+            if switches.is_empty() {
+                assert_eq!((got.switch_pairs, got.of_switch_pairs), (None, None));
+            } else {
+                let (a, b) = count(&switches);
+                assert_eq!((got.switch_pairs, got.of_switch_pairs), (Some(a), Some(b)));
+            }
         }
     }
 }

@@ -831,6 +831,13 @@ fn budget(out: &mut String, m: &MatrixSection, size: u64) {
         c.of_host_pairs,
         pct(c.host_pairs, c.of_host_pairs)
     );
+    if let (Some(a), Some(b)) = (c.switch_pairs, c.of_switch_pairs) {
+        let _ = writeln!(
+            out,
+            "    and {a} of {b} pairs of the switches the hosts hang from ({:.1} %)",
+            pct(a, b)
+        );
+    }
 }
 
 /// The rounds of `size`: how many, over how long, and the retests.
@@ -1410,6 +1417,29 @@ mod tests {
         for line in s.lines() {
             assert!(line.chars().count() <= 100, "{line}");
         }
+    }
+
+    /// Under a time budget with known switches, the switch pairs covered are said.
+    #[test]
+    fn a_budget_says_the_switch_pairs_it_covered() {
+        let mut m = section(&HOSTS, &[8], &[], 1.0, 1);
+        m.config.max_time_s = Some(1.0);
+        m.coverage = vec![crate::analysis::matrix::Coverage {
+            size: 8,
+            cells: 10,
+            of_cells: 30,
+            ranks: 6,
+            host_pairs: 3,
+            of_host_pairs: 6,
+            switch_pairs: Some(2),
+            of_switch_pairs: Some(3),
+        }];
+        let s = report(m, Detail::Table);
+        assert!(s.contains("3 of 6 host pairs (50.0 %)"), "{s}");
+        assert!(
+            s.contains("and 2 of 3 pairs of the switches the hosts hang from (66.7 %)"),
+            "{s}"
+        );
     }
 
     /// Switches known for some ranks only: said under the topology line, and left out.

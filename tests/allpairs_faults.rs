@@ -116,6 +116,10 @@ fn apart(a: &Fault, b: &Fault) -> bool {
         }
         (SlowDimension { .. }, SlowDimension { .. }) => false,
         (SlowNode { .. }, SlowDimension { .. }) | (SlowDimension { .. }, SlowNode { .. }) => true,
+        // Faults of a tree: the cube's draws never make them.
+        (SlowSwitch { .. } | SlowUplink { .. }, _) | (_, SlowSwitch { .. } | SlowUplink { .. }) => {
+            false
+        }
     }
 }
 
@@ -129,6 +133,7 @@ fn names(v: &Verdict, f: &Fault) -> bool {
         Fault::SlowDimension { dimension, .. } => {
             v.kind == "dimension" && v.dimension == Some(dimension)
         }
+        Fault::SlowSwitch { .. } | Fault::SlowUplink { .. } => false,
     }
 }
 
@@ -145,6 +150,7 @@ fn touches(f: &Fault, i: u32, j: u32) -> bool {
         Fault::SlowNode { node, .. } => i == node || j == node,
         Fault::SlowLink { from, to, .. } => over(from, to),
         Fault::SlowDimension { dimension, .. } => (i ^ j) >> dimension & 1 == 1,
+        Fault::SlowSwitch { .. } | Fault::SlowUplink { .. } => false,
     }
 }
 
@@ -199,6 +205,8 @@ fn kind(f: &Fault) -> &'static str {
         Fault::SlowNode { .. } => "node",
         Fault::SlowLink { .. } => "link",
         Fault::SlowDimension { .. } => "dimension",
+        Fault::SlowSwitch { .. } => "switch",
+        Fault::SlowUplink { .. } => "uplink",
     }
 }
 

@@ -293,6 +293,18 @@ fn windowed(fault: &Fault, window: (Option<f64>, Option<f64>)) -> Fault {
             from_us,
             until_us,
         },
+        Fault::SlowSwitch { switch, factor, .. } => Fault::SlowSwitch {
+            switch,
+            factor,
+            from_us,
+            until_us,
+        },
+        Fault::SlowUplink { switch, factor, .. } => Fault::SlowUplink {
+            switch,
+            factor,
+            from_us,
+            until_us,
+        },
     }
 }
 

@@ -809,6 +809,12 @@ impl<E: Endpoint> Endpoint for Corrupting<'_, E> {
     fn hypercube(&self) -> Option<u32> {
         self.inner.hypercube()
     }
+    fn host(&self) -> Option<String> {
+        self.inner.host()
+    }
+    fn switch_path(&self) -> Option<String> {
+        self.inner.switch_path()
+    }
     fn info(&self) -> crate::transport::BackendInfo {
         self.inner.info()
     }

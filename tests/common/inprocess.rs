@@ -284,6 +284,12 @@ impl<E: Endpoint> Endpoint for Recording<'_, E> {
     fn hypercube(&self) -> Option<u32> {
         self.ep.hypercube()
     }
+    fn host(&self) -> Option<String> {
+        self.ep.host()
+    }
+    fn switch_path(&self) -> Option<String> {
+        self.ep.switch_path()
+    }
     fn info(&self) -> BackendInfo {
         self.ep.info()
     }

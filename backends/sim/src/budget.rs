@@ -24,7 +24,7 @@ fn message_ns(cfg: &SimConfig, n: u64) -> (f64, f64) {
     let least = (f + e.max(r) + u).max(1.0);
     // Every fault in effect at once, windows ignored: faults on one channel or node multiply.
     let worst = crate::config::worst_factor(cfg);
-    let hops = f64::from(cfg.dimensions.max(1));
+    let hops = f64::from(cfg.max_hops().max(1));
     let most = worst * (f + s + a + u + hops * (e + r))
         + hops * cfg.jitter_ns as f64
         + cfg.poll_ns as f64

@@ -1,6 +1,7 @@
 //! The simulator's configuration: machine shape, clock, the six per-message times of seed 001
 //! §2 as piecewise-linear functions of the message size, presets and the TOML format.
 
+use crate::net::{Layout, Net, SwitchTree};
 use commbench_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -254,10 +255,70 @@ pub enum Fault {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         until_us: Option<f64>,
     },
+    /// On a `[tree]` machine, E of every channel into or out of `switch` (each of its ports,
+    /// both ways) is scaled by `factor`: a message through it is slower on both hops.
+    SlowSwitch {
+        /// The switch, by name (`leaf3`, `spine0`, `core`).
+        switch: String,
+        /// How many times slower each hop through it is.
+        factor: f64,
+        /// Virtual time, µs, from which the fault applies (absent: from the start).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_us: Option<f64>,
+        /// Virtual time, µs, from which it no longer applies (absent: never).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until_us: Option<f64>,
+    },
+    /// On a `[tree]` machine, E of both channels between `switch` and the switch above it
+    /// (its uplink) is scaled by `factor`.
+    SlowUplink {
+        /// The switch whose uplink is slow, by name (`leaf3`, `spine0`; not the root).
+        switch: String,
+        /// How many times slower each hop over the uplink is.
+        factor: f64,
+        /// Virtual time, µs, from which the fault applies (absent: from the start).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_us: Option<f64>,
+        /// Virtual time, µs, from which it no longer applies (absent: never).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until_us: Option<f64>,
+    },
 }
 
 /// The `kind`s a `[[faults]]` entry may have.
-pub const FAULT_KINDS: &[&str] = &["slow_link", "slow_node", "slow_dimension"];
+pub const FAULT_KINDS: &[&str] = &[
+    "slow_link",
+    "slow_node",
+    "slow_dimension",
+    "slow_switch",
+    "slow_uplink",
+];
+
+/// Where a fault is, its switch's name resolved on the machine's network.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Place {
+    Link(u32, u32),
+    Node(u32),
+    Dimension(u32),
+    Switch(u32),
+    Uplink(u32),
+}
+
+impl Place {
+    /// Whether a fault here scales E of channel `c` of `net`.
+    fn on_channel(self, net: &Net, c: u32) -> bool {
+        match (self, net) {
+            (Place::Link(from, to), Net::Cube { d }) => {
+                let (v, k) = (c / d, c % d);
+                (from ^ to).trailing_zeros() == k && (v == from || v == to)
+            }
+            (Place::Dimension(k), Net::Cube { d }) => c % d == k,
+            (Place::Switch(x), Net::Tree(l)) => l.touches(c, x),
+            (Place::Uplink(x), Net::Tree(_)) => c / 2 == x,
+            _ => false,
+        }
+    }
+}
 
 /// Largest factor one fault may have.
 pub const MAX_FAULT_FACTOR: f64 = 1e6;
@@ -277,7 +338,9 @@ impl Fault {
         match *self {
             Fault::SlowLink { factor, .. }
             | Fault::SlowNode { factor, .. }
-            | Fault::SlowDimension { factor, .. } => factor,
+            | Fault::SlowDimension { factor, .. }
+            | Fault::SlowSwitch { factor, .. }
+            | Fault::SlowUplink { factor, .. } => factor,
         }
     }
 
@@ -291,6 +354,12 @@ impl Fault {
                 from_us, until_us, ..
             }
             | Fault::SlowDimension {
+                from_us, until_us, ..
+            }
+            | Fault::SlowSwitch {
+                from_us, until_us, ..
+            }
+            | Fault::SlowUplink {
                 from_us, until_us, ..
             } => (from_us, until_us),
         }
@@ -314,24 +383,34 @@ impl Fault {
         self.window_us() != (None, None)
     }
 
-    /// The entry's `kind` in TOML: `slow_link`, `slow_node` or `slow_dimension`.
+    /// The entry's `kind` in TOML: `slow_link`, `slow_node`, `slow_dimension`,
+    /// `slow_switch` or `slow_uplink`.
     pub fn kind(&self) -> &'static str {
         match self {
             Fault::SlowLink { .. } => FAULT_KINDS[0],
             Fault::SlowNode { .. } => FAULT_KINDS[1],
             Fault::SlowDimension { .. } => FAULT_KINDS[2],
+            Fault::SlowSwitch { .. } => FAULT_KINDS[3],
+            Fault::SlowUplink { .. } => FAULT_KINDS[4],
         }
     }
 
-    /// Whether the fault scales E of the channel leaving node `v` in dimension `k`.
-    fn on_channel(&self, v: u32, k: u32) -> bool {
-        match *self {
-            Fault::SlowLink { from, to, .. } => {
-                (from ^ to).trailing_zeros() == k && (v == from || v == to)
-            }
-            Fault::SlowDimension { dimension, .. } => dimension == k,
-            Fault::SlowNode { .. } => false,
-        }
+    /// Where the fault is on `net` (a switch it names that the tree lacks: nowhere, which
+    /// [`SimConfig::validate`] refuses).
+    fn place(&self, net: &Net) -> Option<Place> {
+        let switch = |name: &str| net.tree().and_then(|l| l.find(name));
+        Some(match self {
+            Fault::SlowLink { from, to, .. } => Place::Link(*from, *to),
+            Fault::SlowNode { node, .. } => Place::Node(*node),
+            Fault::SlowDimension { dimension, .. } => Place::Dimension(*dimension),
+            Fault::SlowSwitch { switch: s, .. } => Place::Switch(switch(s)?),
+            Fault::SlowUplink { switch: s, .. } => Place::Uplink(switch(s)?),
+        })
+    }
+
+    /// Whether the fault scales E of channel `c` of `net`.
+    fn on_channel(&self, net: &Net, c: u32) -> bool {
+        self.place(net).is_some_and(|p| p.on_channel(net, c))
     }
 
     /// Whether the fault scales F, U, R and S of node `v`.
@@ -339,10 +418,11 @@ impl Fault {
         matches!(*self, Fault::SlowNode { node, .. } if node == v)
     }
 
-    /// `Ok` when the fault fits a `dimensions`-cube and its factor is in range; else the
-    /// reason, without the entry's name.
-    fn check(&self, dimensions: u32) -> std::result::Result<(), String> {
-        let nodes = 1u64 << dimensions.min(31);
+    /// `Ok` when the fault fits the network of `cfg` (a `dimensions`-cube, or its tree) and
+    /// its factor is in range; else the reason, without the entry's name.
+    fn check(&self, cfg: &SimConfig) -> std::result::Result<(), String> {
+        let dimensions = cfg.dimensions;
+        let nodes = u64::from(cfg.nodes());
         let node_in_range = |v: u32| {
             if u64::from(v) < nodes {
                 Ok(())
@@ -353,8 +433,35 @@ impl Fault {
                 ))
             }
         };
-        match *self {
-            Fault::SlowLink { from, to, .. } => {
+        let net = Net::of(cfg);
+        match (self, &net) {
+            (Fault::SlowLink { .. } | Fault::SlowDimension { .. }, Net::Tree(_)) => {
+                return Err(format!(
+                    "{} is a fault of the hypercube; a tree machine has slow_node, slow_switch \
+                     and slow_uplink",
+                    self.kind()
+                ))
+            }
+            (Fault::SlowSwitch { .. } | Fault::SlowUplink { .. }, Net::Cube { .. }) => {
+                return Err(format!(
+                    "{} is a fault of a tree of switches, and this machine is a hypercube (no \
+                     [tree])",
+                    self.kind()
+                ))
+            }
+            (Fault::SlowSwitch { switch, .. } | Fault::SlowUplink { switch, .. }, Net::Tree(l)) => {
+                let Some(x) = l.find(switch) else {
+                    return Err(format!(
+                        "the tree has no switch `{}` (its switches: {})",
+                        one_line(switch),
+                        switch_list(l)
+                    ));
+                };
+                if matches!(self, Fault::SlowUplink { .. }) && l.parent(x).is_none() {
+                    return Err(format!("`{switch}` is the root: it has no uplink"));
+                }
+            }
+            (&Fault::SlowLink { from, to, .. }, _) => {
                 node_in_range(from)?;
                 node_in_range(to)?;
                 let bits = distance(from, to);
@@ -365,8 +472,8 @@ impl Fault {
                     ));
                 }
             }
-            Fault::SlowNode { node, .. } => node_in_range(node)?,
-            Fault::SlowDimension { dimension, .. } if dimension >= dimensions => {
+            (&Fault::SlowNode { node, .. }, _) => node_in_range(node)?,
+            (&Fault::SlowDimension { dimension, .. }, _) if dimension >= dimensions => {
                 return Err(match dimensions {
                     0 => format!("dimension {dimension} is out of range: a 0-cube has none"),
                     d => format!(
@@ -375,7 +482,7 @@ impl Fault {
                     ),
                 });
             }
-            Fault::SlowDimension { .. } => {}
+            (Fault::SlowDimension { .. }, _) => {}
         }
         let f = self.factor();
         if !f.is_finite() || !(1.0..=MAX_FAULT_FACTOR).contains(&f) {
@@ -423,6 +530,12 @@ impl std::fmt::Display for Fault {
             Fault::SlowDimension {
                 dimension, factor, ..
             } => write!(f, "slow_dimension {dimension} x{factor}")?,
+            Fault::SlowSwitch { switch, factor, .. } => {
+                write!(f, "slow_switch {} x{factor}", one_line(switch))?
+            }
+            Fault::SlowUplink { switch, factor, .. } => {
+                write!(f, "slow_uplink {} x{factor}", one_line(switch))?
+            }
         }
         let (from, until) = self.window_us();
         if let Some(a) = from {
@@ -432,6 +545,18 @@ impl std::fmt::Display for Fault {
             write!(f, " until {b} us")?;
         }
         Ok(())
+    }
+}
+
+/// The switches of a tree, for an error message: all when a few, else the first and the
+/// count.
+fn switch_list(l: &Layout) -> String {
+    let names: Vec<String> = l.switches().take(6).map(|x| l.name(x)).collect();
+    let all = l.switches().len();
+    if all > names.len() {
+        format!("{}, ... ({all} in all)", names.join(", "))
+    } else {
+        names.join(", ")
     }
 }
 
@@ -447,44 +572,36 @@ pub fn scaled_ns(base_ns: u64, factor: f64) -> u64 {
     (base_ns as f64 * factor).round() as u64
 }
 
-/// The products of the factors of `faults` on each channel (`node * dimensions +
-/// dimension`, the one leaving `node`) and each node of `cfg`'s cube; empty tables when
-/// there are none.
+/// The products of the factors of `faults` on each channel of `cfg`'s network (on a tree,
+/// times the uplink factor of the channels between switches) and on each node; empty tables
+/// when there are none and every channel's base factor is 1.
 fn products<'a>(cfg: &SimConfig, faults: impl Iterator<Item = &'a Fault>) -> (Vec<f64>, Vec<f64>) {
     let mut faults = faults.peekable();
-    if faults.peek().is_none() {
+    let uplinks = cfg.tree.as_ref().is_some_and(|t| t.uplink_factor != 1.0);
+    if faults.peek().is_none() && !uplinks {
         return (Vec::new(), Vec::new());
     }
+    let net = Net::of(cfg);
     let nodes = cfg.nodes() as usize;
-    let d = cfg.dimensions as usize;
-    let mut e = vec![1.0; nodes * d];
+    let mut e: Vec<f64> = (0..net.channels(cfg.nodes()))
+        .map(|c| net.base_factor(c))
+        .collect();
     let mut node = vec![1.0; nodes];
     for fault in faults {
-        match *fault {
-            Fault::SlowLink {
-                from, to, factor, ..
-            } => {
-                let k = (from ^ to).trailing_zeros() as usize;
-                for v in [from, to] {
-                    if let Some(x) = e.get_mut(v as usize * d + k) {
-                        *x *= factor;
+        match fault.place(&net) {
+            Some(Place::Node(v)) => {
+                if let Some(x) = node.get_mut(v as usize) {
+                    *x *= fault.factor();
+                }
+            }
+            Some(p) => {
+                for (c, x) in e.iter_mut().enumerate() {
+                    if p.on_channel(&net, c as u32) {
+                        *x *= fault.factor();
                     }
                 }
             }
-            Fault::SlowNode {
-                node: v, factor, ..
-            } => {
-                if let Some(x) = node.get_mut(v as usize) {
-                    *x *= factor;
-                }
-            }
-            Fault::SlowDimension {
-                dimension, factor, ..
-            } => {
-                for x in e.iter_mut().skip(dimension as usize).step_by(d.max(1)) {
-                    *x *= factor;
-                }
-            }
+            None => {}
         }
     }
     (e, node)
@@ -504,15 +621,15 @@ pub(crate) fn worst_factor(cfg: &SimConfig) -> f64 {
 /// static faults, so that a run without faults only tests for that.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FaultTable {
-    /// E factor of channel `node * dimensions + dimension` (the one leaving `node`), of
-    /// the static faults.
+    /// E factor of each channel of the network, of the static faults and the uplink factor.
     e: Vec<f64>,
     /// F, U, R, S factor of each node, of the static faults.
     node: Vec<f64>,
-    /// The faults with a window, each with its window in virtual ns, `[from, until)`.
-    timed: Vec<(Fault, u64, u64)>,
-    /// The cube's dimensions, to find a channel's node and dimension.
-    dimensions: u32,
+    /// The faults with a window: where each is, its factor and its window in virtual ns,
+    /// `[from, until)`.
+    timed: Vec<(Place, f64, u64, u64)>,
+    /// The network, to find where a channel is.
+    net: Option<Net>,
     /// Largest factor of a channel and of a node with every fault in effect (1 when none).
     max_e: f64,
     max_node: f64,
@@ -522,13 +639,14 @@ impl FaultTable {
     /// The table of `cfg`'s faults (which [`SimConfig::validate`] has checked).
     pub(crate) fn new(cfg: &SimConfig) -> Self {
         let (e, node) = products(cfg, cfg.faults.iter().filter(|f| !f.timed()));
-        let timed: Vec<(Fault, u64, u64)> = cfg
+        let net = Net::of(cfg);
+        let timed: Vec<(Place, f64, u64, u64)> = cfg
             .faults
             .iter()
             .filter(|f| f.timed())
-            .map(|f| {
+            .filter_map(|f| {
                 let (a, b) = f.window_ns();
-                (f.clone(), a, b)
+                Some((f.place(&net)?, f.factor(), a, b))
             })
             .collect();
         let (all_e, all_node) = if timed.is_empty() {
@@ -542,8 +660,8 @@ impl FaultTable {
             max_node: max(&all_node),
             e,
             node,
+            net: (!timed.is_empty()).then_some(net),
             timed,
-            dimensions: cfg.dimensions,
         }
     }
 
@@ -551,10 +669,11 @@ impl FaultTable {
     #[inline]
     pub(crate) fn channel_ns(&self, now: u64, c: u32, base_ns: u64) -> u64 {
         let mut f = self.e.get(c as usize).copied().unwrap_or(1.0);
-        let d = self.dimensions.max(1);
-        for (fault, from, until) in &self.timed {
-            if (*from..*until).contains(&now) && fault.on_channel(c / d, c % d) {
-                f *= fault.factor();
+        if let Some(net) = &self.net {
+            for &(place, factor, from, until) in &self.timed {
+                if (from..until).contains(&now) && place.on_channel(net, c) {
+                    f *= factor;
+                }
             }
         }
         scaled_ns(base_ns, f)
@@ -564,9 +683,9 @@ impl FaultTable {
     #[inline]
     pub(crate) fn node_ns(&self, now: u64, node: u32, base_ns: u64) -> u64 {
         let mut f = self.node.get(node as usize).copied().unwrap_or(1.0);
-        for (fault, from, until) in &self.timed {
-            if (*from..*until).contains(&now) && fault.on_node(node) {
-                f *= fault.factor();
+        for &(place, factor, from, until) in &self.timed {
+            if (from..until).contains(&now) && place == Place::Node(node) {
+                f *= factor;
             }
         }
         scaled_ns(base_ns, f)
@@ -698,6 +817,10 @@ pub struct SimConfig {
     /// once), unless a node is silent, then [`DEFAULT_SILENT_WAIT_US`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_timeout_us: Option<f64>,
+    /// The network: absent (the default), the hypercube of `dimensions`; `[tree]`, its
+    /// 2^dimensions nodes as hosts under a tree of switches (docs/simulator.md §6c).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<SwitchTree>,
 }
 
 /// A node whose program stops answering at virtual time `from_us`: from its first step at or
@@ -776,6 +899,7 @@ impl SimConfig {
                 faults: Vec::new(),
                 silent: Vec::new(),
                 wait_timeout_us: None,
+                tree: None,
             }),
             "generic" => {
                 let switch = 16 * 1024;
@@ -821,6 +945,7 @@ impl SimConfig {
                     faults: Vec::new(),
                     silent: Vec::new(),
                     wait_timeout_us: None,
+                    tree: None,
                 })
             }
             other => Err(Error::Config(format!(
@@ -981,8 +1106,26 @@ impl SimConfig {
         ] {
             Linear::new(l.pieces.clone()).map_err(|e| e.in_phase(format!("time {n}")))?;
         }
+        if let Some(t) = &self.tree {
+            t.check(self.nodes())
+                .map_err(|why| Error::Config(format!("sim config: {why}")))?;
+        }
         self.check_faults()?;
         self.check_silent()
+    }
+
+    /// On a `[tree]` machine, the switches above `node`, top first and dot-separated
+    /// (`core.spine1.leaf5`), as Slurm's topology/tree plugin gives a task them; `None` on a
+    /// hypercube, or for a node the machine lacks.
+    pub fn switch_path(&self, node: u32) -> Option<String> {
+        let t = self.tree.as_ref()?;
+        (node < self.nodes()).then(|| Layout::new(self.nodes(), t).path(node))
+    }
+
+    /// The most hops one message makes: `dimensions` on the cube, up to the root and down
+    /// on a tree.
+    pub fn max_hops(&self) -> u32 {
+        Net::of(self).max_hops()
     }
 
     /// Every silent node is a rank of the run, named once, from a time within the clock; the
@@ -1042,7 +1185,7 @@ impl SimConfig {
     /// naming the entry (`faults[2] (slow_link 3 <-> 5 x4)`) and the reason.
     fn check_faults(&self) -> Result<()> {
         for (i, f) in self.faults.iter().enumerate() {
-            f.check(self.dimensions)
+            f.check(self)
                 .map_err(|why| Error::Config(format!("sim config: faults[{i}] ({f}): {why}")))?;
         }
         Ok(())
@@ -1069,15 +1212,21 @@ impl SimConfig {
     }
 
     fn link_factor_where(&self, from: u32, to: u32, on: impl Fn(&Fault) -> bool) -> f64 {
-        if distance(from, to) != 1 {
+        if self.tree.is_some() || distance(from, to) != 1 {
             return 1.0;
         }
-        let k = (from ^ to).trailing_zeros();
+        let c = from * self.dimensions + (from ^ to).trailing_zeros();
+        self.channel_factor_where(&Net::of(self), c, on)
+    }
+
+    /// The factor of E on channel `c` of `net`: its base factor (a tree's uplink factor)
+    /// times the factors of the faults on it that `on` keeps, multiplied in the order the
+    /// kernel's table multiplies them.
+    fn channel_factor_where(&self, net: &Net, c: u32, on: impl Fn(&Fault) -> bool) -> f64 {
         self.faults
             .iter()
-            .filter(|f| on(f) && f.on_channel(from, k))
-            .map(Fault::factor)
-            .product()
+            .filter(|f| on(f) && f.on_channel(net, c))
+            .fold(net.base_factor(c), |x, f| x * f.factor())
     }
 
     /// The product of the factors of the `slow_node` faults of `node`, which scale its F, U,
@@ -1152,7 +1301,9 @@ impl SimConfig {
     /// for `d = 0`, where `X_v` is X scaled by `v`'s `slow_node` factor (each term rounded
     /// with [`scaled_ns`]). Without faults it is [`pingpong_one_way_ns`](Self::pingpong_one_way_ns).
     /// A node that only forwards adds nothing: its (scaled) R and S are off the path.
-    /// Saturates at `u64::MAX`.
+    /// On a `[tree]` machine the route is up to the lowest switch above both and down, its
+    /// `E_i` scaled by the uplink factor between two switches and by the `slow_switch` and
+    /// `slow_uplink` faults on the hop; the formula is the same. Saturates at `u64::MAX`.
     pub fn pingpong_one_way_between_ns(&self, n: u64, from: u32, to: u32) -> u64 {
         self.one_way_where(n, from, to, |_| true)
     }
@@ -1169,11 +1320,12 @@ impl SimConfig {
         let node = |v| self.node_factor_where(v, &on);
         let f = scaled_ns(t.f.ns(n), node(from));
         let u = scaled_ns(t.u.ns(n), node(to));
-        let path = route(from, to);
+        let net = Net::of(self);
+        let path = net.route(from, to);
         let mut total = f;
-        for (i, hop) in path.windows(2).enumerate() {
-            let e = scaled_ns(t.e.ns(n), self.link_factor_where(hop[0], hop[1], &on));
-            let last = i + 2 == path.len();
+        for (i, &c) in path.iter().enumerate() {
+            let e = scaled_ns(t.e.ns(n), self.channel_factor_where(&net, c, &on));
+            let last = i + 1 == path.len();
             let step = if last {
                 e.max(scaled_ns(t.r.ns(n), node(to)))
             } else {

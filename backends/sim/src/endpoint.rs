@@ -103,7 +103,10 @@ fn protocol(want: &str, got: &Resp) -> Error {
 #[derive(Debug, Clone)]
 pub(crate) struct EpInfo {
     pub size: u32,
-    pub dimensions: u32,
+    /// The cube's dimension (`None`: a tree of switches).
+    pub hypercube: Option<u32>,
+    /// On a tree, each rank's switches, top first (`core.spine0.leaf1`).
+    pub switch_paths: Option<Vec<String>>,
     pub tick_ns: u64,
     pub recv_cap: Option<u64>,
     /// The machine's bound on a wait, virtual ns ([`crate::SimConfig::wait_timeout_ns`]).
@@ -305,7 +308,20 @@ impl Endpoint for SimEndpoint<'_> {
     }
 
     fn hypercube(&self) -> Option<u32> {
-        Some(self.info.dimensions)
+        self.info.hypercube
+    }
+
+    /// The simulated node, `node<rank>`, on a cube and on a tree alike.
+    fn host(&self) -> Option<String> {
+        Some(format!("node{}", self.rank))
+    }
+
+    /// On a tree, the switches above the node, as Slurm's topology/tree plugin would say.
+    fn switch_path(&self) -> Option<String> {
+        self.info
+            .switch_paths
+            .as_ref()
+            .and_then(|p| p.get(self.rank as usize).cloned())
     }
 
     /// The virtual clock models no cache: a message takes the same time from any buffer, so a

@@ -11,7 +11,10 @@
 //!   channel per (node, dimension) in each direction, held for E(n) (+ jitter) per hop. When a
 //!   hop starts, S(n) is charged to the sending node and R(n) to the receiving node, so on an
 //!   idle machine neither lengthens the message's path; a forwarding node pays R then S but no
-//!   F, A, U.
+//!   F, A, U. On a tree of switches (`[tree]`, [`crate::net`]) the channels join each vertex to
+//!   its parent, a message goes up to the lowest switch above both ends and down, and a
+//!   switch, having no CPU, pays nothing: S is charged only where a hop leaves a node (the
+//!   source) and R only where one reaches a node (the destination).
 //! * Matching (Underwood & Brightwell §5): each search of a node's posted-receive queue (at a
 //!   delivery) or unexpected queue (at a post) walks it in order and charges
 //!   `match_ns_per_entry` per entry inspected to that node's CPU as a handler.
@@ -25,6 +28,7 @@
 
 use crate::config::{FaultTable, SimConfig};
 use crate::endpoint::{Coll, EpInfo, Req, Resp, SimEndpoint};
+use crate::net::Net;
 use commbench_core::method::limits;
 use commbench_core::method::stop::StopFlag;
 use commbench_core::transport::out_of_band;
@@ -337,7 +341,9 @@ struct Kernel<'c> {
     stop: Option<&'c StopFlag>,
     stop_seen: Option<std::time::Instant>,
     faults: FaultTable,
-    d: u32,
+    net: Net,
+    /// Vertices below this are nodes (CPUs); the rest are a tree's switches.
+    cpus: u32,
     ranks: u32,
     now: u64,
     seq: u64,
@@ -395,10 +401,10 @@ fn describe_tag(t: TagSel) -> String {
 impl<'c> Kernel<'c> {
     fn new(cfg: &'c SimConfig) -> Self {
         let nodes = cfg.nodes();
-        let d = cfg.dimensions;
+        let net = Net::of(cfg);
         let ranks = cfg.ranks();
         let mut chans = Vec::new();
-        chans.resize_with((nodes as usize) * d as usize, Chan::default);
+        chans.resize_with(net.channels(nodes) as usize, Chan::default);
         let mut coll = CollState::default();
         coll.arrived.resize_with(ranks as usize, || None);
         Kernel {
@@ -406,7 +412,8 @@ impl<'c> Kernel<'c> {
             stop: None,
             stop_seen: None,
             faults: FaultTable::new(cfg),
-            d,
+            net,
+            cpus: nodes,
             ranks,
             now: 0,
             seq: 0,
@@ -990,8 +997,7 @@ impl<'c> Kernel<'c> {
             self.deliver(m);
             return;
         }
-        let dim = (at ^ dest).trailing_zeros();
-        let c = at * self.d + dim;
+        let (c, _) = self.net.next(at, dest);
         let ch = &mut self.chans[c as usize];
         ch.queue.push_back(m);
         if !ch.busy && !ch.stalled {
@@ -1007,8 +1013,7 @@ impl<'c> Kernel<'c> {
             return;
         }
         let Some(&m) = ch.queue.front() else { return };
-        let v = c / self.d;
-        let w = v ^ (1 << (c % self.d));
+        let (v, w) = self.net.ends(c);
         let msg = &self.msgs[m as usize];
         let len = msg.len as u64;
         if w == msg.dest {
@@ -1028,17 +1033,21 @@ impl<'c> Kernel<'c> {
         }
         let msg = &self.msgs[m as usize];
         let e = self.faults.channel_ns(self.now, c, msg.e_ns);
-        let (r, s) = (
-            self.faults.node_ns(self.now, w, msg.r_ns),
-            self.faults.node_ns(self.now, v, msg.s_ns),
-        );
+        let (r_ns, s_ns) = (msg.r_ns, msg.s_ns);
         let ch = &mut self.chans[c as usize];
         ch.stalled = false;
         ch.queue.pop_front();
         ch.busy = true;
         ch.cur = m;
-        self.charge(v, s);
-        self.charge(w, r);
+        // A switch has no CPU: on a tree only the source pays S and only the destination R.
+        if v < self.cpus {
+            let s = self.faults.node_ns(self.now, v, s_ns);
+            self.charge(v, s);
+        }
+        if w < self.cpus {
+            let r = self.faults.node_ns(self.now, w, r_ns);
+            self.charge(w, r);
+        }
         let jitter = match self.cfg.jitter_ns {
             0 => 0,
             j => self.random() % (j + 1),
@@ -1057,8 +1066,7 @@ impl<'c> Kernel<'c> {
         let ch = &mut self.chans[c as usize];
         ch.busy = false;
         let m = ch.cur;
-        let v = c / self.d;
-        let w = v ^ (1 << (c % self.d));
+        let (_, w) = self.net.ends(c);
         self.inject(m, w);
         self.try_start(c);
     }
@@ -1485,7 +1493,11 @@ fn run_here<P: Program>(
     }
     let ep_info = EpInfo {
         size: ranks,
-        dimensions: cfg.dimensions,
+        hypercube: cfg.tree.is_none().then_some(cfg.dimensions),
+        switch_paths: cfg
+            .tree
+            .as_ref()
+            .map(|_| (0..ranks).filter_map(|r| cfg.switch_path(r)).collect()),
         tick_ns: cfg.tick_ns,
         recv_cap: cfg.recv_buffer_bytes,
         wait_ns: cfg.wait_timeout_ns(),

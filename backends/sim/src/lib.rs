@@ -4,7 +4,9 @@
 //! pattern code that runs on real transports runs on a machine whose timing is known exactly.
 //!
 //! * 2^d nodes, store-and-forward, e-cube routing (lowest differing dimension first), one FIFO
-//!   channel per (node, dimension, direction).
+//!   channel per (node, dimension, direction); or the same nodes as hosts under a tree of
+//!   switches (`[tree]`: leaf switches, the levels above, uplinks at a factor), routed up to
+//!   the lowest switch above both ends and down, switches paying no R or S ([`SwitchTree`]).
 //! * Per message the six times of Krumme & Greenfield (seed 001 §2): F and U (user copies in
 //!   send and receive), A (accept), S and R (interrupt-level send and receive load, which
 //!   preempt user work), E (elapsed time per hop), each a piecewise-linear function of the
@@ -16,8 +18,8 @@
 //!   the receiving node's CPU when it walks its posted-receive queue (a message delivered) or
 //!   its unexpected-message queue (a receive posted), as on a NIC that matches slowly
 //!   (Underwood & Brightwell, *The impact of MPI queue usage on message latency*, §5).
-//! * Optional injected faults (`[[faults]]`): a slow link, node or dimension whose E (or F, U,
-//!   R and S) is scaled by a factor ([`Fault`]), throughout or within a window of virtual time
+//! * Optional injected faults (`[[faults]]`): a slow link, node or dimension (on a tree, a
+//!   slow node, switch or uplink) whose E (or F, U, R and S) is scaled by a factor ([`Fault`]), throughout or within a window of virtual time
 //!   (`from_us`, `until_us`: a machine that slows down, or warms up, at a known time), so a
 //!   detector can be tested on known ground truth
 //!   ([`SimConfig::pingpong_one_way_between_ns`], `..._at_ns`).
@@ -35,6 +37,7 @@ mod budget;
 mod config;
 mod endpoint;
 mod kernel;
+mod net;
 mod pages;
 
 pub use budget::check_run;
@@ -45,6 +48,7 @@ pub use config::{
 };
 pub use endpoint::SimEndpoint;
 pub use kernel::{run, run_until, run_with_stats, SimStats};
+pub use net::{SwitchTree, MAX_TREE_LEVELS};
 
 /// Whether the simulated endpoints have caches a cold-cache run could empty: the virtual clock
 /// models no memory, so a message takes the same time from any buffer (core's

@@ -497,10 +497,11 @@ proptest! {
         spin_limit in 1u64..1_000_000,
         stack_kib in 64u64..=512,
         times in prop::collection::vec(in_range_time(), 6),
+        tree in prop::option::of((prop::collection::vec(1u32..9, 1..4), 0.25f64..8.0)),
     ) {
         let mut t = times.into_iter();
         let mut next = || t.next().unwrap();
-        let cfg = SimConfig {
+        let mut cfg = SimConfig {
             name: "fuzz".into(),
             dimensions,
             ranks: ranks.map(|r| r.min(1 << dimensions)),
@@ -527,8 +528,20 @@ proptest! {
             faults: Vec::new(),
             silent: Vec::new(),
             wait_timeout_us: None,
+            tree: None,
         };
         prop_assert!(cfg.validate().is_ok());
+        // The same machine under a tree of switches, when the fanout fits its nodes (a
+        // level of one switch ends the list).
+        if let Some((fanout, uplink_factor)) = tree {
+            let treed = SimConfig {
+                tree: Some(commbench_sim::SwitchTree { fanout, uplink_factor }),
+                ..cfg.clone()
+            };
+            if treed.validate().is_ok() {
+                cfg = treed;
+            }
+        }
         check_accepted(&cfg, true)?;
     }
 }

@@ -26,6 +26,9 @@ pub const ENV_JOB: &str = "COMMBENCH_JOB";
 /// The host a rank runs on: the simulator's node, Slurm's node name, or the kernel's host
 /// name (its UTS namespace's).
 pub fn host_name<E: crate::transport::Endpoint>(ep: &E) -> String {
+    if let Some(h) = ep.host() {
+        return h;
+    }
     if ep.hypercube().is_some() {
         return format!("node{}", ep.rank());
     }

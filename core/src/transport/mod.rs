@@ -347,6 +347,19 @@ pub trait Endpoint {
         None
     }
 
+    /// The host this rank runs on, when the transport itself places ranks on hosts (the
+    /// simulator's nodes); `None`, the default: the launcher says ([`crate::launch::host_name`]).
+    fn host(&self) -> Option<String> {
+        None
+    }
+
+    /// The switches above this rank's host, top first and dot-separated (`core.spine1.leaf5`),
+    /// when the transport itself places hosts under switches (a simulated tree); `None`, the
+    /// default: the launcher says, if it does ([`crate::launch::switch_path`]).
+    fn switch_path(&self) -> Option<String> {
+        None
+    }
+
     /// What the backend records about itself (mode, versions, wait policy, ...).
     fn info(&self) -> BackendInfo {
         BackendInfo::new()

@@ -1,5 +1,5 @@
-//! The sim backend at launch: every node of the simulated hypercube in this process, on
-//! virtual time; its size is the machine's.
+//! The sim backend at launch: every node of the simulated machine (a hypercube, or hosts
+//! under a tree of switches) in this process, on virtual time; its size is the machine's.
 
 use super::args::BackendArgs;
 use super::{options_entry, Backend, Cube, Job, Ran};
@@ -59,7 +59,12 @@ impl Backend for Sim {
         Some(LAUNCHER)
     }
 
+    /// The cube the machine routes over; `None` on a tree of switches, whose ranks the
+    /// benchmarks place as on any transport that reaches every rank.
     fn hypercube(&self) -> Option<Cube> {
+        if self.0.tree.is_some() {
+            return None;
+        }
         Some(Cube {
             dimensions: self.0.dimensions,
             ranks: self.0.ranks(),

@@ -151,6 +151,16 @@ impl Machine {
         self
     }
 
+    /// Its nodes as hosts under a tree of switches: `fanout` children a switch from the
+    /// leaves up, uplinks `uplink_factor` times a host hop (docs/simulator.md §6c).
+    pub fn tree(mut self, fanout: &[u32], uplink_factor: f64) -> Self {
+        self.0.tree = Some(commbench_sim::SwitchTree {
+            fanout: fanout.to_vec(),
+            uplink_factor,
+        });
+        self
+    }
+
     /// The machine, checked as a machine file is.
     pub fn config(&self) -> SimConfig {
         if let Err(e) = self.0.validate() {

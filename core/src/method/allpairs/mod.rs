@@ -394,9 +394,10 @@ impl<'a> AllPairs<'a> {
         let hello = serde_json::to_vec(&Hello {
             host: crate::launch::host_name(ep),
             timer: t,
-            switches: match ep.hypercube() {
-                Some(_) => None,
-                None => crate::launch::switch_path(),
+            switches: match (ep.switch_path(), ep.hypercube()) {
+                (Some(p), _) => Some(p),
+                (None, Some(_)) => None,
+                (None, None) => crate::launch::switch_path(),
             },
         })
         .map_err(|e| Error::Protocol(format!("encoding the timer report: {e}")))?;

@@ -188,10 +188,9 @@ fn machine(dir: &std::path::Path, faults: &[Fault]) -> String {
     cube(dir, 3, faults)
 }
 
-/// [`machine`] on `dimensions` dimensions, written to `cubeD.toml` in `dir`.
-fn cube(dir: &std::path::Path, dimensions: u32, faults: &[Fault]) -> String {
-    let name = format!("cube{dimensions}");
-    Machine::new(&name, dimensions)
+/// A machine `name` of `dimensions` dimensions whose network is slower than its copies.
+fn network_bound(name: &str, dimensions: u32) -> Machine {
+    Machine::new(name, dimensions)
         .clock_read_ns(50)
         .poll_ns(100)
         .stack_kib(128)
@@ -203,6 +202,12 @@ fn cube(dir: &std::path::Path, dimensions: u32, faults: &[Fault]) -> String {
             (0.4, 0.0001),
             (1.5, 0.001),
         ]))
+}
+
+/// [`machine`] on `dimensions` dimensions, written to `cubeD.toml` in `dir`.
+fn cube(dir: &std::path::Path, dimensions: u32, faults: &[Fault]) -> String {
+    let name = format!("cube{dimensions}");
+    network_bound(&name, dimensions)
         .faults(faults.iter().cloned())
         .write(&dir.join(format!("{name}.toml")))
         .display()
@@ -263,6 +268,54 @@ fn a_slow_node_on_the_simulator_is_named_and_fails_a_health_check() {
     let o = run(&with_json(&a, &j));
     assert_ok(&o);
     assert_eq!(read_json(&j)["allpairs"]["verdicts"], serde_json::json!([]));
+}
+
+/// A simulated tree of switches (16 hosts, two a leaf, eight leaves under a core) with the
+/// uplink of leaf5 three times slower: the run finds the switches as it would under srun,
+/// names the uplink by its path, and fails a health check.
+#[test]
+fn a_slow_uplink_in_a_simulated_tree_is_named_by_its_path() {
+    let dir = tmpdir("ap-sim-tree");
+    let cfg = network_bound("tree16", 4)
+        .tree(&[2], 1.0)
+        .fault(Fault::SlowUplink {
+            switch: "leaf5".into(),
+            factor: 3.0,
+            from_us: None,
+            until_us: None,
+        })
+        .write(&dir.join("tree16.toml"));
+    let j = dir.join("r.json");
+    let a = args(&[
+        "--backend",
+        "sim",
+        "--sim-config",
+        cfg.to_str().unwrap(),
+        "--fail-on-suspect",
+    ]);
+    let (o, in_time) = bounded(commbench(&with_json(&a, &j)), Duration::from_secs(180));
+    assert!(in_time);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the verdicts name uplink core.leaf5"),
+        "{}",
+        stderr(&o)
+    );
+    let doc = read_json(&j);
+    let m = &doc["allpairs"];
+    let switches: Vec<String> = (0..16).map(|r| format!("core.leaf{}", r / 2)).collect();
+    assert_eq!(m["switches"], serde_json::json!(switches));
+    let v = m["verdicts"].as_array().expect("verdicts");
+    let faults: Vec<&Value> = v.iter().filter(|v| v["kind"] != "contention").collect();
+    assert_eq!(faults.len(), 1, "{v:?}");
+    assert_eq!(faults[0]["kind"], "uplink");
+    assert_eq!(faults[0]["switch"], "core.leaf5");
+    assert_eq!(faults[0]["nodes"], serde_json::json!([10, 11]));
+    let report = stdout(&run(&["report", j.to_str().unwrap()]));
+    assert!(
+        report.contains("uplink of switch core.leaf5 to core"),
+        "{report}"
+    );
 }
 
 #[test]

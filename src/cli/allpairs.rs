@@ -197,15 +197,17 @@ fn sizes_done(c: &AllPairsCollected, sizes: &[u64]) -> usize {
         .unwrap_or(0)
 }
 
-/// The faults the verdicts name (nodes, links, dimensions; not contention), if any.
+/// The faults the verdicts name (switches and uplinks by path, nodes, links, dimensions; not
+/// contention), if any.
 fn faults_named(doc: &ResultDoc) -> Option<String> {
     let s = doc.allpairs.as_ref().filter(|s| s.has_fault())?;
     let names: Vec<String> = s
         .verdicts
         .iter()
         .filter(|v| v.kind != "contention")
-        .map(|v| match v.dimension {
-            Some(d) if v.nodes.is_empty() => format!("{} {d}", v.kind),
+        .map(|v| match (&v.switch, v.dimension) {
+            (Some(p), _) => format!("{} {p}", v.kind),
+            (None, Some(d)) if v.nodes.is_empty() => format!("{} {d}", v.kind),
             _ => format!("{} {:?}", v.kind, v.nodes),
         })
         .collect();

@@ -238,9 +238,9 @@ pub struct Fit {
     /// classes); 0 in documents of earlier versions.
     #[serde(default)]
     pub noise_rel: f64,
-    /// Under switches, the switches and uplinks the model cannot test: their routes are a
-    /// whole class of pairs, whose baseline takes them (`switch top`: a slow top switch is a
-    /// slow class); absent when none.
+    /// Under switches, the switches and uplinks the model cannot test: their routes are more
+    /// than half of every class of pairs they are in, whose baseline takes them (`switch top`: a slow top
+    /// switch is a slow class); absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub untestable: Vec<String>,
 }

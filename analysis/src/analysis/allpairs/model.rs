@@ -263,7 +263,8 @@ struct Use {
 struct Design {
     cands: Vec<Cand>,
     cells: Vec<Vec<Use>>,
-    /// The switches and uplinks left out because their cells are a whole class.
+    /// The switches and uplinks left out because their cells are more than half of every
+    /// class they have cells in.
     untestable: Vec<Cand>,
     /// Per candidate, whether it is a switch or uplink whose cells are a third or more of a
     /// class they fall in: the class's median then sits near or among them were they slow,
@@ -313,8 +314,12 @@ fn design(geo: &Geometry, obs: &[Obs], nc: usize) -> Design {
 }
 
 /// Leaves out the switches and uplinks no model could tell from something else, and returns
-/// the first kind: one whose cells are every cell of a class (a slow top switch of a tree is
-/// every route between its subtrees: a slow class, which its baseline takes), and one whose
+/// the first kind: one whose cells are more than half of every class it has cells in (a slow
+/// top switch of a tree is every route between its subtrees, a slow class, which its baseline
+/// takes; the uplink of one of few leaves is most of the routes between them, and its class's
+/// median, the healthy baseline, would be one of its own slow cells, so that the healthy
+/// cells looked fast and a sibling's uplink, sharing half its routes, could be blamed
+/// instead), and one whose
 /// cells are exactly another element's, which is kept instead: a node or host before an
 /// uplink, an uplink before a switch (a leaf switch with one host has that host's cells; a
 /// switch whose routes all leave it by its uplink, the uplink's).
@@ -328,16 +333,17 @@ fn drop_unidentifiable(
     use std::hash::{Hash, Hasher};
     let nc = per_class.len();
     let switchy = |c: &Cand| matches!(c, Cand::Switch(_) | Cand::Uplink(_));
-    let whole_class = |uses: &[Use]| {
+    let most_of_a_class = |uses: &[Use]| {
         let mut n = vec![0usize; nc];
         for u in uses {
             n[obs[u.c].class] += 1;
         }
-        n.iter().zip(per_class).any(|(k, all)| *k > 0 && k == all)
+        let mut touched = n.iter().zip(per_class).filter(|(k, _)| **k > 0).peekable();
+        touched.peek().is_some() && touched.all(|(k, all)| 2 * k > *all)
     };
     let untestable: Vec<Cand> = by
         .iter()
-        .filter(|(c, uses)| switchy(c) && whole_class(uses))
+        .filter(|(c, uses)| switchy(c) && most_of_a_class(uses))
         .map(|(c, _)| *c)
         .collect();
     for c in &untestable {

@@ -545,6 +545,76 @@ fn retest_fine_alone_is_contention_and_slow_alone_is_confirmed() {
     assert!(none[0].evidence.contains("not retested"));
 }
 
+/// A pair over a confirmed slow node, itself a suspect (a slow node's pairs queue behind each
+/// other under load): judged alone net of the node, it is contention when only the node
+/// slows it alone, and a fault of its own when it is slower alone than the node explains.
+#[test]
+fn a_suspect_inside_a_confirmed_one_is_judged_net_of_it() {
+    let n = 8;
+    let time = |f: f64, pair: f64| {
+        move |i: u32, j: u32| {
+            let mut t = 5.0;
+            if i == 3 || j == 3 {
+                t *= f;
+            }
+            if (i.min(j), i.max(j)) == (3, 6) {
+                t *= pair;
+            }
+            t
+        }
+    };
+    let cells = host_cells(n, 7, 0.02, time(2.0, 1.0));
+    let mut fit = fit(n, &Topology::Hosts(names(n)), &cells, &Rule::default()).unwrap();
+    assert_eq!(found(&fit), vec![("node".to_string(), vec![3], None)]);
+    let link = Suspect {
+        kind: "link".into(),
+        nodes: vec![3, 6],
+        ..fit.suspects[0].clone()
+    };
+    fit.suspects.push(link);
+    let pairs = retest_pairs(&fit, 3);
+    assert!(pairs.contains(&(3, 6)), "{pairs:?}");
+    // In the rounds the pair is three times the node's time; alone, only the node's.
+    let rounds = measure(&pairs, time(2.0, 3.0));
+    let v = verdicts(
+        &fit,
+        &rounds,
+        &measure(&pairs, time(2.0, 1.0)),
+        &Rule::default(),
+        false,
+    );
+    assert_eq!(
+        (v[0].kind.as_str(), v[0].confirmed),
+        ("node", true),
+        "{v:?}"
+    );
+    assert_eq!(v[1].kind, "contention", "{:?}", v[1]);
+    assert!(
+        v[1].evidence.contains("judged alone net of node 3 (x2.0"),
+        "{}",
+        v[1].evidence
+    );
+    let alone = v[1].alone.expect("measured alone");
+    assert!((alone.value - 1.0).abs() < 0.1, "{alone:?}");
+    // Slower alone than the node explains: a link of its own, its factor net of the node.
+    let v = verdicts(
+        &fit,
+        &rounds,
+        &measure(&pairs, time(2.0, 1.5)),
+        &Rule::default(),
+        false,
+    );
+    assert_eq!(
+        (v[1].kind.as_str(), v[1].confirmed),
+        ("link", true),
+        "{v:?}"
+    );
+    let alone = v[1].alone.expect("measured alone");
+    assert!((alone.value - 1.5).abs() < 0.1, "{alone:?}");
+    // The node is never judged net of the link, whose cells are a few of its own.
+    assert!(!v[0].evidence.contains("net of"), "{}", v[0].evidence);
+}
+
 #[test]
 fn retest_pairs_of_a_channel_start_with_its_own_pair() {
     let cube = Cube {
@@ -1037,11 +1107,6 @@ fn faults_under_switches_are_named_by_kind_and_place() {
         };
         match want {
             None => assert!(got.is_empty(), "{context}"),
-            Some(w) if heavy_switch && !exact(&w) && own >= rule.min_factor * 1.03 => {
-                due += 1;
-                apart += 1;
-                assert!(inside(w.1.as_deref().unwrap_or("")), "{context}");
-            }
             // Its hosts may be named instead (their cells are the slow ones): never a place
             // outside it.
             Some((_, switch, _)) if untested => {
@@ -1057,6 +1122,11 @@ fn faults_under_switches_are_named_by_kind_and_place() {
                         .all(|(_, _, ns)| !ns.is_empty() && ns.iter().all(|r| under.contains(r))),
                     "{context}"
                 )
+            }
+            Some(w) if heavy_switch && !exact(&w) && own >= rule.min_factor * 1.03 => {
+                due += 1;
+                apart += 1;
+                assert!(inside(w.1.as_deref().unwrap_or("")), "{context}");
             }
             Some(_) if own < rule.min_factor / 1.03 => {
                 assert!(got.is_empty(), "{context}")

@@ -452,8 +452,8 @@ fn limits(out: &mut String, m: &MatrixSection) {
         wrap(
             out,
             &format!(
-                "Not tested: {}: the routes over each are a whole class of pairs, whose \
-                 baseline takes them (a slow one shows as a slow class)",
+                "Not tested: {}: the routes over each are more than half of their class of \
+                 pairs, whose baseline takes them (a slow one shows as a slow class)",
                 untestable.join(", ")
             ),
             "  ",

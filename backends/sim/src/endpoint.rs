@@ -132,8 +132,7 @@ pub(crate) struct EpInfo {
 /// * The control plane (barrier, barrier_first, broadcast, gather) is out of band and free in
 ///   virtual time: every node leaves at the time the last one entered. So are the
 ///   point-to-point messages of [`commbench_core::transport::TAG_OUT_OF_BAND`] (all-pairs'
-///   pair barriers before each trial and steps between rounds): no F, A, U, matching or hop;
-///   each is at its destination when sent.
+///   steps between rounds): no F, A, U, matching or hop; each is at its destination when sent.
 /// * A wait is unbounded (`timeout()` says a day) unless the machine bounds it
 ///   ([`crate::SimConfig::wait_timeout_ns`]: `wait_timeout_us`, or one virtual second when a
 ///   node is silent): then a wait that outlasts its bound in virtual time fails with

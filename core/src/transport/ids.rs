@@ -18,10 +18,9 @@ pub const TAG_GATHER: Tag = TAG_UB + 3;
 pub const TAG_ABARRIER: Tag = TAG_UB + 4;
 
 /// Control-plane tags of point-to-point messages that carry no measurement and may fly while
-/// other ranks measure (all-pairs' pair barriers before each trial and steps between rounds):
-/// a simulated machine carries them out of band, free, as it runs its collectives, so that
-/// they never load a measured pair.
-pub const TAG_OUT_OF_BAND: std::ops::Range<Tag> = (TAG_UB + 16)..(TAG_UB + 19);
+/// other ranks measure (all-pairs' steps between rounds): a simulated machine carries them
+/// out of band, free, as it runs its collectives, so that they never load a measured pair.
+pub const TAG_OUT_OF_BAND: std::ops::Range<Tag> = (TAG_UB + 17)..(TAG_UB + 19);
 
 /// Whether `tag` is one of [`TAG_OUT_OF_BAND`].
 #[inline]

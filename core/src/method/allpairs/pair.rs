@@ -8,13 +8,12 @@
 
 use crate::transport::error::{Error, Result};
 use crate::transport::{
-    BackendInfo, Completion, Endpoint, Rank, ReqId, Role, Span, Src, Tag, TagSel, TAG_OUT_OF_BAND,
+    BackendInfo, Completion, Endpoint, Rank, ReqId, Role, Span, Src, Tag, TagSel, TAG_UB,
 };
 use std::time::Duration;
 
-/// Tag of a pair's barrier (control plane, above the user tags; out of band on the simulator,
-/// as the run's own barrier is: [`crate::transport::TAG_OUT_OF_BAND`]).
-pub const TAG_PAIR_BARRIER: Tag = TAG_OUT_OF_BAND.start;
+/// Tag of a pair's barrier (control plane, above the user tags).
+pub const TAG_PAIR_BARRIER: Tag = TAG_UB + 16;
 
 /// Ranks `ranks[0]` (pair rank 0) and `ranks[1]` (pair rank 1) of `ep`'s run.
 #[derive(Debug)]

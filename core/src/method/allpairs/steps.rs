@@ -28,9 +28,9 @@ use std::time::Duration;
 
 /// Tag of a step's messages (their first part), received from any source; out of band on
 /// the simulator ([`crate::transport::TAG_OUT_OF_BAND`]).
-pub const TAG_STEP: Tag = TAG_OUT_OF_BAND.start + 1;
+pub const TAG_STEP: Tag = TAG_OUT_OF_BAND.start;
 /// Tag of the rest of a step's message longer than its first part carries, from its sender.
-pub const TAG_STEP_REST: Tag = TAG_OUT_OF_BAND.start + 2;
+pub const TAG_STEP_REST: Tag = TAG_OUT_OF_BAND.start + 1;
 
 const UP: u8 = 1;
 const DOWN: u8 = 2;

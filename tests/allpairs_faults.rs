@@ -20,7 +20,7 @@ use commbench::analysis::allpairs::{Rule, Verdict};
 use commbench::analysis::matrix::MatrixSection;
 use commbench::core::method::allpairs::{AllPairs, AllPairsCollected, AllPairsConfig};
 use commbench::core::method::{MethodConfig, NppChoice};
-use commbench::core::stats::Xoshiro256;
+use commbench::core::stats::{median, sort_samples, Xoshiro256};
 use commbench::core::transport::control::Tree;
 use commbench_sim::{route, Fault, SimConfig, Times};
 use common::machine::{line, Machine};
@@ -175,15 +175,16 @@ fn truth(faulty: &SimConfig, f: &Fault, size: u64) -> f64 {
                 .push(trip(faulty, i, j) / trip(&healthy, i, j));
         }
     }
+    largest_median(by)
+}
+
+/// The largest of the groups' medians (1 when there are none): a fault's own slowdown in the
+/// class where it shows most.
+fn largest_median<K>(by: BTreeMap<K, Vec<f64>>) -> f64 {
     by.into_values()
-        .map(|mut v| {
-            v.sort_by(f64::total_cmp);
-            let m = v.len();
-            if m % 2 == 1 {
-                v[m / 2]
-            } else {
-                (v[m / 2 - 1] + v[m / 2]) / 2.0
-            }
+        .filter_map(|mut v| {
+            sort_samples(&mut v);
+            median(&v)
         })
         .fold(1.0, f64::max)
 }
@@ -748,18 +749,7 @@ fn faults_in_a_simulated_tree_are_named_by_kind_and_place() {
                     .or_default()
                     .push(trip(&cfg, fit.size, i, j) / trip(&healthy, fit.size, i, j));
             }
-            let t = by
-                .into_values()
-                .map(|mut v| {
-                    v.sort_by(f64::total_cmp);
-                    let k = v.len();
-                    if k % 2 == 1 {
-                        v[k / 2]
-                    } else {
-                        (v[k / 2 - 1] + v[k / 2]) / 2.0
-                    }
-                })
-                .fold(1.0, f64::max);
+            let t = largest_median(by);
             best = best.max(t);
             let limit = fit
                 .fit

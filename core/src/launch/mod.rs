@@ -23,14 +23,11 @@ pub const ENV_TOKEN: &str = "COMMBENCH_TOKEN";
 /// A job identifier shared by every rank of a run (names shared-memory segments and the like).
 pub const ENV_JOB: &str = "COMMBENCH_JOB";
 
-/// The host a rank runs on: the simulator's node, Slurm's node name, or the kernel's host
-/// name (its UTS namespace's).
+/// The host a rank runs on: the transport's own ([`crate::transport::Endpoint::host`]: the
+/// simulator's node), Slurm's node name, or the kernel's host name (its UTS namespace's).
 pub fn host_name<E: crate::transport::Endpoint>(ep: &E) -> String {
     if let Some(h) = ep.host() {
         return h;
-    }
-    if ep.hypercube().is_some() {
-        return format!("node{}", ep.rank());
     }
     if let Ok(h) = std::env::var("SLURMD_NODENAME") {
         if !h.trim().is_empty() {

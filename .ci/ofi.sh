@@ -39,7 +39,7 @@ fi
 # The command line with libfabric alone compiles; its tests build it with $features. (A plain
 # build would share nothing with theirs: tests build commbench-core with its testkit.)
 cargo check --features ofi
-timeout 600 cargo test --features "$features" --test cli ofi
+timeout 600 cargo test --features "$features" --test ofi_ucx ofi::
 
 # Beside MPI: `mpirun -np 2 commbench pingpong --backend mpi,ofi,tcp,shm` (addresses through
 # MPI), when Open MPI is there (.ci/run installs it).

@@ -40,7 +40,7 @@ fi
 # The command line with UCX alone compiles; its tests build it with $features. (A plain
 # build would share nothing with theirs: tests build commbench-core with its testkit.)
 cargo check --features ucx
-timeout 600 cargo test --features "$features" --test cli ucx
+timeout 600 cargo test --features "$features" --test ofi_ucx ucx::
 
 # Beside MPI: `mpirun -np 2 commbench pingpong --backend mpi,ucx,tcp,shm` (addresses through
 # MPI), when Open MPI is there (.ci/run installs it).

@@ -13,4 +13,4 @@
 #        COMMBENCH_FAULT_SEED=N benches/allpairs_faults.sh   (seed N alone, as a failure names it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-COMMBENCH_TEST_SCALE=full exec cargo test --release --test allpairs_faults -- --nocapture --test-threads 1
+COMMBENCH_TEST_SCALE=full exec cargo test --release --test integration allpairs_faults:: -- --nocapture --test-threads 1

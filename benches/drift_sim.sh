@@ -16,7 +16,7 @@
 #                                          2 CPUs after the build)
 #        SEEDS=50 benches/drift_sim.sh
 #        PROFILE=dev benches/drift_sim.sh  (a debug build: the same numbers, computed slower)
-#        COMMBENCH_DRIFT_SEED=N COMMBENCH_TEST_SCALE=full cargo test --release --test drift
+#        COMMBENCH_DRIFT_SEED=N COMMBENCH_TEST_SCALE=full cargo test --release --test integration drift::
 #            (set N alone, as this script names it; 0 is the set the tests run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,11 +26,11 @@ if [ "${PROFILE:-release}" = dev ]; then
 fi
 export COMMBENCH_TEST_SCALE=full
 cargo test "${profile[@]}" -p commbench-analysis --lib --no-run
-cargo test "${profile[@]}" --test drift --no-run
+cargo test "${profile[@]}" --test integration --no-run
 cargo test -q "${profile[@]}" -p commbench-analysis --lib analysis::steady -- --nocapture 2>&1 |
     grep -oE '(steady|bursts|autoregressive|steps): .*|panicked.*|FAILED.*'
 for seed in $(seq 1 "${SEEDS:-10}"); do
     printf 'set %s: ' "$seed"
-    COMMBENCH_DRIFT_SEED=$seed cargo test -q "${profile[@]}" --test drift -- --nocapture 2>&1 |
+    COMMBENCH_DRIFT_SEED=$seed cargo test -q "${profile[@]}" --test integration drift:: -- --nocapture 2>&1 |
         grep -oE 'drift: .*|panicked.*|assert.*' | head -3
 done

@@ -8,14 +8,14 @@
 #
 # Usage: benches/sixtimes_edges.sh             (40 sets, 960 machines; about 2 minutes on 2 CPUs)
 #        SEEDS=200 benches/sixtimes_edges.sh
-#        COMMBENCH_SIXTIMES_SEED=N cargo test --release --test sixtimes machines_that_break
+#        COMMBENCH_SIXTIMES_SEED=N cargo test --release --test integration sixtimes::machines_that_break
 #            (set N alone, as this script names it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --release --test sixtimes --no-run
+cargo test --release --test integration --no-run
 for seed in $(seq 1 "${SEEDS:-40}"); do
     printf 'set %s: ' "$seed"
     COMMBENCH_SIXTIMES_SEED=$seed COMMBENCH_TEST_SCALE=full \
-        cargo test -q --release --test sixtimes machines_that_break -- --nocapture 2>&1 |
+        cargo test -q --release --test integration sixtimes::machines_that_break -- --nocapture 2>&1 |
         grep -E 'recovered|panicked|configured|value' | head -3
 done

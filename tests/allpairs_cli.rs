@@ -2,7 +2,7 @@
 //! matrix complete over local ranks, the simulator's faults named and `--fail-on-suspect`'s
 //! exit status, a stop between rounds keeping what was measured.
 
-mod common;
+use crate::common;
 
 use commbench_sim::Fault;
 use common::machine::{six, Machine};

@@ -14,7 +14,7 @@
 //! a failure names it.
 #![cfg(feature = "sim")]
 
-mod common;
+use crate::common;
 
 use commbench::analysis::allpairs::{Rule, Verdict};
 use commbench::analysis::matrix::MatrixSection;

@@ -1,6 +1,6 @@
 //! Integration tests of `commbench report`, `plot` and `compare` on synthetic result documents.
 
-mod common;
+use crate::common;
 
 use commbench::analysis::document::{Point, ResultDoc, SCHEMA, SCHEMA_VERSION};
 use commbench::core::method::engine::RawPoint;

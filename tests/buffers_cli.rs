@@ -2,7 +2,7 @@
 //! `--offset`; docs/buffers.md) as a user runs them: usage errors, and what a run records of
 //! its messages on every local backend.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

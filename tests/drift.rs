@@ -14,7 +14,7 @@ use commbench::analysis::steady::{DropWarmup, SteadyClass, BLOCK_TRIALS, REL_FLO
 use commbench::core::method::{MethodConfig, PatternKind};
 use commbench_sim::{route, Fault, Linear, Piece, SimConfig, Times};
 
-mod common;
+use crate::common;
 use common::inprocess::{sim_document_clocked, trial_clock};
 use common::machine::Machine;
 use common::scale;

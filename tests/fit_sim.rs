@@ -1,7 +1,7 @@
 //! Fitted models against the simulator, whose one-way time is an exact closed form of the
 //! configured per-message times: on two neighbouring nodes t(n) = F(n) + E(n) + U(n).
 
-mod common;
+use crate::common;
 
 use commbench_sim::Times;
 use common::machine::{line, pieces, Machine};

@@ -6,7 +6,8 @@
 # checks is the same. Arguments go to `cargo test`:
 #
 #   tests/full.sh                          the default backends, as `cargo test`
-#   tests/full.sh --test allpairs_faults   one test file
+#   tests/full.sh --test integration allpairs_faults::
+#                                          one file of the command-line tests (tests/main.rs)
 #   tests/full.sh -p commbench-sim         the simulator's own tests
 #
 # PROPTEST_CASES, when set, still overrides the proptest counts (both ways), and

@@ -20,7 +20,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 use std::collections::HashSet;
 
-mod common;
+use crate::common;
 // Each block runs a quarter of its full count unless COMMBENCH_TEST_SCALE=full (or
 // PROPTEST_CASES) asks for more, always on the same inputs unless PROPTEST_RNG_SEED asks for
 // others.

@@ -3,7 +3,7 @@
 //! signal quits at once, leaving what the first one saved. Output paths are checked before
 //! anything is measured.
 
-mod common;
+use crate::common;
 
 use common::*;
 use nix::sys::signal::{kill, killpg, Signal};

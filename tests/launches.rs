@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-mod common;
+use crate::common;
 use common::machine::{line, Machine};
 use common::*;
 

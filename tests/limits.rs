@@ -2,7 +2,7 @@
 //! bounds, runs of weeks. Each is a usage error (exit 2) with one line naming the value and a
 //! hint, given at once, before any rank starts: no abort, no panic, no second rank's message.
 
-mod common;
+use crate::common;
 
 use common::{assert_usage_output, bounded, commbench, stderr};
 use std::process::{Command, Output};

@@ -4,7 +4,7 @@
 //! write leaves the checkpoint whole, paths need not be UTF-8, and `--json` may be a pipe.
 #![cfg(all(feature = "sim", feature = "shm"))]
 
-mod common;
+use crate::common;
 
 use common::*;
 use nix::sys::signal::{kill, killpg, Signal};

@@ -4,7 +4,7 @@
 //! command line.
 #![cfg(feature = "sim")]
 
-mod common;
+use crate::common;
 
 use commbench::analysis::document::ResultDoc;
 use commbench::analysis::matrix::MatrixSection;

@@ -4,7 +4,7 @@
 //! exactly K times one pair, every aggregate alike; on tcp only the structure is checked (no
 //! timing: the machine is noisy).
 
-mod common;
+use crate::common;
 
 use commbench_core::stats::Xoshiro256;
 use common::machine::{six, Machine};

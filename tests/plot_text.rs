@@ -4,7 +4,7 @@
 //! anchor, lies within the SVG's width and height.
 #![cfg(feature = "sim")]
 
-mod common;
+use crate::common;
 
 use commbench::analysis::document::{ResultDoc, RunConfig};
 use commbench::analysis::fit::{fit_points, Breakpoint};

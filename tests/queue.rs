@@ -9,7 +9,7 @@ use commbench::core::method::queue::{QueueBench, QueueKind};
 use commbench::core::method::{MethodConfig, NppChoice};
 use commbench_sim::SimConfig;
 
-mod common;
+use crate::common;
 use common::inprocess::sim_document;
 use common::machine::{six, Machine};
 

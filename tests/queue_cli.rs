@@ -5,7 +5,7 @@
 //! known cost per entry, the lines must recover that cost; on shm and tcp only the structure is
 //! checked (no timing: the machine is noisy).
 
-mod common;
+use crate::common;
 
 use common::machine::{six, Machine};
 use common::*;

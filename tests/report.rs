@@ -3,7 +3,7 @@
 //! with `--full` (and in `--output DIR`) every statistic of Luecke et al. (2009) Appendix C
 //! and the distributions.
 
-mod common;
+use crate::common;
 
 use common::{assert_ok, quick, run, stdout, tmpdir};
 

@@ -18,7 +18,7 @@ fn alone() -> std::sync::MutexGuard<'static, ()> {
     ALONE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-mod common;
+use crate::common;
 use common::machine::{six, Machine};
 use common::*;
 

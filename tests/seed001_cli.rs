@@ -1,7 +1,7 @@
 //! `commbench echo`, `overhead` and `interference` as a user runs them: the result document's
 //! contract keys (`params`, `interference`), the report, and usage errors.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::Duration;

@@ -9,7 +9,7 @@ use commbench::core::method::{MethodConfig, NppChoice};
 use commbench::core::transport::work::QKind;
 use commbench_sim::{Linear, SimConfig};
 
-mod common;
+use crate::common;
 use common::inprocess::sim_document;
 use common::machine::{six, Machine};
 

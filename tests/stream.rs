@@ -6,7 +6,7 @@
 
 #![cfg(all(feature = "sim", feature = "shm"))]
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

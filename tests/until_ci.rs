@@ -12,7 +12,7 @@ use commbench::core::method::{MethodConfig, NppChoice, PatternKind};
 use commbench::core::stats::{self, Xoshiro256};
 use commbench_sim::SimConfig;
 
-mod common;
+use crate::common;
 use common::inprocess::sim_document;
 use common::machine::{line, Machine};
 use common::*;

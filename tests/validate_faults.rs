@@ -6,7 +6,7 @@
 
 #![cfg(all(feature = "shm", feature = "tcp", feature = "sim"))]
 
-mod common;
+use crate::common;
 
 use commbench::core::testkit::{validation, Harness};
 use commbench::core::{Program, Result};

@@ -12,6 +12,7 @@ pub mod inprocess;
 #[cfg(feature = "sim")]
 #[path = "../../backends/sim/tests/common/machine.rs"]
 pub mod machine;
+pub mod runs;
 #[path = "../../backends/sim/tests/common/scale.rs"]
 pub mod scale;
 
@@ -73,7 +74,19 @@ pub fn run(args: &[&str]) -> Output {
 }
 
 /// A fresh, empty directory for one test, named after it.
+///
+/// The tests of many files share one process (tests/main.rs), so a name asked for twice is a
+/// test's error: two tests would wipe each other's files. It panics rather than let them.
 pub fn tmpdir(name: &str) -> PathBuf {
+    static TAKEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    {
+        let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(
+            !taken.iter().any(|t| t == name),
+            "tmpdir({name:?}) asked for twice in one test process: give each test its own name"
+        );
+        taken.push(name.to_string());
+    }
     let d = std::env::temp_dir().join(format!("commbench-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("temp dir");

@@ -7,7 +7,7 @@ use commbench_core::Rank;
 use commbench_sim::{run, SimConfig};
 use std::collections::HashMap;
 
-mod common;
+use crate::common;
 use common::machine::Machine;
 
 fn machine(dimensions: u32) -> SimConfig {

@@ -4,7 +4,7 @@
 use commbench_core::testkit::{run_suite, Harness};
 use commbench_core::{Program, Result};
 
-mod common;
+use crate::common;
 use common::machine::Machine;
 
 struct Sim {

@@ -7,7 +7,7 @@ use commbench_core::stats::Xoshiro256;
 use commbench_core::Error;
 use commbench_sim::{run, run_with_stats, Fault, SimConfig};
 
-mod common;
+use crate::common;
 use common::PingPong;
 
 /// Dimensions of the test machine: 8 nodes, 28 pairs.

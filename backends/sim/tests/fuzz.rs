@@ -10,7 +10,7 @@ use commbench_core::Error;
 use commbench_sim::{run, SimConfig};
 use proptest::prelude::*;
 
-mod common;
+use crate::common;
 // Each block runs a quarter of its full count unless COMMBENCH_TEST_SCALE=full (or
 // PROPTEST_CASES) asks for more, always on the same inputs unless PROPTEST_RNG_SEED asks for
 // others.

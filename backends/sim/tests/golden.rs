@@ -4,7 +4,7 @@ use commbench_core::transport::work::Work;
 use commbench_core::{Endpoint, Error, Program, Result, Src, TagSel};
 use commbench_sim::{distance, run, run_with_stats, SimConfig, NCUBE_TICK_NS};
 
-mod common;
+use crate::common;
 use common::machine::Machine;
 use common::PingPong;
 

@@ -17,7 +17,7 @@ use commbench_core::method::{MethodConfig, NppChoice, PatternKind};
 use commbench_core::stats::Xoshiro256;
 use commbench_sim::{run, SimConfig};
 
-mod common;
+use crate::common;
 use common::machine::{six, Machine};
 
 /// Every pair's trial times of one size, `window` messages of `size` bytes per window, `npp`

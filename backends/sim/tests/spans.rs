@@ -7,7 +7,7 @@ use commbench_core::transport::work::Work;
 use commbench_core::{Endpoint, Error, Program, Rank, ReqId, Result, Span, Src, Tag, TagSel};
 use commbench_sim::{run_with_stats, SimConfig, SimStats};
 
-mod common;
+use crate::common;
 use common::machine::{six, Machine};
 
 /// Eight nodes with every cost non-zero and of a different size: F and U grow with the

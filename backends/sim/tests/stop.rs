@@ -6,7 +6,7 @@ use commbench_core::method::{MethodConfig, NppChoice, PatternKind};
 use commbench_core::Error;
 use commbench_sim::{run, SimConfig};
 
-mod common;
+use crate::common;
 use common::machine::Machine;
 
 fn cube(dimensions: u32) -> SimConfig {

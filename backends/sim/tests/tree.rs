@@ -10,7 +10,7 @@ use commbench_core::stats::Xoshiro256;
 use commbench_core::{Endpoint, Program, Result};
 use commbench_sim::{run, run_with_stats, Fault, SimConfig, SwitchTree};
 
-mod common;
+use crate::common;
 use common::machine::{six, Machine};
 use common::scale::cases;
 use common::PingPong;

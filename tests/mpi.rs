@@ -51,7 +51,10 @@ fn message_buffers_are_checked_cold_single_and_placed_on_mpi() {
     window.extend_from_slice(&placed);
     let mut pp = vec!["pingpong", "--backend", "mpi", "--sizes", "8,1M"];
     pp.extend_from_slice(&placed);
-    for (name, args, pool) in [("bw", window, Some(2 << 20)), ("pp", pp, None)] {
+    for (name, args, pool) in [
+        ("buffers-bw", window, Some(2 << 20)),
+        ("buffers-pp", pp, None),
+    ] {
         let doc = mpi_doc(2, name, &args);
         assert_eq!(doc["status"], "complete", "{}", doc["error"]);
         for p in doc["points"].as_array().expect("points") {

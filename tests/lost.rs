@@ -353,28 +353,44 @@ fn a_long_clock_characterisation_stops_at_the_first_signal() {
 /// waiting for it, and keeps no cell of it after it was found.
 #[test]
 fn a_stopped_rank_is_named_lost_and_the_run_goes_on_without_it() {
-    let out = tmpdir("allpairs-stopped").join("out");
+    rank_lost_mid_run("allpairs-stopped", &["--wait", "futex"], Signal::SIGSTOP);
+}
+
+/// A rank's process killed (SIGKILL) during all-pairs on shared memory: the others see its
+/// process gone, fail only what they had under way with it, and the run goes on without it
+/// as for a stopped rank.
+#[test]
+fn a_killed_rank_on_shm_is_named_lost_and_the_run_goes_on_without_it() {
+    rank_lost_mid_run(
+        "allpairs-killed-shm",
+        &["--backend", "shm", "--wait", "futex"],
+        Signal::SIGKILL,
+    );
+}
+
+/// The same over tcp: its connections end without a goodbye, and only they fail.
+#[test]
+fn a_killed_rank_on_tcp_is_named_lost_and_the_run_goes_on_without_it() {
+    rank_lost_mid_run(
+        "allpairs-killed-tcp",
+        &["--backend", "tcp"],
+        Signal::SIGKILL,
+    );
+}
+
+/// An all-pairs run of 4 local ranks on `backend`, one of ranks 1 to 3 (drawn at random)
+/// sent `signal` a quarter of the way in: the run completes (exit 0), names that rank lost,
+/// keeps no cell of it after it was found, and says so in the report.
+fn rank_lost_mid_run(name: &str, backend: &[&str], signal: Signal) {
+    let out = tmpdir(name).join("out");
     // The first progress line comes after a quarter of the rounds (about a second at 200
     // trials a cell), with three quarters of the run still to go when the rank is stopped.
-    let mut c = commbench(&[
-        "allpairs",
-        "--ranks",
-        "4",
-        "--wait",
-        "futex",
-        "--sizes",
-        "8",
-        "--trials",
-        "200",
-        "--rounds",
-        "30",
-        "--timeout",
-        "2",
-        "--round-timeout",
-        "3",
-        "--progress",
-        "always",
-    ]);
+    let mut args = vec!["allpairs", "--ranks", "4"];
+    args.extend_from_slice(backend);
+    args.extend_from_slice(&["--sizes", "8", "--trials", "200", "--rounds", "30"]);
+    args.extend_from_slice(&["--timeout", "2", "--round-timeout", "3"]);
+    args.extend_from_slice(&["--progress", "always"]);
+    let mut c = commbench(&args);
     c.arg("--output")
         .arg(&out)
         .stdout(Stdio::null())
@@ -382,8 +398,8 @@ fn a_stopped_rank_is_named_lost_and_the_run_goes_on_without_it() {
         .process_group(0);
     let mut c = c.spawn().expect("starts");
     let lines = wait_for_line(&mut c, "rounds ");
-    // The child of the highest rank (its number from the launcher's variable).
-    let (pid, rank) = children_of(c.id())
+    // A child rank (its number from the launcher's variable) drawn at random.
+    let mut kids: Vec<(u32, u32)> = children_of(c.id())
         .into_iter()
         .filter_map(|p| {
             let env = std::fs::read(format!("/proc/{p}/environ")).ok()?;
@@ -393,18 +409,26 @@ fn a_stopped_rank_is_named_lost_and_the_run_goes_on_without_it() {
                 .and_then(|r| std::str::from_utf8(r).ok()?.parse::<u32>().ok())?;
             Some((p, rank))
         })
-        .max_by_key(|&(_, r)| r)
-        .expect("a child rank");
-    kill(Pid::from_raw(pid as i32), Signal::SIGSTOP).expect("stop");
+        .collect();
+    assert!(!kids.is_empty(), "no child rank");
+    kids.sort_unstable_by_key(|&(_, r)| r);
+    let draw = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as usize);
+    let (pid, rank) = kids[draw % kids.len()];
+    kill(Pid::from_raw(pid as i32), signal).expect("signal");
     let (code, err) = finish(c, lines);
     let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
-    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(code, Some(0), "rank {rank} sent {signal}: {err}");
     let doc = read_json(&out.join("result.json"));
     assert_eq!(doc["status"], "complete", "{err}");
     let ap = &doc["allpairs"];
     let lost = ap["lost"].as_array().expect("a lost rank");
     assert_eq!(lost.len(), 1, "{lost:?}");
-    assert_eq!(lost[0]["rank"], rank, "rank {rank} was stopped: {lost:?}");
+    assert_eq!(
+        lost[0]["rank"], rank,
+        "rank {rank} was sent {signal}: {lost:?}"
+    );
     let found = lost[0]["round"].as_u64().expect("found after a round");
     for c in ap["cells"].as_array().expect("cells") {
         let its = c["source"] == rank || c["dest"] == rank;

@@ -1021,3 +1021,78 @@ impl Program for Validation {
         ep.barrier()
     }
 }
+
+/// Three ranks, one of which dies: rank 2 answers rank 0's first message and its process
+/// exits at once, without a goodbye, as a killed one would. Rank 0, with a receive from rank
+/// 2 still posted, ping-pongs with rank 1 meanwhile ([`PeerDies::ROUNDS`] rounds, 1 ms apart:
+/// rank 2 dies during them). A backend must fail only what involves the dead rank: rank 0's
+/// output is its rounds with rank 1, the outcome of the receive posted for rank 2 and that of
+/// a send to it after ([`PeerDies::check`]). Run with processes, not threads: rank 2 exits.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerDies;
+
+impl PeerDies {
+    /// Rank 0's rounds with rank 1.
+    pub const ROUNDS: u64 = 300;
+
+    /// Rank 0's output as it must be: every round with rank 1, and the receive posted for
+    /// rank 2 and the send to it after both failed naming it.
+    pub fn check(out: <Self as Program>::Output) -> Result<()> {
+        let (n, posted, after) = out;
+        if n != Self::ROUNDS {
+            return Err(Error::Protocol(format!(
+                "rank 0 went on for {n} rounds with rank 1 of {}",
+                Self::ROUNDS
+            )));
+        }
+        for (what, e) in [("the receive posted for", posted), ("a send to", after)] {
+            match e.as_ref().map(Error::root) {
+                Some(Error::PeerLost { peer: 2, .. }) => {}
+                e => {
+                    return Err(Error::Protocol(format!(
+                        "{what} the dead rank 2 ended with {e:?}, not that rank 2 is gone"
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Program for PeerDies {
+    type Output = (u64, Option<Error>, Option<Error>);
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<Self::Output> {
+        let mut buf = vec![0u8; 8];
+        match ep.rank() {
+            0 => {
+                buf = ep.send(2, 5, buf)?;
+                buf = ep.recv(Src::Rank(2), TagSel::Tag(6), buf)?.buf;
+                let never = ep.irecv(Src::Rank(2), TagSel::Tag(7), vec![0u8; 8])?;
+                let mut n = 0;
+                for _ in 0..Self::ROUNDS {
+                    buf = ep.send(1, 1, buf)?;
+                    buf = ep.recv(Src::Rank(1), TagSel::Tag(1), buf)?.buf;
+                    n += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                let posted = ep.wait(never).err();
+                let after = ep.send(2, 8, buf.clone()).err();
+                ep.send(1, 2, buf)?;
+                Ok((n, posted, after))
+            }
+            1 => loop {
+                let c = ep.recv(Src::Rank(0), TagSel::Any, buf)?;
+                if c.tag == 2 {
+                    return Ok((0, None, None));
+                }
+                buf = ep.send(0, 1, c.buf)?;
+            },
+            _ => {
+                buf = ep.recv(Src::Rank(0), TagSel::Tag(5), buf)?.buf;
+                ep.send(0, 6, buf)?;
+                // Gone without a goodbye, as a process that is killed.
+                std::process::exit(9);
+            }
+        }
+    }
+}

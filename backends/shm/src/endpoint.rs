@@ -390,7 +390,11 @@ pub struct ShmEndpoint {
     pending_sends: usize,
     matcher: Matcher,
     reqs: ReqTable,
-    deps: Vec<Dep>,
+    /// By request slot: what it waits on, and the request (the slot's latest).
+    deps: Vec<(Dep, ReqId)>,
+    /// By rank: how this rank learnt that the peer's process is gone (it failed, or exited
+    /// or was killed). Only what involves it fails from then on; its ring is no longer read.
+    dead: Vec<Option<String>>,
     watch: Vec<Watch>,
     info: BackendInfo,
     finished: bool,
@@ -441,6 +445,7 @@ impl ShmEndpoint {
             matcher: Matcher::new(),
             reqs: ReqTable::new(),
             deps: Vec::new(),
+            dead: vec![None; n as usize],
             watch: Vec::new(),
             finished: false,
             fault: None,
@@ -552,20 +557,28 @@ impl ShmEndpoint {
     fn set_dep(&mut self, req: ReqId, dep: Dep) {
         let i = (req.0 & 0xFFFF_FFFF) as usize;
         if i >= self.deps.len() {
-            self.deps.resize(i + 1, Dep::Drain);
+            self.deps.resize(i + 1, (Dep::Drain, req));
         }
-        self.deps[i] = dep;
+        self.deps[i] = (dep, req);
+    }
+
+    /// A send to `p` or a receive from it alone: refused once its process is gone.
+    fn check_live(&self, p: Rank) -> Result<()> {
+        match self.dead.get(p as usize).and_then(Clone::clone) {
+            Some(detail) => Err(Error::PeerLost { peer: p, detail }),
+            None => Ok(()),
+        }
     }
 
     fn dep(&self, req: ReqId) -> Dep {
         self.deps
             .get((req.0 & 0xFFFF_FFFF) as usize)
-            .copied()
-            .unwrap_or(Dep::Drain)
+            .map_or(Dep::Drain, |d| d.0)
     }
 
     fn check_dest(&self, dest: Rank, len: usize) -> Result<()> {
         check_rank("destination", dest, self.size)?;
+        self.check_live(dest)?;
         if len > MAX_MSG {
             return Err(Error::Invalid(format!(
                 "shm: a message of {len} bytes is over the backend's limit of {MAX_MSG} bytes"
@@ -749,7 +762,7 @@ impl ShmEndpoint {
         let me = self.rank as usize;
         let mut did = false;
         for p in 0..self.size as usize {
-            if p != me {
+            if p != me && self.dead[p].is_none() {
                 did |= self.progress_rx(p);
             }
         }
@@ -836,30 +849,35 @@ impl ShmEndpoint {
         }
     }
 
-    /// Peers that failed or whose process is gone end the wait; a finished peer that the wait
-    /// depends on is noted (the caller makes one more progress pass before it is an error).
-    fn check_peers(&self, dep: Dep, w: &mut Waiter) -> Result<()> {
+    /// Peers that failed or whose process is gone are lost ([`Self::lose_peer`]); the wait
+    /// ends when it depends on one of them. A finished peer that the wait depends on is noted
+    /// (the caller makes one more progress pass before it is an error).
+    fn check_peers(&mut self, dep: Dep, w: &mut Waiter) -> Result<()> {
         let me = self.rank;
         let mut all_finished = true;
         for p in (0..self.size).filter(|&p| p != me) {
+            if self.dead[p as usize].is_some() {
+                continue;
+            }
             let s = self.map.slot(p);
             let st = s.state.load(Ordering::Acquire);
-            if st == ST_FAILED {
-                return Err(Error::PeerLost {
-                    peer: p,
-                    detail: format!("it failed and left the run while rank {me} waited"),
-                });
+            let why = if st == ST_FAILED {
+                Some(format!("it failed and left the run while rank {me} waited"))
+            } else if st != ST_FINISHED && self.watch.get(p as usize).is_some_and(Watch::gone) {
+                Some(format!(
+                    "process {} exited or was killed while rank {me} waited",
+                    s.pid.load(Ordering::Relaxed)
+                ))
+            } else {
+                None
+            };
+            match why {
+                Some(detail) => self.lose_peer(p, detail),
+                None => all_finished &= st == ST_FINISHED,
             }
-            if st != ST_FINISHED && self.watch.get(p as usize).is_some_and(Watch::gone) {
-                return Err(Error::PeerLost {
-                    peer: p,
-                    detail: format!(
-                        "process {} exited or was killed while rank {me} waited",
-                        s.pid.load(Ordering::Relaxed)
-                    ),
-                });
-            }
-            all_finished &= st == ST_FINISHED;
+        }
+        if let Some(e) = self.dead_dep(dep) {
+            return Err(e);
         }
         let finished = |p: Rank| self.map.slot(p).state.load(Ordering::Acquire) == ST_FINISHED;
         w.finished_peer = match dep {
@@ -870,6 +888,46 @@ impl ShmEndpoint {
             _ => None,
         };
         Ok(())
+    }
+
+    /// The error of a wait on `dep` when the one peer it depends on is gone.
+    fn dead_dep(&self, dep: Dep) -> Option<Error> {
+        let p = match dep {
+            Dep::Recv(Src::Rank(p), _) | Dep::Send(p, _) => p,
+            _ => return None,
+        };
+        let detail = self.dead.get(p as usize)?.clone()?;
+        Some(Error::PeerLost { peer: p, detail })
+    }
+
+    /// Peer `p`'s process is gone (`detail`: how it was seen): the sends queued for it, the
+    /// receive its message was being copied into and the receives posted for it alone fail;
+    /// its ring is no longer read (a record it left half written would be read as garbage),
+    /// and new sends to it or receives from it are refused. Everything else goes on.
+    fn lose_peer(&mut self, p: Rank, detail: String) {
+        let lost = || Error::PeerLost {
+            peer: p,
+            detail: detail.clone(),
+        };
+        let i = p as usize;
+        for q in self.sendq[i].drain(..) {
+            self.reqs.complete(q.req, Err(lost()));
+            self.pending_sends -= 1;
+        }
+        if let RxState::Direct { recv, .. } =
+            std::mem::replace(&mut self.rx[i].state, RxState::Idle)
+        {
+            self.matcher.refuse(&mut self.reqs, recv, lost());
+        }
+        for &(dep, req) in &self.deps {
+            if matches!(dep, Dep::Recv(Src::Rank(s), _) if s == p)
+                && self.reqs.is_pending(req)
+                && self.matcher.cancel(req).is_some()
+            {
+                self.reqs.complete(req, Err(lost()));
+            }
+        }
+        self.dead[i] = Some(detail);
     }
 
     /// Nothing completed on this pass: wait a little per the policy, check liveness and the
@@ -1132,6 +1190,7 @@ impl Endpoint for ShmEndpoint {
     fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
         if let Src::Rank(s) = src {
             check_rank("source", s, self.size)?;
+            self.check_live(s)?;
         }
         let req = self.reqs.alloc();
         self.set_dep(req, Dep::Recv(src, tag));
@@ -1150,6 +1209,7 @@ impl Endpoint for ShmEndpoint {
         }
         if let Src::Rank(s) = src {
             check_rank("source", s, self.size)?;
+            self.check_live(s)?;
         }
         let req = self.reqs.alloc();
         self.set_dep(req, Dep::Recv(src, tag));
@@ -1212,6 +1272,7 @@ impl Endpoint for ShmEndpoint {
             let me = self.rank;
             if s != me
                 && s < self.size
+                && self.dead[s as usize].is_none()
                 && self.matcher.posted_len() == 0
                 && self.matcher.unexpected_len() == 0
             {

@@ -7,7 +7,7 @@
 //! * a wrong or missing segment gives a clear error, not a panic or a hang.
 
 use commbench_core::launch::{Launcher, RankEnv, ENV_JOB, ENV_RANK, ENV_SIZE};
-use commbench_core::testkit::{run_check, Harness, CHECKS};
+use commbench_core::testkit::{run_check, Harness, PeerDies, CHECKS};
 use commbench_core::{Endpoint, Error, Program, Result, Src, TagSel};
 use commbench_shm::{prepare_local, run_rank, ShmConfig, ENV_SHM_FD, ENV_SHM_PID, ENV_SHM_TOKEN};
 use std::io::Read;
@@ -79,6 +79,8 @@ fn child(role: &str) -> i32 {
         } else {
             run_check(&ChildRank(env.clone()), name, env.size, max)
         }
+    } else if role == "peer-dies" {
+        run_rank(&env, None, &cfg(), &PeerDies).map(drop)
     } else if let Some(from) = role.strip_prefix("wait:") {
         run_rank(&env, None, &cfg(), &WaitFor(from.parse().unwrap_or(0)))
     } else {
@@ -265,6 +267,22 @@ fn killed_child_is_peer_lost_and_leaves_nothing() {
     assert_eq!(new_in_dev_shm(&before), Vec::<String>::new());
 }
 
+/// A rank whose process exits mid-run fails only what involves it (the run of
+/// [`PeerDies`]): rank 0 goes on with rank 1 to the end, its receive posted for the dead rank
+/// and a send to it fail naming it, and rank 1 finishes cleanly.
+fn a_dead_peer_fails_only_what_involves_it() {
+    let (seg, vars) = prepare_local(3, &cfg()).unwrap();
+    let kids: Vec<Child> = (1..3).map(|r| spawn(r, 3, "peer-dies", &vars)).collect();
+    let out = run_rank(&rank0(3, None), Some(seg), &cfg(), &PeerDies);
+    let mut kids = kids.into_iter();
+    let (one, two) = (kids.next().unwrap(), kids.next().unwrap());
+    PeerDies::check(out.expect("rank 0 goes on")).unwrap();
+    let (ok, err) = finish(one, Duration::from_secs(10));
+    assert!(ok, "rank 1 finishes: {err}");
+    let (ok, _) = finish(two, Duration::from_secs(10));
+    assert!(!ok, "rank 2 exited with an error");
+}
+
 fn killed_rank0_is_peer_lost_for_a_non_child() {
     // Both ranks are children: rank 1 is not rank 0's parent and must still notice its death.
     let before = dev_shm();
@@ -359,6 +377,10 @@ fn main() {
         (
             "killed_child_is_peer_lost_and_leaves_nothing",
             killed_child_is_peer_lost_and_leaves_nothing,
+        ),
+        (
+            "a_dead_peer_fails_only_what_involves_it",
+            a_dead_peer_fails_only_what_involves_it,
         ),
         (
             "killed_rank0_is_peer_lost_for_a_non_child",

@@ -29,6 +29,8 @@ const QUICKACK_MIN: usize = 128 << 10;
 struct Meta {
     kind: OpKind,
     peer: Option<Rank>,
+    /// The request it describes (the slot's latest).
+    req: ReqId,
 }
 
 /// One rank's TCP endpoint (see the crate documentation).
@@ -52,6 +54,9 @@ pub struct TcpEndpoint {
     pub(crate) matcher: Matcher,
     pub(crate) reqs: ReqTable,
     meta: Vec<Meta>,
+    /// By rank: how this rank learnt that the peer's process is gone (its connection closed
+    /// without goodbye, or failed). Only what involves it fails from then on.
+    gone: Vec<Option<String>>,
     pub(crate) epoll: Epoll,
     events: [EpollEvent; 16],
     local: Option<SocketAddr>,
@@ -115,6 +120,7 @@ impl TcpEndpoint {
             matcher: Matcher::new(),
             reqs: ReqTable::new(),
             meta: Vec::with_capacity(64),
+            gone: vec![None; size as usize],
             epoll,
             events: [EpollEvent::empty(); 16],
             local: Some(advertised),
@@ -161,10 +167,11 @@ impl TcpEndpoint {
                 Meta {
                     kind: OpKind::Send,
                     peer: None,
+                    req,
                 },
             );
         }
-        self.meta[i] = Meta { kind, peer };
+        self.meta[i] = Meta { kind, peer, req };
     }
 
     fn check_peer(&self, r: Rank, what: &str) -> Result<()> {
@@ -174,7 +181,84 @@ impl TcpEndpoint {
                 self.size
             )));
         }
+        if let Some(detail) = self.gone.get(r as usize).and_then(|g| g.clone()) {
+            return Err(Error::PeerLost { peer: r, detail });
+        }
         Ok(())
+    }
+
+    /// The connection `i`'s peer is gone (`e`, how it was noticed): its connection is
+    /// dropped with what was queued on it, and from now on only the operations that involve
+    /// it fail: a send to it or a receive from it, posted or pending. The others, and
+    /// receives from any rank, go on.
+    fn lose(&mut self, i: usize, e: &Error) {
+        let peer = self.conns[i].peer;
+        let detail = match e.root() {
+            Error::PeerLost { detail, .. } => detail.clone(),
+            other => other.to_string(),
+        };
+        let lost = || Error::PeerLost {
+            peer,
+            detail: detail.clone(),
+        };
+        let TcpEndpoint {
+            conns,
+            reqs,
+            matcher,
+            meta,
+            ..
+        } = self;
+        let c = &mut conns[i];
+        for op in c.sendq.drain(..) {
+            if let Some(req) = op.req {
+                reqs.complete(req, Err(lost()));
+            }
+        }
+        // A message it was part way through: the receive it was landing in fails, even one
+        // posted for any rank.
+        if let Rx::Posted { recv, .. } = std::mem::replace(&mut c.rx, Rx::Header) {
+            matcher.refuse(reqs, recv, lost());
+        }
+        c.fin_out = true;
+        c.close_in = true;
+        c.closed = true;
+        // Receives posted for it alone can never complete.
+        for m in meta.iter() {
+            if m.peer == Some(peer)
+                && matches!(m.kind, OpKind::Recv)
+                && reqs.is_pending(m.req)
+                && matcher.cancel(m.req).is_some()
+            {
+                reqs.complete(m.req, Err(lost()));
+            }
+        }
+        if let Some(g) = self.gone.get_mut(peer as usize) {
+            g.get_or_insert(detail);
+        }
+    }
+
+    /// Write what it can of the send just queued alone on connection `i`; a peer found gone
+    /// meanwhile is [`Self::lose`]n.
+    fn first_write(&mut self, i: usize) -> Result<()> {
+        let TcpEndpoint { conns, reqs, .. } = self;
+        match conns[i].tx_progress(reqs) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                if matches!(e, Error::PeerLost { .. }) {
+                    self.lose(i, &e);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The error of a request still pending whose peer's process is gone: it can never
+    /// complete.
+    fn gone_peer(&self, req: ReqId) -> Option<Error> {
+        let i = (req.0 & 0xFFFF_FFFF) as usize;
+        let p = self.meta.get(i)?.peer?;
+        let detail = self.gone.get(p as usize)?.clone()?;
+        Some(Error::PeerLost { peer: p, detail })
     }
 
     /// Non-blocking progress on every connection, and on the listener now and then (when
@@ -196,14 +280,30 @@ impl TcpEndpoint {
         }
         let mut any = false;
         let mut ends = false;
-        for c in self.conns.iter_mut() {
-            if !c.sendq.is_empty() {
-                any |= c.tx_progress(&mut self.reqs)?;
-            }
-            if !c.held {
-                any |= c.rx_progress(&mut self.matcher, &mut self.reqs, false)?;
+        let mut lost = Vec::new();
+        for (i, c) in self.conns.iter_mut().enumerate() {
+            let mut step = || -> Result<bool> {
+                let mut any = false;
+                if !c.sendq.is_empty() {
+                    any |= c.tx_progress(&mut self.reqs)?;
+                }
+                if !c.held {
+                    any |= c.rx_progress(&mut self.matcher, &mut self.reqs, false)?;
+                }
+                Ok(any)
+            };
+            match step() {
+                Ok(p) => any |= p,
+                // That peer's process is gone: the others go on.
+                Err(e) if matches!(e, Error::PeerLost { .. }) => lost.push((i, e)),
+                Err(e) => return Err(e),
             }
             ends |= c.close_in || c.fin_out;
+        }
+        for (i, e) in &lost {
+            self.lose(*i, e);
+            ends = true;
+            any = true;
         }
         if ends {
             self.reap()?;
@@ -275,14 +375,17 @@ impl TcpEndpoint {
             Some(Meta {
                 kind: OpKind::Recv,
                 peer: Some(p),
+                ..
             }) => format!("a message from rank {p} (request {})", req.0),
             Some(Meta {
                 kind: OpKind::Recv,
                 peer: None,
+                ..
             }) => format!("a message from any rank (request {})", req.0),
             Some(Meta {
                 kind: OpKind::Send,
                 peer: Some(p),
+                ..
             }) => format!("rank {p} to take a send (request {})", req.0),
             _ => format!("request {}", req.0),
         };
@@ -383,8 +486,7 @@ impl Endpoint for TcpEndpoint {
             return Ok(req);
         }
         let i = self.sender(dest)?;
-        let TcpEndpoint { conns, reqs, .. } = self;
-        let c = &mut conns[i];
+        let c = &mut self.conns[i];
         c.sendq.push_back(SendOp::whole(
             Some(req),
             frame::message(len, tag),
@@ -396,7 +498,7 @@ impl Endpoint for TcpEndpoint {
             if len >= QUICKACK_MIN {
                 c.quickack()?;
             }
-            c.tx_progress(reqs)?;
+            self.first_write(i)?;
         }
         Ok(req)
     }
@@ -432,8 +534,7 @@ impl Endpoint for TcpEndpoint {
             return Ok(req);
         }
         let i = self.sender(dest)?;
-        let TcpEndpoint { conns, reqs, .. } = self;
-        let c = &mut conns[i];
+        let c = &mut self.conns[i];
         c.sendq.push_back(SendOp {
             req: Some(req),
             hdr: frame::message(span.len, tag),
@@ -448,7 +549,7 @@ impl Endpoint for TcpEndpoint {
             if span.len >= QUICKACK_MIN {
                 c.quickack()?;
             }
-            c.tx_progress(reqs)?;
+            self.first_write(i)?;
         }
         Ok(req)
     }
@@ -471,7 +572,13 @@ impl Endpoint for TcpEndpoint {
             return Ok(Some(c));
         }
         self.progress()?;
-        self.reqs.take(req)
+        match self.reqs.take(req)? {
+            Some(c) => Ok(Some(c)),
+            None => match self.gone_peer(req) {
+                Some(e) => Err(e),
+                None => Ok(None),
+            },
+        }
     }
 
     fn wait(&mut self, req: ReqId) -> Result<Completion> {
@@ -490,10 +597,19 @@ impl Endpoint for TcpEndpoint {
                     ..
                 } = self;
                 if let Some(c) = conns.get_mut(i) {
-                    c.rx_progress(matcher, reqs, true)?;
+                    match c.rx_progress(matcher, reqs, true) {
+                        Ok(_) => {}
+                        Err(e) if matches!(e, Error::PeerLost { .. }) => self.lose(i, &e),
+                        Err(e) => return Err(e),
+                    }
                 }
             } else {
                 self.progress()?;
+                if self.reqs.is_pending(req) {
+                    if let Some(e) = self.gone_peer(req) {
+                        return Err(e);
+                    }
+                }
                 if !self.cfg.poll && self.reqs.is_pending(req) {
                     if let Some(e) = self.finished_peer(req) {
                         return Err(e);
@@ -519,6 +635,7 @@ impl Endpoint for TcpEndpoint {
         check_len(buf.len())?;
         // Fast path: nothing queued to `dest`, so the whole frame may leave in one sendmsg(2).
         if dest != self.rank && dest < self.size {
+            self.check_peer(dest, "send to")?;
             let i = self.sender(dest)?;
             let c = &mut self.conns[i];
             if c.sendq.is_empty() {
@@ -526,7 +643,15 @@ impl Endpoint for TcpEndpoint {
                     c.quickack()?;
                 }
                 let hdr = frame::message(buf.len(), tag);
-                let n = c.write_from(&hdr, &buf, 0)?;
+                let n = match c.write_from(&hdr, &buf, 0) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        if matches!(e, Error::PeerLost { .. }) {
+                            self.lose(i, &e);
+                        }
+                        return Err(e);
+                    }
+                };
                 if n == HEADER_BYTES + buf.len() {
                     return Ok(buf);
                 }

@@ -7,7 +7,7 @@
 
 use commbench_core::launch::rendezvous::{self, Bootstrap};
 use commbench_core::launch::{self, Launcher, RankEnv};
-use commbench_core::testkit::{run_check, Harness, CHECKS};
+use commbench_core::testkit::{run_check, Harness, PeerDies, CHECKS};
 use commbench_core::{Endpoint, Error, Program, Result, Src, TagSel};
 use commbench_tcp::{run_rank, run_rank_with_listener, TcpConfig};
 use std::cell::RefCell;
@@ -92,6 +92,7 @@ fn rank_process_entry() {
     let env = RankEnv::detect(None, None, 1).expect("child rank environment");
     let res = match what.as_str() {
         "pingpong" => run_rank(&env, &cfg(3), &PingPong { rounds: 0 }).map(drop),
+        "survive" => run_rank(&env, &cfg(3), &PeerDies).map(drop),
         check => run_check(&ChildHarness(env.clone()), check, env.size, 1 << 20),
     };
     if let Err(e) = res {
@@ -467,4 +468,17 @@ fn killed_peer_is_named_within_the_timeout() {
 #[test]
 fn silent_peer_times_out_naming_it() {
     killed_or_stopped(true);
+}
+
+/// A rank whose process exits mid-run fails only what involves it: rank 0 goes on with rank
+/// 1 to the end, its receive posted for the dead rank and a send to it fail naming it, and
+/// rank 1 finishes cleanly.
+#[test]
+fn a_dead_peer_fails_only_what_involves_it() {
+    let l = launch(3, "survive", &launch::new_token().unwrap());
+    let out = run_rank_with_listener(l.listener, &l.env, &cfg(10), &PeerDies);
+    let mut children = l.children;
+    PeerDies::check(out.expect("rank 0 goes on")).unwrap();
+    assert!(children[0].wait().unwrap().success(), "rank 1 finishes");
+    assert_eq!(children[1].wait().unwrap().code(), Some(9), "rank 2 exited");
 }

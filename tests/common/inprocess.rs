@@ -9,6 +9,7 @@ use commbench::analysis::assemble::{self, BackendRun, Outcome, Recipe, Started};
 use commbench::analysis::document::{ResultDoc, RunConfig};
 use commbench::analysis::fit::Breakpoint;
 use commbench::analysis::point::Point;
+use commbench::core::method::allpairs::steps::TAG_STEP;
 use commbench::core::method::allpairs::{
     AllPairs, AllPairsCollected, AllPairsConfig, RawCell, RawMode, RawSink,
 };
@@ -79,6 +80,29 @@ pub fn sim_matrix_document(
     config: AllPairsConfig,
     rule: Rule,
 ) -> ResultDoc {
+    matrix_document(machine, method, config, rule, None)
+}
+
+/// [`sim_matrix_document`] of a run in which rank `rank`'s `nth` message of the steps
+/// between rounds (from 0) comes in and is then lost with its sender, as when a process dies
+/// while its message is part way in: the receive fails with `PeerLost` naming the sender.
+pub fn sim_matrix_document_losing(
+    machine: &SimConfig,
+    method: MethodConfig,
+    config: AllPairsConfig,
+    rule: Rule,
+    (rank, nth): (Rank, u64),
+) -> ResultDoc {
+    matrix_document(machine, method, config, rule, Some((rank, nth)))
+}
+
+fn matrix_document(
+    machine: &SimConfig,
+    method: MethodConfig,
+    config: AllPairsConfig,
+    rule: Rule,
+    lose: Option<(Rank, u64)>,
+) -> ResultDoc {
     let recipe = recipe(&method, RunConfig::default());
     let pick = |c: &AllPairsCollected, size: u64| {
         commbench::analysis::matrix::pick_retests(c, size, &rule)
@@ -88,7 +112,17 @@ pub fn sim_matrix_document(
     if config.raw == RawMode::All {
         prog = prog.with_raw_sink(&sink);
     }
-    let result = commbench_sim::run(machine, &prog).map(drop);
+    let result = match lose {
+        None => commbench_sim::run(machine, &prog).map(drop),
+        Some((rank, nth)) => {
+            let losing = Losing {
+                program: &prog,
+                rank,
+                nth,
+            };
+            commbench_sim::run(machine, &losing).map(drop)
+        }
+    };
     let collected = prog.take_collected();
     let timers = Collected::of(
         collected.timers.first().cloned(),
@@ -178,10 +212,7 @@ impl<P: Program> Program for Clocked<'_, P> {
         if ep.rank() != self.rank {
             return self.program.run(ep);
         }
-        let mut rec = Recording {
-            ep,
-            reads: Vec::new(),
-        };
+        let mut rec = Recording::new(ep);
         let out = self.program.run(&mut rec);
         if let Ok(mut r) = self.reads.lock() {
             r.append(&mut rec.reads);
@@ -190,11 +221,53 @@ impl<P: Program> Program for Clocked<'_, P> {
     }
 }
 
+/// A program run with `rank`'s `nth` message of the steps lost as it arrives ([`Recording`]).
+struct Losing<'a, P> {
+    program: &'a P,
+    rank: Rank,
+    nth: u64,
+}
+
+impl<P: Program> Program for Losing<'_, P> {
+    type Output = P::Output;
+    fn run<E: Endpoint>(&self, ep: &mut E) -> Result<P::Output> {
+        if ep.rank() != self.rank {
+            return self.program.run(ep);
+        }
+        let mut rec = Recording::new(ep);
+        rec.lose_step = Some(self.nth);
+        self.program.run(&mut rec)
+    }
+    fn lost(&self, rank: Rank) -> Result<P::Output> {
+        self.program.lost(rank)
+    }
+    fn gone(&self) -> Vec<Rank> {
+        self.program.gone()
+    }
+}
+
 /// An endpoint that keeps every clock reading of the one it wraps, and otherwise is it:
-/// every call goes to it unchanged, so a run's messages and times are the same.
+/// every call goes to it unchanged, so a run's messages and times are the same. But with
+/// `lose_step`: the receive of that message of the steps between rounds (counted from 0)
+/// fails with `PeerLost` once its message is in, as if its sender died meanwhile.
 struct Recording<'a, E> {
     ep: &'a mut E,
     reads: Vec<u64>,
+    lose_step: Option<u64>,
+    steps_posted: u64,
+    armed: Option<ReqId>,
+}
+
+impl<'a, E> Recording<'a, E> {
+    fn new(ep: &'a mut E) -> Self {
+        Recording {
+            ep,
+            reads: Vec::new(),
+            lose_step: None,
+            steps_posted: 0,
+            armed: None,
+        }
+    }
 }
 
 impl<E: Endpoint> Endpoint for Recording<'_, E> {
@@ -220,13 +293,28 @@ impl<E: Endpoint> Endpoint for Recording<'_, E> {
         self.ep.isend(dest, tag, buf)
     }
     fn irecv(&mut self, src: Src, tag: TagSel, buf: Vec<u8>) -> Result<ReqId> {
-        self.ep.irecv(src, tag, buf)
+        let req = self.ep.irecv(src, tag, buf)?;
+        if src == Src::Any && tag == TagSel::Tag(TAG_STEP) {
+            if self.lose_step == Some(self.steps_posted) {
+                self.armed = Some(req);
+            }
+            self.steps_posted += 1;
+        }
+        Ok(req)
     }
     fn test(&mut self, req: ReqId) -> Result<Option<Completion>> {
         self.ep.test(req)
     }
     fn wait(&mut self, req: ReqId) -> Result<Completion> {
-        self.ep.wait(req)
+        let c = self.ep.wait(req)?;
+        if self.armed == Some(req) {
+            self.armed = None;
+            return Err(commbench::core::Error::PeerLost {
+                peer: c.peer,
+                detail: "its process went while its message came in (a test's fault)".into(),
+            });
+        }
+        Ok(c)
     }
     fn wait_all(&mut self, reqs: &[ReqId], out: &mut Vec<Completion>) -> Result<()> {
         self.ep.wait_all(reqs, out)

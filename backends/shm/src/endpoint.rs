@@ -537,7 +537,11 @@ impl ShmEndpoint {
             if self.pending_sends == 0 {
                 break;
             }
-            self.idle(&mut w, Dep::Send(d as Rank, 0), None)?;
+            match self.idle(&mut w, Dep::Send(d as Rank, 0), None) {
+                // Its sends were dropped with it: drain the others'.
+                Err(e) if self.dead[d].is_some() && matches!(e, Error::PeerLost { .. }) => {}
+                r => r?,
+            }
         }
         self.map
             .slot(self.rank)
@@ -1286,7 +1290,9 @@ impl Endpoint for ShmEndpoint {
                     }
                     // Keep every other ring and queued send moving meanwhile.
                     for p in (0..self.size as usize).filter(|&p| p != s && p != me as usize) {
-                        self.progress_rx(p);
+                        if self.dead[p].is_none() {
+                            self.progress_rx(p);
+                        }
                     }
                     if self.pending_sends > 0 {
                         self.progress();

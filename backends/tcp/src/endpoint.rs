@@ -191,7 +191,7 @@ impl TcpEndpoint {
     /// dropped with what was queued on it, and from now on only the operations that involve
     /// it fail: a send to it or a receive from it, posted or pending. The others, and
     /// receives from any rank, go on.
-    fn lose(&mut self, i: usize, e: &Error) {
+    pub(crate) fn lose(&mut self, i: usize, e: &Error) {
         let peer = self.conns[i].peer;
         let detail = match e.root() {
             Error::PeerLost { detail, .. } => detail.clone(),
@@ -232,9 +232,16 @@ impl TcpEndpoint {
                 reqs.complete(m.req, Err(lost()));
             }
         }
+        // A call it made is not answered: there is no one to connect to.
+        self.mesh.calls.retain(|&(p, _)| p != peer);
         if let Some(g) = self.gone.get_mut(peer as usize) {
             g.get_or_insert(detail);
         }
+    }
+
+    /// Whether `peer`'s process is gone ([`Self::lose`]).
+    pub(crate) fn is_gone(&self, peer: Rank) -> bool {
+        self.gone.get(peer as usize).is_some_and(Option::is_some)
     }
 
     /// Write what it can of the send just queued alone on connection `i`; a peer found gone

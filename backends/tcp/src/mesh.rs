@@ -235,7 +235,7 @@ impl TcpEndpoint {
         self.mesh.serving = true;
         let r = (|| {
             while let Some((peer, taken)) = self.mesh.calls.pop() {
-                if self.mesh.made_to[peer as usize] <= taken {
+                if self.mesh.made_to[peer as usize] <= taken && !self.is_gone(peer) {
                     self.open(peer)?;
                 }
             }
@@ -422,7 +422,12 @@ impl TcpEndpoint {
             if c.close_in && !c.fin_out {
                 self.close_conn(i);
                 let TcpEndpoint { conns, reqs, .. } = self;
-                conns[i].tx_progress(reqs)?;
+                match conns[i].tx_progress(reqs) {
+                    Ok(_) => {}
+                    // Gone as it closed: only what involves it fails.
+                    Err(e) if matches!(e, Error::PeerLost { .. }) => self.lose(i, &e),
+                    Err(e) => return Err(e),
+                }
             }
         }
         let mut i = 0;

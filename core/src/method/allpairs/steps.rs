@@ -386,6 +386,12 @@ impl Steps {
             let c = match got {
                 Ok(c) => c,
                 Err(e) if matches!(e.root(), Error::Timeout { .. }) => return Ok(None),
+                // A rank whose process went while its message was coming in: that message
+                // is gone with it (the receive failed and was freed); post another.
+                Err(e) if matches!(e.root(), Error::PeerLost { .. }) => {
+                    self.posted = None;
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
             self.posted = None;

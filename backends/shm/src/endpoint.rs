@@ -1114,6 +1114,14 @@ impl Endpoint for ShmEndpoint {
         backend: "shm", rank: rank, size: size, timeout: timeout
     }
 
+    /// Dropped as a peer whose process is gone (`lose_peer`): its ring is no
+    /// longer read, what was queued for it is dropped, and what involves it fails.
+    fn forget(&mut self, peer: Rank) {
+        if peer != self.rank && self.dead.get(peer as usize).is_some_and(Option::is_none) {
+            self.lose_peer(peer, "it fell silent and the run went on without it".into());
+        }
+    }
+
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {
         self.check_dest(dest, buf.len())?;
         let req = self.reqs.alloc();

@@ -24,6 +24,9 @@ use std::time::{Duration, Instant};
 /// 96 KiB ping-pongs were slower with it, 128 KiB the same, 192 KiB and more faster.
 const QUICKACK_MIN: usize = 128 << 10;
 
+/// How a rank knows a peer its program gave up on ([`Endpoint::forget`]) is gone.
+const FORGOTTEN: &str = "it fell silent and the run went on without it";
+
 /// What a request waits for, to name the peer in a timeout.
 #[derive(Debug, Clone, Copy)]
 struct Meta {
@@ -187,16 +190,20 @@ impl TcpEndpoint {
         Ok(())
     }
 
-    /// The connection `i`'s peer is gone (`e`, how it was noticed): its connection is
-    /// dropped with what was queued on it, and from now on only the operations that involve
-    /// it fail: a send to it or a receive from it, posted or pending. The others, and
-    /// receives from any rank, go on.
+    /// The connection `i`'s peer is gone (`e`, how it was noticed): [`Self::drop_peer`].
     pub(crate) fn lose(&mut self, i: usize, e: &Error) {
-        let peer = self.conns[i].peer;
         let detail = match e.root() {
             Error::PeerLost { detail, .. } => detail.clone(),
             other => other.to_string(),
         };
+        self.drop_peer(self.conns[i].peer, detail);
+    }
+
+    /// `peer` is gone (`detail`: how this rank knows): its connections are dropped with what
+    /// was queued on them, and from now on only the operations that involve it fail, with
+    /// [`Error::PeerLost`]: a send to it or a receive from it, posted or pending. The others,
+    /// and receives from any rank, go on.
+    fn drop_peer(&mut self, peer: Rank, detail: String) {
         let lost = || Error::PeerLost {
             peer,
             detail: detail.clone(),
@@ -208,20 +215,21 @@ impl TcpEndpoint {
             meta,
             ..
         } = self;
-        let c = &mut conns[i];
-        for op in c.sendq.drain(..) {
-            if let Some(req) = op.req {
-                reqs.complete(req, Err(lost()));
+        for c in conns.iter_mut().filter(|c| c.peer == peer) {
+            for op in c.sendq.drain(..) {
+                if let Some(req) = op.req {
+                    reqs.complete(req, Err(lost()));
+                }
             }
+            // A message it was part way through: the receive it was landing in fails, even
+            // one posted for any rank.
+            if let Rx::Posted { recv, .. } = std::mem::replace(&mut c.rx, Rx::Header) {
+                matcher.refuse(reqs, recv, lost());
+            }
+            c.fin_out = true;
+            c.close_in = true;
+            c.closed = true;
         }
-        // A message it was part way through: the receive it was landing in fails, even one
-        // posted for any rank.
-        if let Rx::Posted { recv, .. } = std::mem::replace(&mut c.rx, Rx::Header) {
-            matcher.refuse(reqs, recv, lost());
-        }
-        c.fin_out = true;
-        c.close_in = true;
-        c.closed = true;
         // Receives posted for it alone can never complete.
         for m in meta.iter() {
             if m.peer == Some(peer)
@@ -470,14 +478,11 @@ impl Endpoint for TcpEndpoint {
         backend: "tcp", rank: rank, size: size, timeout: cfg.timeout
     }
 
-    /// Its connections are dropped as if it had closed them: nothing queued for it is
-    /// written, nothing is read from it, and no goodbye is said to it or awaited.
+    /// Dropped as a peer whose process is gone (`drop_peer`): nothing queued for it
+    /// is written, nothing is read from it, no goodbye is said to it or awaited, and what
+    /// involves it fails.
     fn forget(&mut self, peer: Rank) {
-        for c in self.conns.iter_mut().filter(|c| c.peer == peer) {
-            c.sendq.clear();
-            c.fin_out = true;
-            c.closed = true;
-        }
+        self.drop_peer(peer, FORGOTTEN.into());
     }
 
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {

@@ -6,6 +6,7 @@
 
 use crate::common;
 
+use common::runs::{rank_lost_mid_run, BRISK};
 use common::*;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
@@ -353,7 +354,12 @@ fn a_long_clock_characterisation_stops_at_the_first_signal() {
 /// waiting for it, and keeps no cell of it after it was found.
 #[test]
 fn a_stopped_rank_is_named_lost_and_the_run_goes_on_without_it() {
-    rank_lost_mid_run("allpairs-stopped", &["--wait", "futex"], Signal::SIGSTOP);
+    rank_lost_mid_run(
+        "allpairs-stopped",
+        &["--wait", "futex"],
+        Signal::SIGSTOP,
+        BRISK,
+    );
 }
 
 /// A rank's process killed (SIGKILL) during all-pairs on shared memory: the others see its
@@ -365,6 +371,7 @@ fn a_killed_rank_on_shm_is_named_lost_and_the_run_goes_on_without_it() {
         "allpairs-killed-shm",
         &["--backend", "shm", "--wait", "futex"],
         Signal::SIGKILL,
+        BRISK,
     );
 }
 
@@ -375,70 +382,8 @@ fn a_killed_rank_on_tcp_is_named_lost_and_the_run_goes_on_without_it() {
         "allpairs-killed-tcp",
         &["--backend", "tcp"],
         Signal::SIGKILL,
+        BRISK,
     );
-}
-
-/// An all-pairs run of 4 local ranks on `backend`, one of ranks 1 to 3 (drawn at random)
-/// sent `signal` a quarter of the way in: the run completes (exit 0), names that rank lost,
-/// keeps no cell of it after it was found, and says so in the report.
-fn rank_lost_mid_run(name: &str, backend: &[&str], signal: Signal) {
-    let out = tmpdir(name).join("out");
-    // The first progress line comes after a quarter of the rounds (about a second at 200
-    // trials a cell), with three quarters of the run still to go when the rank is stopped.
-    let mut args = vec!["allpairs", "--ranks", "4"];
-    args.extend_from_slice(backend);
-    args.extend_from_slice(&["--sizes", "8", "--trials", "200", "--rounds", "30"]);
-    args.extend_from_slice(&["--timeout", "2", "--round-timeout", "3"]);
-    args.extend_from_slice(&["--progress", "always"]);
-    let mut c = commbench(&args);
-    c.arg("--output")
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut c = c.spawn().expect("starts");
-    let lines = wait_for_line(&mut c, "rounds ");
-    // A child rank (its number from the launcher's variable) drawn at random.
-    let mut kids: Vec<(u32, u32)> = children_of(c.id())
-        .into_iter()
-        .filter_map(|p| {
-            let env = std::fs::read(format!("/proc/{p}/environ")).ok()?;
-            let rank = env
-                .split(|&b| b == 0)
-                .find_map(|v| v.strip_prefix(b"COMMBENCH_RANK="))
-                .and_then(|r| std::str::from_utf8(r).ok()?.parse::<u32>().ok())?;
-            Some((p, rank))
-        })
-        .collect();
-    assert!(!kids.is_empty(), "no child rank");
-    kids.sort_unstable_by_key(|&(_, r)| r);
-    let draw = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos() as usize);
-    let (pid, rank) = kids[draw % kids.len()];
-    kill(Pid::from_raw(pid as i32), signal).expect("signal");
-    let (code, err) = finish(c, lines);
-    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
-    assert_eq!(code, Some(0), "rank {rank} sent {signal}: {err}");
-    let doc = read_json(&out.join("result.json"));
-    assert_eq!(doc["status"], "complete", "{err}");
-    let ap = &doc["allpairs"];
-    let lost = ap["lost"].as_array().expect("a lost rank");
-    assert_eq!(lost.len(), 1, "{lost:?}");
-    assert_eq!(
-        lost[0]["rank"], rank,
-        "rank {rank} was sent {signal}: {lost:?}"
-    );
-    let found = lost[0]["round"].as_u64().expect("found after a round");
-    for c in ap["cells"].as_array().expect("cells") {
-        let its = c["source"] == rank || c["dest"] == rank;
-        assert!(
-            !its || c["round"].as_u64().expect("round") <= found,
-            "a cell of the lost rank after it was found: {c}"
-        );
-    }
-    let report = std::fs::read_to_string(out.join("commbench.output.txt")).expect("the report");
-    assert!(report.contains(&format!("lost: rank {rank} ")), "{report}");
 }
 
 /// A message of the steps between rounds that comes in as its sender's process dies (the

@@ -11,7 +11,8 @@ use common::{runs::*, *};
 
 /// The libfabric backend (`--features ofi`): a run on each provider CI tests, its result
 /// naming the provider and the sizes injected, a provider that is not there refused with the
-/// list of those that are, and a killed peer named within the timeout.
+/// list of those that are, and a killed peer named within the timeout (a ping-pong fails with
+/// it; all-pairs goes on without it).
 #[cfg(feature = "ofi")]
 mod ofi {
     use super::*;
@@ -175,12 +176,25 @@ mod ofi {
     fn ofi_killed_peer() {
         killed_peer_gives_error_and_partial_results(&["--backend", "ofi", "--ofi-provider", "shm"]);
     }
+
+    /// A rank killed during all-pairs over tcp;ofi_rxm: the run goes on without it, and the
+    /// others meet over their endpoints at the end rather than on the rendezvous, which
+    /// would wait for it.
+    #[test]
+    fn a_killed_rank_in_allpairs_is_named_lost_and_the_run_completes() {
+        rank_lost_mid_run(
+            "allpairs-killed-ofi",
+            &["--backend", "ofi", "--ofi-provider", "tcp;ofi_rxm"],
+            nix::sys::signal::Signal::SIGKILL,
+            POLLING,
+        );
+    }
 }
 
 /// The UCX backend (`--features ucx`): a run over shared memory and over tcp, its result naming
 /// the transports, lanes and the protocol of each size; transports that are not there, or cma
 /// alone, refused; seed 001's and seed 004's benchmarks; a killed peer named within the
-/// timeout.
+/// timeout (a ping-pong fails with it; all-pairs goes on without it).
 #[cfg(feature = "ucx")]
 mod ucx {
     use super::*;
@@ -334,5 +348,18 @@ mod ucx {
             "--ucx-tls",
             "posix,self",
         ]);
+    }
+
+    /// A rank killed during all-pairs over UCX's tcp transport: the run goes on without it,
+    /// the others meet over their endpoints at the end, and close those to it without a
+    /// flush.
+    #[test]
+    fn a_killed_rank_in_allpairs_is_named_lost_and_the_run_completes() {
+        rank_lost_mid_run(
+            "allpairs-killed-ucx",
+            &["--backend", "ucx", "--ucx-tls", "tcp"],
+            nix::sys::signal::Signal::SIGKILL,
+            POLLING,
+        );
     }
 }

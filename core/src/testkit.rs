@@ -5,7 +5,7 @@
 //! and 4 ranks; a violated expectation is an error naming the check, the rank and what differed.
 
 use crate::transport::error::{Error, Result};
-use crate::transport::{Endpoint, OpKind, Program, Rank, Role, Span, Src, TagSel};
+use crate::transport::{Endpoint, OpKind, Program, Rank, Role, Span, Src, TagSel, TAG_CLOSING};
 
 /// Starts `n` ranks of a backend and runs a program on each.
 pub trait Harness {
@@ -386,8 +386,66 @@ impl Program for ControlPlane {
         for first in 0..n {
             ep.barrier_first(first)?;
         }
+        barriers_among(ep)?;
         ep.barrier()
     }
+}
+
+/// The barrier of some ranks ([`crate::transport::control::barrier_among`]) over every
+/// subset of the ranks, each in two orders, the others away: each rank takes part in those
+/// it is in, and the subset's last rank computes, reads the clock and enters last, which every
+/// other must leave after. A rank outside the subset is refused.
+fn barriers_among<E: Endpoint>(ep: &mut E) -> Result<()> {
+    use crate::transport::control::barrier_among;
+    let me = ep.rank();
+    let n = ep.size();
+    for mask in 1u32..(1 << n) {
+        let forward: Vec<Rank> = (0..n).filter(|r| mask & (1 << r) != 0).collect();
+        let backward: Vec<Rank> = forward.iter().rev().copied().collect();
+        for live in [forward, backward] {
+            if !live.contains(&me) {
+                if barrier_among(ep, &live).is_ok() {
+                    return Err(fail("barrier_among", me, format!("joined {live:?}")));
+                }
+                continue;
+            }
+            barrier_among(ep, &live)?;
+            let last = live[live.len() - 1];
+            let mut entered = Vec::new();
+            if me == last {
+                ep.compute(crate::transport::work::Work::int(200_000));
+                entered = ep.now_ns().to_le_bytes().to_vec();
+            }
+            barrier_among(ep, &live)?;
+            let left = ep.now_ns();
+            // The reading travels down the same tree, on the same tag: read in order.
+            if me == last {
+                for &r in live.iter().filter(|&&r| r != me) {
+                    ep.send(r, TAG_CLOSING, entered.clone())?;
+                }
+            } else {
+                entered = ep
+                    .recv(Src::Rank(last), TagSel::Tag(TAG_CLOSING), vec![0; 8])?
+                    .buf;
+            }
+            let entered = u64::from_le_bytes(entered[..8].try_into().unwrap_or([0; 8]));
+            if left < entered {
+                return Err(fail(
+                    "barrier_among",
+                    me,
+                    format!(
+                        "{live:?}: left at {left} ns, before rank {last} entered at {entered} ns"
+                    ),
+                ));
+            }
+        }
+    }
+    for bad in [vec![me, me], vec![n], Vec::new()] {
+        if barrier_among(ep, &bad).is_ok() {
+            return Err(fail("barrier_among", me, format!("took {bad:?}")));
+        }
+    }
+    Ok(())
 }
 
 /// Bad ranks are errors, not panics.

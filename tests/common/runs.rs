@@ -3,8 +3,13 @@
 //! by hand, and a peer killed mid-run. The default backends' tests (`tests/cli.rs`) and the
 //! opt-in ones' (`tests/ofi_ucx.rs`) call them with their `--backend` options.
 
-use super::{commbench, quick, read_json, run_json, tmpdir, wait_for, QUICK_TRIALS};
+use super::{
+    commbench, finish, quick, read_json, run_json, tmpdir, wait_for, wait_for_line, QUICK_TRIALS,
+};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -329,4 +334,93 @@ pub fn nix_kill(pid: u32) -> std::io::Result<()> {
     } else {
         Err(std::io::Error::other("kill failed"))
     }
+}
+
+/// How long an all-pairs run of [`rank_lost_mid_run`] is: `--trials` a cell, `--rounds`
+/// (passes), and `--round-timeout`, which must hold a cell's trials on a loaded machine.
+pub struct Pace {
+    pub trials: &'static str,
+    pub passes: &'static str,
+    pub round_timeout: &'static str,
+}
+
+/// The pace of the default backends' runs: 200 trials a cell, 30 passes, rounds of at most
+/// 3 s.
+pub const BRISK: Pace = Pace {
+    trials: "200",
+    passes: "30",
+    round_timeout: "3",
+};
+
+/// The pace of backends whose ranks poll without sleeping (libfabric, UCX): with 4 ranks on
+/// 2 CPUs a message may wait a scheduler time slice, so fewer trials a cell (a round must
+/// still end within its timeout) and fewer passes.
+pub const POLLING: Pace = Pace {
+    trials: "20",
+    passes: "8",
+    round_timeout: "3",
+};
+
+/// An all-pairs run of 4 local ranks on `backend`, one of ranks 1 to 3 (drawn at random)
+/// sent `signal` a quarter of the way in: the run completes (exit 0), names that rank lost,
+/// keeps no cell of it after it was found, and says so in the report.
+pub fn rank_lost_mid_run(name: &str, backend: &[&str], signal: Signal, pace: Pace) {
+    let out = tmpdir(name).join("out");
+    // The first progress line comes after a quarter of the rounds (about a second at 200
+    // trials a cell), with three quarters of the run still to go when the rank is stopped.
+    let mut args = vec!["allpairs", "--ranks", "4"];
+    args.extend_from_slice(backend);
+    args.extend_from_slice(&["--sizes", "8", "--trials", pace.trials]);
+    args.extend_from_slice(&["--rounds", pace.passes]);
+    args.extend_from_slice(&["--timeout", "2", "--round-timeout", pace.round_timeout]);
+    args.extend_from_slice(&["--progress", "always"]);
+    let mut c = commbench(&args);
+    c.arg("--output")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut c = c.spawn().expect("starts");
+    let lines = wait_for_line(&mut c, "rounds ");
+    // A child rank (its number from the launcher's variable) drawn at random.
+    let mut kids: Vec<(u32, u32)> = children_of(c.id())
+        .into_iter()
+        .filter_map(|p| {
+            let env = std::fs::read(format!("/proc/{p}/environ")).ok()?;
+            let rank = env
+                .split(|&b| b == 0)
+                .find_map(|v| v.strip_prefix(b"COMMBENCH_RANK="))
+                .and_then(|r| std::str::from_utf8(r).ok()?.parse::<u32>().ok())?;
+            Some((p, rank))
+        })
+        .collect();
+    assert!(!kids.is_empty(), "no child rank");
+    kids.sort_unstable_by_key(|&(_, r)| r);
+    let draw = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as usize);
+    let (pid, rank) = kids[draw % kids.len()];
+    kill(Pid::from_raw(pid as i32), signal).expect("signal");
+    let (code, err) = finish(c, lines, Duration::from_secs(90));
+    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    assert_eq!(code, Some(0), "rank {rank} sent {signal}: {err}");
+    let doc = read_json(&out.join("result.json"));
+    assert_eq!(doc["status"], "complete", "{err}");
+    let ap = &doc["allpairs"];
+    let lost = ap["lost"].as_array().expect("a lost rank");
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(
+        lost[0]["rank"], rank,
+        "rank {rank} was sent {signal}: {lost:?}"
+    );
+    let found = lost[0]["round"].as_u64().expect("found after a round");
+    for c in ap["cells"].as_array().expect("cells") {
+        let its = c["source"] == rank || c["dest"] == rank;
+        assert!(
+            !its || c["round"].as_u64().expect("round") <= found,
+            "a cell of the lost rank after it was found: {c}"
+        );
+    }
+    let report = std::fs::read_to_string(out.join("commbench.output.txt")).expect("the report");
+    assert!(report.contains(&format!("lost: rank {rank} ")), "{report}");
 }

@@ -2,10 +2,12 @@
 //! endpoint. Every way opens the endpoint, exchanges the endpoints' addresses over the
 //! control plane that started the ranks (the tcp rendezvous, or MPI under mpirun), runs the
 //! program, and ends with a barrier on that control plane so that no rank closes its endpoint
-//! while another still runs.
+//! while another still runs (over the endpoint, between the ranks still live, when the program
+//! went on without some).
 
 use crate::endpoint::OfiEndpoint;
 use commbench_core::launch::rendezvous::Rendezvous;
+use commbench_core::transport::control::barrier_without;
 use commbench_core::transport::Program;
 use commbench_core::Result;
 use std::time::Duration;
@@ -54,10 +56,20 @@ fn rank_main<P: Program>(rdv: &mut dyn Rendezvous, cfg: &OfiConfig, p: &P) -> Re
         .map_err(|e| e.in_phase("inserting the endpoint addresses"))?;
     rdv.barrier().map_err(|e| e.in_phase("bootstrap"))?;
     let out = p.run(&mut ep)?;
-    rdv.barrier()
-        .map_err(|e| e.in_phase("the closing barrier"))?;
+    closing_barrier(rdv, &mut ep)?;
     drop(ep);
     Ok(out)
+}
+
+/// The barrier before the endpoint closes: on the control plane that started the ranks, or,
+/// when the program went on without some ranks ([`commbench_core::Endpoint::forget`]), between the others
+/// only, over the endpoint (the control plane's barrier would wait for the ranks gone).
+fn closing_barrier(rdv: &mut dyn Rendezvous, ep: &mut OfiEndpoint) -> Result<()> {
+    if ep.gone().is_empty() {
+        return rdv.barrier().map_err(|e| e.in_phase("the closing barrier"));
+    }
+    let gone = ep.gone().to_vec();
+    barrier_without(ep, &gone).map_err(|e| e.in_phase("the closing barrier"))
 }
 
 /// This process is one rank of a run whose ranks met through `rdv`: the tcp rendezvous (a

@@ -27,7 +27,7 @@ use crate::sys::{futex_wait, futex_wake, Watch};
 use crate::WaitPolicy;
 use commbench_core::method::limits;
 use commbench_core::transport::clock::monotonic_ns;
-use commbench_core::transport::error::check_rank;
+use commbench_core::transport::error::{check_rank, FORGOTTEN};
 use commbench_core::transport::matching::{Matcher, PostedRecv, ReqTable};
 use commbench_core::transport::{BackendInfo, Span};
 use commbench_core::{Completion, Endpoint, Error, Rank, ReqId, Result, Src, Tag, TagSel};
@@ -1118,7 +1118,7 @@ impl Endpoint for ShmEndpoint {
     /// longer read, what was queued for it is dropped, and what involves it fails.
     fn forget(&mut self, peer: Rank) {
         if peer != self.rank && self.dead.get(peer as usize).is_some_and(Option::is_none) {
-            self.lose_peer(peer, "it fell silent and the run went on without it".into());
+            self.lose_peer(peer, FORGOTTEN.into());
         }
     }
 

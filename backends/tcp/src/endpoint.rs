@@ -8,6 +8,7 @@ use commbench_core::launch::affinity;
 use commbench_core::launch::rendezvous::{
     self as rendezvous, Acceptor, Bootstrap, Listener, Rendezvous,
 };
+use commbench_core::transport::error::FORGOTTEN;
 use commbench_core::transport::matching::{Matcher, ReqTable};
 use commbench_core::transport::{
     BackendInfo, Completion, Endpoint, OpKind, Rank, ReqId, Span, Src, Tag, TagSel,
@@ -23,9 +24,6 @@ use std::time::{Duration, Instant};
 /// [`Conn::quickack`]). Below it the extra ACK costs more than it saves: on loopback 64 and
 /// 96 KiB ping-pongs were slower with it, 128 KiB the same, 192 KiB and more faster.
 const QUICKACK_MIN: usize = 128 << 10;
-
-/// How a rank knows a peer its program gave up on ([`Endpoint::forget`]) is gone.
-const FORGOTTEN: &str = "it fell silent and the run went on without it";
 
 /// What a request waits for, to name the peer in a timeout.
 #[derive(Debug, Clone, Copy)]

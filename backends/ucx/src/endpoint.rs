@@ -16,6 +16,7 @@ use crate::worker::Worker;
 use crate::UcxConfig;
 use commbench_core::launch::affinity;
 use commbench_core::transport::clock::SpinTimer;
+use commbench_core::transport::error::FORGOTTEN;
 use commbench_core::transport::slots::{timeout_awaiting, SlotState as State, Slots};
 use commbench_core::transport::{pingpong_span_loop, BackendInfo, OpKind, Span, TAG_UB};
 use commbench_core::transport::{select64, tag64 as wire_tag};
@@ -102,6 +103,10 @@ pub struct UcxEndpoint {
     /// Operation attributes of receives that need their sender and length:
     /// `UCP_OP_ATTR_FLAG_NO_IMM_CMPL` where UCX would not say them on immediate completion.
     recv_flags: u32,
+    /// The ranks the program gave up on ([`Endpoint::forget`]), in the order it did: nothing
+    /// more goes to them or is awaited from them by name, their endpoints close without a
+    /// flush, and the end of the run meets the others only.
+    gone: Vec<Rank>,
 }
 
 impl std::fmt::Debug for UcxEndpoint {
@@ -160,15 +165,22 @@ impl UcxEndpoint {
             } else {
                 ffi::UCP_OP_ATTR_FLAG_NO_IMM_CMPL
             },
+            gone: Vec::new(),
         })
     }
 
     /// Give up every request still outstanding (receives cancelled), then close the
-    /// endpoints in flush mode while the peers close theirs: whether all closed within the
-    /// timeout. The launch functions call it between two barriers.
+    /// endpoints while the peers close theirs, in flush mode (those to the ranks gone without
+    /// one): whether all closed within the timeout. The launch functions call it after a
+    /// barrier.
     pub(crate) fn close_endpoints(&mut self) -> bool {
         self.abandon_requests();
-        self.w.close_endpoints(self.cfg.timeout)
+        self.w.close_endpoints(self.cfg.timeout, &self.gone)
+    }
+
+    /// The ranks the program gave up on, in the order it did.
+    pub(crate) fn gone(&self) -> &[Rank] {
+        &self.gone
     }
 
     /// Cancel the receives still posted and free every request still held. The slots given
@@ -259,7 +271,14 @@ impl UcxEndpoint {
     }
 
     fn check_peer(&self, r: Rank, what: &str) -> Result<()> {
-        commbench_core::transport::error::check_rank(what, r, self.size)
+        commbench_core::transport::error::check_rank(what, r, self.size)?;
+        if self.gone.contains(&r) {
+            return Err(Error::PeerLost {
+                peer: r,
+                detail: FORGOTTEN.into(),
+            });
+        }
+        Ok(())
     }
 
     /// A receive's source and tag for its slot (the source checked), and the operation
@@ -644,6 +663,14 @@ fn op_error(
 impl Endpoint for UcxEndpoint {
     commbench_core::endpoint_identity! {
         backend: "ucx", rank: rank, size: size, timeout: cfg.timeout
+    }
+
+    /// Nothing more is sent to `peer` or received from it by name; a receive from any rank
+    /// still takes what it sent before.
+    fn forget(&mut self, peer: Rank) {
+        if peer < self.size && peer != self.rank && !self.gone.contains(&peer) {
+            self.gone.push(peer);
+        }
     }
 
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {

@@ -2,10 +2,12 @@
 //! Every way opens the worker, exchanges the workers' addresses over the control plane that
 //! started the ranks (the tcp rendezvous, or MPI under mpirun, as ucx_perftest's RTE does),
 //! connects and flushes, runs the program, and ends with a barrier on that control plane so
-//! that no rank closes its endpoints while another still runs.
+//! that no rank closes its endpoints while another still runs (over the endpoints, between the
+//! ranks still live, when the program went on without some).
 
 use crate::endpoint::UcxEndpoint;
 use commbench_core::launch::rendezvous::Rendezvous;
+use commbench_core::transport::control::barrier_without;
 use commbench_core::transport::Program;
 use commbench_core::Result;
 use std::time::Duration;
@@ -46,13 +48,24 @@ fn rank_main<P: Program>(rdv: &mut dyn Rendezvous, cfg: &UcxConfig, p: &P) -> Re
     ep.handshake()
         .map_err(|e| e.in_phase("the wire-up handshake with the other ranks"))?;
     let out = p.run(&mut ep)?;
-    rdv.barrier()
-        .map_err(|e| e.in_phase("the closing barrier"))?;
-    // Every rank closes its endpoints while the others do (flush mode), and none destroys its
-    // worker before all have closed, as ucx_perftest ends.
-    let closed = ep.close_endpoints();
-    rdv.barrier()
-        .map_err(|e| e.in_phase("the barrier after closing the endpoints"))?;
+    let gone = ep.gone().to_vec();
+    let closed = if gone.is_empty() {
+        rdv.barrier()
+            .map_err(|e| e.in_phase("the closing barrier"))?;
+        // Every rank closes its endpoints while the others do (flush mode), and none destroys
+        // its worker before all have closed, as ucx_perftest ends.
+        let closed = ep.close_endpoints();
+        rdv.barrier()
+            .map_err(|e| e.in_phase("the barrier after closing the endpoints"))?;
+        closed
+    } else {
+        // The program went on without some ranks, which the control plane's barriers would
+        // wait for: the others meet over their endpoints, then close them (those to the ranks
+        // gone without a flush). Nothing is in flight between them after that barrier but its
+        // own last messages, which the flush of each endpoint sends.
+        barrier_without(&mut ep, &gone).map_err(|e| e.in_phase("the closing barrier"))?;
+        ep.close_endpoints()
+    };
     drop(ep);
     if !closed {
         return Err(commbench_core::Error::Backend {

@@ -198,19 +198,30 @@ impl Worker {
         sys::print_to_string(|f| unsafe { ffi::ucp_context_print_info(ctx, f as *mut ffi::FILE) })
     }
 
-    /// Close every endpoint in flush mode, progressing them together, at most `timeout` in
-    /// all: whether all closed in time. The peers close theirs at the same time (after a
-    /// barrier), as ucx_perftest does before it destroys its worker.
-    pub(crate) fn close_endpoints(&mut self, timeout: Duration) -> bool {
+    /// Close every endpoint, progressing them together, at most `timeout` in all: whether all
+    /// closed in time. The peers close theirs at the same time (after a barrier), as
+    /// ucx_perftest does before it destroys its worker. Those to the ranks in `force` (gone:
+    /// nothing sent to them is awaited any more) close at once, without a flush.
+    pub(crate) fn close_endpoints(&mut self, timeout: Duration, force: &[u32]) -> bool {
         let start = Instant::now();
-        let p = ffi::ucp_request_param_t::default();
+        let flush = ffi::ucp_request_param_t::default();
+        let forced = ffi::ucp_request_param_t {
+            op_attr_mask: ffi::UCP_OP_ATTR_FIELD_FLAGS,
+            flags: ffi::UCP_EP_CLOSE_FLAG_FORCE,
+            ..Default::default()
+        };
         let mut pending = Vec::new();
-        for ep in std::mem::take(&mut self.eps) {
+        for (rank, ep) in std::mem::take(&mut self.eps).into_iter().enumerate() {
             if ep.is_null() {
                 continue;
             }
+            let p = if force.contains(&(rank as u32)) {
+                &forced
+            } else {
+                &flush
+            };
             // SAFETY: `ep` is a live endpoint of this worker, closed once.
-            let r = unsafe { ffi::ucp_ep_close_nbx(ep, &p) };
+            let r = unsafe { ffi::ucp_ep_close_nbx(ep, p) };
             if let Posted::Pending(req) = decode(r) {
                 pending.push(req);
             }
@@ -243,7 +254,7 @@ impl Worker {
     /// up the context. Once it has returned UCX holds no buffer of this rank's. Idempotent.
     pub(crate) fn close(&mut self, timeout: Duration) {
         if !self.worker.is_null() {
-            self.close_endpoints(timeout);
+            self.close_endpoints(timeout, &[]);
             // SAFETY: the worker is live and destroyed once; its endpoints are closed.
             unsafe { ffi::ucp_worker_destroy(self.worker) };
             self.worker = ptr::null_mut();

@@ -10,7 +10,9 @@
 //! children are `v + 2^k` for every `2^k` below that bit (every `2^k < n` for the root).
 //! With two ranks every algorithm is the linear one: one message each way.
 
-use super::{Endpoint, Rank, Src, TagSel, TAG_ABARRIER, TAG_BARRIER, TAG_BCAST, TAG_GATHER};
+use super::{
+    Endpoint, Rank, Src, TagSel, TAG_ABARRIER, TAG_BARRIER, TAG_BCAST, TAG_CLOSING, TAG_GATHER,
+};
 use crate::transport::error::{Error, Result};
 
 fn check_root<E: Endpoint + ?Sized>(ep: &E, root: Rank) -> Result<()> {
@@ -85,21 +87,72 @@ pub fn barrier_first<E: Endpoint + ?Sized>(ep: &mut E, first: Rank) -> Result<()
     } else {
         TAG_ABARRIER
     };
-    let tree = Tree::new(ep.size(), first, ep.rank());
+    tree_barrier(ep, Tree::new(ep.size(), first, ep.rank()), |r| r, tag)
+}
+
+/// The barrier of `tree`, whose places are the ranks `at` gives: every rank reports to its
+/// parent once its children have, and the root's release travels down.
+fn tree_barrier<E: Endpoint + ?Sized>(
+    ep: &mut E,
+    tree: Tree,
+    at: impl Fn(Rank) -> Rank,
+    tag: super::Tag,
+) -> Result<()> {
+    let kids: Vec<Rank> = tree.children().map(&at).collect();
     let mut buf = Vec::new();
-    for c in tree.children() {
+    for &c in &kids {
         buf = ep.recv(Src::Rank(c), TagSel::Tag(tag), buf)?.buf;
     }
-    if let Some(p) = tree.parent() {
+    if let Some(p) = tree.parent().map(&at) {
         buf = ep.send(p, tag, buf)?;
         buf = ep.recv(Src::Rank(p), TagSel::Tag(tag), buf)?.buf;
     }
     // The largest subtree first: its release has the longest way to go.
-    let kids: Vec<Rank> = tree.children().collect();
     for &c in kids.iter().rev() {
         buf = ep.send(c, tag, buf)?;
     }
     Ok(())
+}
+
+/// Barrier of the ranks in `live` only (distinct ranks of the run, this one among them), in
+/// the tree of their positions in `live` rooted at its first: the end of a run that went on
+/// without the others ([`crate::transport::Program::gone`]), where the barrier of every rank
+/// would wait for ranks that are gone. Its messages have a tag of their own
+/// ([`super::TAG_CLOSING`]).
+pub fn barrier_among<E: Endpoint + ?Sized>(ep: &mut E, live: &[Rank]) -> Result<()> {
+    let me = ep.rank();
+    let size = ep.size();
+    let mut seen = vec![false; size as usize];
+    for &r in live {
+        match seen.get_mut(r as usize) {
+            None => {
+                return Err(Error::Invalid(format!(
+                    "rank {r} out of range for {size} ranks"
+                )))
+            }
+            Some(true) => return Err(Error::Invalid(format!("rank {r} is twice in the barrier"))),
+            Some(s) => *s = true,
+        }
+    }
+    let pos = live.iter().position(|&r| r == me).ok_or_else(|| {
+        Error::Invalid(format!("rank {me} is not among the ranks of the barrier"))
+    })?;
+    let tree = Tree::new(live.len() as u32, 0, pos as u32);
+    tree_barrier(ep, tree, |p| live[p as usize], TAG_CLOSING)
+}
+
+/// [`barrier_among`] every rank but those in `gone` (the ranks a run went on without), its
+/// error in a phase that names them.
+pub fn barrier_without<E: Endpoint + ?Sized>(ep: &mut E, gone: &[Rank]) -> Result<()> {
+    let live: Vec<Rank> = (0..ep.size()).filter(|r| !gone.contains(r)).collect();
+    barrier_among(ep, &live).map_err(|e| {
+        let names: Vec<String> = gone.iter().map(Rank::to_string).collect();
+        let s = if gone.len() == 1 { "" } else { "s" };
+        e.in_phase(format!(
+            "the barrier of the ranks still live (without rank{s} {})",
+            names.join(", ")
+        ))
+    })
 }
 
 /// Broadcast from `root` down the tree: the length first, then the bytes.

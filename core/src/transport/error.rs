@@ -192,6 +192,10 @@ pub fn signal_name(signal: i32) -> String {
     }
 }
 
+/// Why a peer the program gave up on ([`crate::transport::Endpoint::forget`]) is gone: the
+/// detail of the [`Error::PeerLost`] of whatever involves it afterwards.
+pub const FORGOTTEN: &str = "it fell silent and the run went on without it";
+
 /// `Ok` when `rank` is one of the `size` ranks of a run, else [`Error::Invalid`] naming it as
 /// `what` ("destination", "source", "root", ...).
 #[inline]

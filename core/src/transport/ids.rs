@@ -17,6 +17,10 @@ pub const TAG_GATHER: Tag = TAG_UB + 3;
 /// Control-plane tag of the asymmetric barrier (seed 004).
 pub const TAG_ABARRIER: Tag = TAG_UB + 4;
 
+/// Control-plane tag of the closing barrier of the ranks still live, after a run that went on
+/// without some ([`crate::transport::control::barrier_among`]).
+pub const TAG_CLOSING: Tag = TAG_UB + 20;
+
 /// Control-plane tags of point-to-point messages that carry no measurement and may fly while
 /// other ranks measure (all-pairs' steps between rounds): a simulated machine carries them
 /// out of band, free, as it runs its collectives, so that they never load a measured pair.

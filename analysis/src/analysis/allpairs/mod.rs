@@ -426,12 +426,20 @@ fn mirror_sd(obs: &[Obs]) -> Option<f64> {
 ///
 /// `cells` may be incomplete (an interrupted run; `i -> i` never exists). Errors on fewer than
 /// 2 ranks, no cell, a pair out of range, repeated or with `i == j`, a cell without finite
-/// positive times, a topology that cannot hold `n` ranks, or a rule with `z <= 0` or
-/// `min_factor <= 1`.
+/// positive times, a topology that cannot hold `n` ranks, more than `u32::MAX` cells, or a
+/// rule with `z <= 0` or `min_factor <= 1`.
 pub fn fit(n: u32, topo: &Topology, cells: &[CellObs], rule: &Rule) -> Result<Fit> {
     check_rule(rule)?;
     let geo = Geometry::new(n, topo)?;
     let obs = observe(n, &geo, cells)?;
+    // The element model numbers a size's cells in 32 bits (a cube of 65,536 ranks).
+    if u32::try_from(obs.len()).is_err() {
+        return Err(Error::Invalid(format!(
+            "{} cells at one size: the attribution takes at most {}",
+            obs.len(),
+            u32::MAX
+        )));
+    }
     let y: Vec<f64> = obs.iter().map(|o| o.y).collect();
     let rows: Vec<usize> = obs.iter().map(|o| o.i as usize).collect();
     let cols: Vec<usize> = obs.iter().map(|o| o.j as usize).collect();

@@ -197,7 +197,7 @@ fn touching(
     nc: usize,
 ) -> Vec<(Cand, Use)> {
     let mut out = Vec::new();
-    let at = |a: f64, g: usize| Use { c: 0, a, g };
+    let at = |a: f64, g: usize| Use::new(0, a, g);
     out.push((Cand::Node(i), at(1.0, h)));
     out.push((Cand::Node(j), at(1.0, h)));
     match geo.cube() {
@@ -246,17 +246,46 @@ fn touching(
     out
 }
 
-/// One cell an element touches.
+/// One cell an element touches. Twelve bytes: a design holds one for every element of
+/// every cell's route (about twenty a cell on a 1,024-node cube, a million cells a size).
 #[derive(Debug, Clone, Copy)]
 struct Use {
     /// The cell (index into the observations).
-    c: usize,
-    /// How often its round trip uses the element.
-    a: f64,
+    cell: u32,
+    /// How often its round trip uses the element (a count, exact in an `f32`).
+    uses: f32,
     /// Which of the element's effects applies: for a node or host, the cell's class (an
     /// end), or on the hypercube the class count plus the class (a round trip the node only
     /// forwards); one effect (group 0) for the other elements.
-    g: usize,
+    group: u32,
+}
+
+impl Use {
+    fn new(c: usize, a: f64, g: usize) -> Use {
+        Use {
+            cell: c as u32,
+            uses: a as f32,
+            group: g as u32,
+        }
+    }
+
+    /// The cell.
+    #[inline]
+    fn c(&self) -> usize {
+        self.cell as usize
+    }
+
+    /// How often its round trip uses the element.
+    #[inline]
+    fn a(&self) -> f64 {
+        f64::from(self.uses)
+    }
+
+    /// The effect's group.
+    #[inline]
+    fn g(&self) -> usize {
+        self.group as usize
+    }
 }
 
 /// Every candidate with the cells it touches, in candidate order.
@@ -274,10 +303,24 @@ struct Design {
 
 fn design(geo: &Geometry, obs: &[Obs], nc: usize) -> Design {
     let hosts = geo.shared_hosts();
-    let mut by: BTreeMap<Cand, Vec<Use>> = BTreeMap::new();
+    // Counted first, so that each element's list is allocated once at its size: grown by
+    // doubling, the lists and the blocks they left would take about twice the memory (the
+    // peak of a 1,024-rank run, at the end of each size).
+    let mut count: BTreeMap<Cand, usize> = BTreeMap::new();
+    for o in obs {
+        for (cand, _) in touching(geo, hosts, (o.i, o.j), o.class, nc) {
+            *count.entry(cand).or_default() += 1;
+        }
+    }
+    let mut by: BTreeMap<Cand, Vec<Use>> = count
+        .into_iter()
+        .map(|(cand, k)| (cand, Vec::with_capacity(k)))
+        .collect();
     for (c, o) in obs.iter().enumerate() {
         for (cand, u) in touching(geo, hosts, (o.i, o.j), o.class, nc) {
-            by.entry(cand).or_default().push(Use { c, ..u });
+            if let Some(v) = by.get_mut(&cand) {
+                v.push(Use::new(c, u.a(), u.g()));
+            }
         }
     }
     let mut per_class = vec![0usize; nc];
@@ -297,7 +340,7 @@ fn design(geo: &Geometry, obs: &[Obs], nc: usize) -> Design {
             }
             let mut n = vec![0usize; nc];
             for u in uses {
-                n[obs[u.c].class] += 1;
+                n[obs[u.c()].class] += 1;
             }
             n.iter()
                 .zip(&per_class)
@@ -336,7 +379,7 @@ fn drop_unidentifiable(
     let most_of_a_class = |uses: &[Use]| {
         let mut n = vec![0usize; nc];
         for u in uses {
-            n[obs[u.c].class] += 1;
+            n[obs[u.c()].class] += 1;
         }
         let mut touched = n.iter().zip(per_class).filter(|(k, _)| **k > 0).peekable();
         touched.peek().is_some() && touched.all(|(k, all)| 2 * k > *all)
@@ -352,7 +395,7 @@ fn drop_unidentifiable(
     let key = |uses: &[Use]| {
         let mut h = DefaultHasher::new();
         for u in uses {
-            u.c.hash(&mut h);
+            u.c().hash(&mut h);
         }
         h.finish()
     };
@@ -371,7 +414,7 @@ fn drop_unidentifiable(
         let k = key(uses);
         let same = |d: &Cand| {
             let other = &by[d];
-            other.len() == uses.len() && other.iter().zip(uses).all(|(a, b)| a.c == b.c)
+            other.len() == uses.len() && other.iter().zip(uses).all(|(a, b)| a.cell == b.cell)
         };
         let twins = seen.entry(k).or_default();
         if switchy(&c) && twins.iter().any(same) {
@@ -620,7 +663,7 @@ impl Problem<'_> {
     /// Whether a use is one of the element's own cells (an end, for a node or a host): what
     /// its factor and detection limit are about.
     fn own_use(&self, u: &Use) -> bool {
-        u.g < self.nc
+        u.g() < self.nc
     }
 
     /// `(value, scale)` of each cell of element `e` (of group `g` only, when given) given
@@ -635,11 +678,11 @@ impl Problem<'_> {
         let (resid, sigma) = s;
         self.design.cells[e]
             .iter()
-            .filter(|u| g.map_or(true, |g| u.g == g))
+            .filter(|u| g.map_or(true, |g| u.g() == g))
             .map(|u| {
                 (
-                    (resid[u.c] + u.a * beta[u.g]) / u.a,
-                    sigma[self.class(u.c)] / u.a,
+                    (resid[u.c()] + u.a() * beta[u.g()]) / u.a(),
+                    sigma[self.class(u.c())] / u.a(),
                 )
             })
             .collect()
@@ -659,7 +702,7 @@ impl Problem<'_> {
             let eff = huber(&v, warm.then(|| beta.first().copied().unwrap_or(0.0)))?;
             return Some((vec![eff.beta; self.groups()], eff));
         }
-        let present: BTreeSet<usize> = self.design.cells[e].iter().map(|u| u.g).collect();
+        let present: BTreeSet<usize> = self.design.cells[e].iter().map(|u| u.g()).collect();
         let mut new = beta.to_vec();
         let mut parts = Vec::new();
         for g in present {
@@ -682,8 +725,8 @@ impl Problem<'_> {
         let mut mine: Vec<Vec<f64>> = vec![Vec::new(); self.nc];
         let mut inside = vec![false; resid.len()];
         for u in &self.design.cells[e] {
-            mine[self.class(u.c)].push(resid[u.c] / u.a);
-            inside[u.c] = true;
+            mine[self.class(u.c())].push(resid[u.c()] / u.a());
+            inside[u.c()] = true;
         }
         let mut rest: Vec<Vec<f64>> = vec![Vec::new(); self.nc];
         for (c, r) in resid.iter().enumerate() {
@@ -712,7 +755,7 @@ impl Problem<'_> {
         let mut fault = vec![0.0; self.t.len()];
         for (k, &e) in terms.iter().enumerate() {
             for u in &self.design.cells[e] {
-                fault[u.c] += u.a * beta[k][u.g];
+                fault[u.c()] += u.a() * beta[k][u.g()];
             }
         }
         let (mut base, mut sigma, mut resid) = self.baselines(&fault, strict);
@@ -723,9 +766,9 @@ impl Problem<'_> {
                     continue;
                 };
                 for u in &self.design.cells[e] {
-                    let d = u.a * (new[u.g] - beta[k][u.g]);
-                    fault[u.c] += d;
-                    resid[u.c] -= d;
+                    let d = u.a() * (new[u.g()] - beta[k][u.g()]);
+                    fault[u.c()] += d;
+                    resid[u.c()] -= d;
                 }
                 for (n, o) in new.iter().zip(&beta[k]) {
                     change = change.max((n - o).abs());
@@ -795,18 +838,18 @@ impl Problem<'_> {
         let cells = &self.design.cells[e];
         let sig = |c: usize| s.sigma[self.class(c)];
         let own = self.beta_of(s, e);
-        let partial = |u: &Use| s.resid[u.c] + u.a * own[u.g];
+        let partial = |u: &Use| s.resid[u.c()] + u.a() * own[u.g()];
         if cells.len() < MIN_CHANCE_CELLS {
             return cells
                 .iter()
-                .all(|u| partial(u) / sig(u.c) > self.inp.rule_z);
+                .all(|u| partial(u) / sig(u.c()) > self.inp.rule_z);
         }
         let level = |c: usize, b: f64| (b / 2.0).max(2.0 * sig(c));
         let slow = cells
             .iter()
-            .filter(|u| partial(u) > level(u.c, u.a * beta[u.g]))
+            .filter(|u| partial(u) > level(u.c(), u.a() * beta[u.g()]))
             .count();
-        let mine: BTreeSet<usize> = cells.iter().map(|u| u.c).collect();
+        let mine: BTreeSet<usize> = cells.iter().map(|u| u.c()).collect();
         let (mut others, mut stray) = (0usize, 0usize);
         for c in (0..self.t.len()).filter(|c| !mine.contains(c)) {
             others += 1;
@@ -884,8 +927,8 @@ impl Problem<'_> {
             let gain: f64 = self.design.cells[e]
                 .iter()
                 .map(|u| {
-                    let sg = s.sigma[self.class(u.c)];
-                    rho(s.resid[u.c] / sg) - rho((s.resid[u.c] - u.a * beta[u.g]) / sg)
+                    let sg = s.sigma[self.class(u.c())];
+                    rho(s.resid[u.c()] / sg) - rho((s.resid[u.c()] - u.a() * beta[u.g()]) / sg)
                 })
                 .sum();
             scored.push((gain, e, beta));
@@ -961,7 +1004,7 @@ impl Problem<'_> {
     /// The healthy value of a cell of an element whose effects are `own`: the baseline plus
     /// every other term of `s`.
     fn healthy(&self, s: &State, own: &[f64], u: &Use) -> f64 {
-        s.base[self.class(u.c)] + s.fault[u.c] - u.a * own[u.g]
+        s.base[self.class(u.c())] + s.fault[u.c()] - u.a() * own[u.g()]
     }
 
     /// The slowdown of an element's own cells: in the class where their median is largest,
@@ -972,10 +1015,10 @@ impl Problem<'_> {
         let mut by: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
         for u in self.design.cells[e].iter().filter(|u| self.own_use(u)) {
             let healthy = self.healthy(s, &own, u);
-            if healthy > 0.0 && self.t[u.c] > 0.0 {
-                by.entry(self.class(u.c))
+            if healthy > 0.0 && self.t[u.c()] > 0.0 {
+                by.entry(self.class(u.c()))
                     .or_default()
-                    .push((self.t[u.c] / healthy).ln());
+                    .push((self.t[u.c()] / healthy).ln());
             }
         }
         by.into_iter()
@@ -989,10 +1032,10 @@ impl Problem<'_> {
         let own = self.beta_of(s, e);
         let mut v: Vec<f64> = self.design.cells[e]
             .iter()
-            .filter(|u| self.own_use(u) && self.class(u.c) == h)
+            .filter(|u| self.own_use(u) && self.class(u.c()) == h)
             .filter_map(|u| {
                 let healthy = self.healthy(s, &own, u);
-                (healthy > 0.0).then(|| (healthy + u.a * own[u.g]) / healthy)
+                (healthy > 0.0).then(|| (healthy + u.a() * own[u.g()]) / healthy)
             })
             .collect();
         sort_samples(&mut v);
@@ -1008,7 +1051,7 @@ impl Problem<'_> {
             .collect();
         let info: f64 = cells
             .iter()
-            .map(|u| (u.a / s.sigma[self.class(u.c)]).powi(2))
+            .map(|u| (u.a() / s.sigma[self.class(u.c())]).powi(2))
             .sum();
         if info <= 0.0 {
             return None;
@@ -1016,16 +1059,16 @@ impl Problem<'_> {
         let mut beta = (self.z_level + Z_POWER) * (HUBER_VAR / info).sqrt();
         if cells.len() < MIN_CHANCE_CELLS {
             for u in &cells {
-                beta = beta.max((self.inp.rule_z + Z_POWER) * s.sigma[self.class(u.c)] / u.a);
+                beta = beta.max((self.inp.rule_z + Z_POWER) * s.sigma[self.class(u.c())] / u.a());
             }
         }
         let mut by: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
         for u in &cells {
-            let b = s.base[self.class(u.c)];
+            let b = s.base[self.class(u.c())];
             if b > 0.0 {
-                by.entry(self.class(u.c))
+                by.entry(self.class(u.c()))
                     .or_default()
-                    .push(1.0 + u.a * beta / b);
+                    .push(1.0 + u.a() * beta / b);
             }
         }
         let factor = by

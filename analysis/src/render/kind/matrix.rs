@@ -775,7 +775,7 @@ fn stopping(out: &mut String, m: &MatrixSection, size: u64) {
         .cells
         .iter()
         .filter(|c| c.size == size)
-        .filter_map(|c| c.until_ci.as_ref().map(|u| (u, c.stats.n as usize)))
+        .filter_map(|c| c.until_ci.as_deref().map(|u| (u, c.stats.n as usize)))
         .collect();
     let Some((first, _)) = cells.first() else {
         return;

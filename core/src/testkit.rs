@@ -418,7 +418,8 @@ fn barriers_among<E: Endpoint>(ep: &mut E) -> Result<()> {
             }
             barrier_among(ep, &live)?;
             let left = ep.now_ns();
-            // The reading travels down the same tree, on the same tag: read in order.
+            // Sent after the barrier on its tag: a pair's messages arrive in order, so the
+            // reading never meets one of the barrier's receives.
             if me == last {
                 for &r in live.iter().filter(|&&r| r != me) {
                     ep.send(r, TAG_CLOSING, entered.clone())?;
@@ -428,7 +429,10 @@ fn barriers_among<E: Endpoint>(ep: &mut E) -> Result<()> {
                     .recv(Src::Rank(last), TagSel::Tag(TAG_CLOSING), vec![0; 8])?
                     .buf;
             }
-            let entered = u64::from_le_bytes(entered[..8].try_into().unwrap_or([0; 8]));
+            let entered = entered
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .map_or(u64::MAX, u64::from_le_bytes);
             if left < entered {
                 return Err(fail(
                     "barrier_among",

@@ -62,8 +62,9 @@ fn rank_main<P: Program>(rdv: &mut dyn Rendezvous, cfg: &OfiConfig, p: &P) -> Re
 }
 
 /// The barrier before the endpoint closes: on the control plane that started the ranks, or,
-/// when the program went on without some ranks ([`commbench_core::Endpoint::forget`]), between the others
-/// only, over the endpoint (the control plane's barrier would wait for the ranks gone).
+/// when the program went on without some ranks ([`commbench_core::Endpoint::forget`]),
+/// between the others only, over the endpoint (the control plane's barrier would wait for the
+/// ranks gone).
 fn closing_barrier(rdv: &mut dyn Rendezvous, ep: &mut OfiEndpoint) -> Result<()> {
     if ep.gone().is_empty() {
         return rdv.barrier().map_err(|e| e.in_phase("the closing barrier"));

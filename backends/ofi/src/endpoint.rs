@@ -12,7 +12,7 @@ use crate::sys::{self, backend_error, ffi, EAGAIN, EAVAIL};
 use crate::OfiConfig;
 use commbench_core::launch::affinity;
 use commbench_core::transport::clock::SpinTimer;
-use commbench_core::transport::error::FORGOTTEN;
+use commbench_core::transport::error::Forgotten;
 use commbench_core::transport::slots::{SlotState as State, Slots};
 use commbench_core::transport::{pingpong_span_loop, BackendInfo, OpKind, Span, TAG_UB};
 use commbench_core::transport::{select64 as select, tag64 as wire_tag};
@@ -119,7 +119,7 @@ pub struct OfiEndpoint {
     /// The ranks the program gave up on ([`Endpoint::forget`]), in the order it did: nothing
     /// more goes to them or is awaited from them, and the end of the run meets the others
     /// only.
-    gone: Vec<Rank>,
+    gone: Forgotten,
 }
 
 impl std::fmt::Debug for OfiEndpoint {
@@ -191,7 +191,7 @@ impl OfiEndpoint {
             posted_recvs: 0,
             wildcard_defect,
             loop_slot: None,
-            gone: Vec::new(),
+            gone: Forgotten::default(),
         })
     }
 
@@ -219,19 +219,12 @@ impl OfiEndpoint {
     }
 
     fn check_peer(&self, r: Rank, what: &str) -> Result<()> {
-        commbench_core::transport::error::check_rank(what, r, self.size)?;
-        if self.gone.contains(&r) {
-            return Err(Error::PeerLost {
-                peer: r,
-                detail: FORGOTTEN.into(),
-            });
-        }
-        Ok(())
+        self.gone.check(what, r, self.size)
     }
 
     /// The ranks the program gave up on, in the order it did.
     pub(crate) fn gone(&self) -> &[Rank] {
-        &self.gone
+        self.gone.ranks()
     }
 
     /// A free slot for an operation, with its buffer.
@@ -682,9 +675,7 @@ impl Endpoint for OfiEndpoint {
     /// Nothing more is sent to `peer` or received from it by name; a receive from any rank
     /// still takes what it sent before.
     fn forget(&mut self, peer: Rank) {
-        if peer < self.size && peer != self.rank && !self.gone.contains(&peer) {
-            self.gone.push(peer);
-        }
+        self.gone.forget(peer, self.rank, self.size);
     }
 
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {

@@ -16,7 +16,7 @@ use crate::worker::Worker;
 use crate::UcxConfig;
 use commbench_core::launch::affinity;
 use commbench_core::transport::clock::SpinTimer;
-use commbench_core::transport::error::FORGOTTEN;
+use commbench_core::transport::error::Forgotten;
 use commbench_core::transport::slots::{timeout_awaiting, SlotState as State, Slots};
 use commbench_core::transport::{pingpong_span_loop, BackendInfo, OpKind, Span, TAG_UB};
 use commbench_core::transport::{select64, tag64 as wire_tag};
@@ -106,7 +106,7 @@ pub struct UcxEndpoint {
     /// The ranks the program gave up on ([`Endpoint::forget`]), in the order it did: nothing
     /// more goes to them or is awaited from them by name, their endpoints close without a
     /// flush, and the end of the run meets the others only.
-    gone: Vec<Rank>,
+    gone: Forgotten,
 }
 
 impl std::fmt::Debug for UcxEndpoint {
@@ -165,7 +165,7 @@ impl UcxEndpoint {
             } else {
                 ffi::UCP_OP_ATTR_FLAG_NO_IMM_CMPL
             },
-            gone: Vec::new(),
+            gone: Forgotten::default(),
         })
     }
 
@@ -175,12 +175,12 @@ impl UcxEndpoint {
     /// barrier.
     pub(crate) fn close_endpoints(&mut self) -> bool {
         self.abandon_requests();
-        self.w.close_endpoints(self.cfg.timeout, &self.gone)
+        self.w.close_endpoints(self.cfg.timeout, self.gone.ranks())
     }
 
     /// The ranks the program gave up on, in the order it did.
     pub(crate) fn gone(&self) -> &[Rank] {
-        &self.gone
+        self.gone.ranks()
     }
 
     /// Cancel the receives still posted and free every request still held. The slots given
@@ -271,14 +271,7 @@ impl UcxEndpoint {
     }
 
     fn check_peer(&self, r: Rank, what: &str) -> Result<()> {
-        commbench_core::transport::error::check_rank(what, r, self.size)?;
-        if self.gone.contains(&r) {
-            return Err(Error::PeerLost {
-                peer: r,
-                detail: FORGOTTEN.into(),
-            });
-        }
-        Ok(())
+        self.gone.check(what, r, self.size)
     }
 
     /// A receive's source and tag for its slot (the source checked), and the operation
@@ -668,9 +661,7 @@ impl Endpoint for UcxEndpoint {
     /// Nothing more is sent to `peer` or received from it by name; a receive from any rank
     /// still takes what it sent before.
     fn forget(&mut self, peer: Rank) {
-        if peer < self.size && peer != self.rank && !self.gone.contains(&peer) {
-            self.gone.push(peer);
-        }
+        self.gone.forget(peer, self.rank, self.size);
     }
 
     fn isend(&mut self, dest: Rank, tag: Tag, buf: Vec<u8>) -> Result<ReqId> {

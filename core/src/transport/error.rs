@@ -196,6 +196,39 @@ pub fn signal_name(signal: i32) -> String {
 /// detail of the [`Error::PeerLost`] of whatever involves it afterwards.
 pub const FORGOTTEN: &str = "it fell silent and the run went on without it";
 
+/// The ranks a program gave up on ([`crate::transport::Endpoint::forget`]), as a backend
+/// without a peer liveness of its own keeps them: nothing more goes to them or is awaited
+/// from them by name.
+#[derive(Debug, Clone, Default)]
+pub struct Forgotten(Vec<Rank>);
+
+impl Forgotten {
+    /// Rank `me` of `size` gives up on `peer` (itself and a rank out of range are ignored).
+    pub fn forget(&mut self, peer: Rank, me: Rank, size: u32) {
+        if peer < size && peer != me && !self.0.contains(&peer) {
+            self.0.push(peer);
+        }
+    }
+
+    /// The ranks given up on, in the order they were.
+    pub fn ranks(&self) -> &[Rank] {
+        &self.0
+    }
+
+    /// [`check_rank`], and [`Error::PeerLost`] when `rank` was given up on.
+    #[inline]
+    pub fn check(&self, what: &str, rank: Rank, size: u32) -> Result<()> {
+        check_rank(what, rank, size)?;
+        if self.0.contains(&rank) {
+            return Err(Error::PeerLost {
+                peer: rank,
+                detail: FORGOTTEN.into(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// `Ok` when `rank` is one of the `size` ranks of a run, else [`Error::Invalid`] naming it as
 /// `what` ("destination", "source", "root", ...).
 #[inline]
@@ -243,5 +276,39 @@ fn truncated_len(len: usize) -> String {
     match len {
         0 => "a longer message (the transport does not say how long)".into(),
         n => format!("{n} bytes"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rank given up on is refused by name, in any order and however often it is given up
+    /// on; this rank and ranks out of range are never recorded; the others stay usable.
+    #[test]
+    fn forgotten_ranks_are_refused_and_only_they() {
+        let mut rng = crate::stats::Xoshiro256::new(0xf0_9e7);
+        for _ in 0..200 {
+            let size = 2 + rng.below(30) as u32;
+            let me = rng.below(size as usize) as u32;
+            let mut gone = Forgotten::default();
+            let mut want = Vec::new();
+            for _ in 0..rng.below(40) {
+                let peer = rng.below(size as usize + 3) as u32;
+                gone.forget(peer, me, size);
+                if peer < size && peer != me && !want.contains(&peer) {
+                    want.push(peer);
+                }
+            }
+            assert_eq!(gone.ranks(), &want[..]);
+            for r in 0..size + 2 {
+                match (gone.check("send to", r, size), r < size, want.contains(&r)) {
+                    (Err(Error::Invalid(_)), false, _) => {}
+                    (Err(Error::PeerLost { peer, .. }), true, true) => assert_eq!(peer, r),
+                    (Ok(()), true, false) => {}
+                    (got, _, _) => panic!("rank {r} of {size}, gone {want:?}: {got:?}"),
+                }
+            }
+        }
     }
 }

@@ -197,8 +197,8 @@ fn sizes_done(c: &AllPairsCollected, sizes: &[u64]) -> usize {
         .unwrap_or(0)
 }
 
-/// The faults the verdicts name (switches and uplinks by path, nodes, links, dimensions; not
-/// contention), if any.
+/// The faults the verdicts name (switches, uplinks and switch pairs by path, nodes, links,
+/// dimensions; not contention), if any.
 fn faults_named(doc: &ResultDoc) -> Option<String> {
     let s = doc.allpairs.as_ref().filter(|s| s.has_fault())?;
     let names: Vec<String> = s
@@ -206,7 +206,10 @@ fn faults_named(doc: &ResultDoc) -> Option<String> {
         .iter()
         .filter(|v| v.kind != "contention")
         .map(|v| match (&v.switch, v.dimension) {
-            (Some(p), _) => format!("{} {p}", v.kind),
+            (Some(p), _) => match &v.other_switch {
+                Some(o) => format!("switch pair {p} - {o}"),
+                None => format!("{} {p}", v.kind),
+            },
             (None, Some(d)) if v.nodes.is_empty() => format!("{} {d}", v.kind),
             _ => format!("{} {:?}", v.kind, v.nodes),
         })

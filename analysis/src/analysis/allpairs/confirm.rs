@@ -109,6 +109,19 @@ fn suspect_pairs(
             }
             out
         }
+        Cand::SwitchPair(a, b) => {
+            let (under_a, under_b) = (geo.ranks_under(a), geo.ranks_under(b));
+            let mut out = Vec::new();
+            'pairs: for &u in &under_a {
+                for &p in &under_b {
+                    if out.len() >= MAX_REFERENCE_SCAN {
+                        break 'pairs;
+                    }
+                    out.push((1 + u8::from(tainted(u, p)), class(u, p), pair(u, p)));
+                }
+            }
+            out
+        }
     };
     keyed.sort_unstable();
     keyed.dedup();
@@ -256,6 +269,7 @@ fn judge(s: &Suspect, r: &Retested, still: f64, min_factor: f64, serial: bool) -
         nodes: s.nodes.clone(),
         dimension: s.dimension,
         switch: s.switch.clone(),
+        other_switch: s.other_switch.clone(),
         factor: s.factor,
         effect_us: s.effect_us,
         alone: None,
@@ -548,6 +562,10 @@ fn named(v: &Verdict) -> String {
     match (v.element_kind(), &v.switch, v.dimension, v.nodes.as_slice()) {
         ("switch", Some(p), ..) => format!("switch {p}"),
         ("uplink", Some(p), ..) => format!("the uplink of switch {p}"),
+        ("switch_pair", Some(p), ..) => format!(
+            "switch pair {p} - {}",
+            v.other_switch.as_deref().unwrap_or("?")
+        ),
         ("dimension", _, Some(d), _) => format!("dimension {d}"),
         ("host", _, _, n) => format!("the host of ranks {}", list(n)),
         (_, _, _, [k]) => format!("node {k}"),
@@ -566,10 +584,11 @@ fn kind_order(kind: &str) -> u8 {
         "host" => 1,
         "switch" => 2,
         "uplink" => 3,
-        "dimension" => 4,
-        "link" => 5,
-        "contention" => 6,
-        _ => 7,
+        "switch_pair" => 4,
+        "dimension" => 5,
+        "link" => 6,
+        "contention" => 7,
+        _ => 8,
     }
 }
 
@@ -586,8 +605,8 @@ fn strength(v: &Verdict) -> u8 {
 /// One verdict per suspect (nodes and dimension) over every size: the strongest kind wins
 /// (a confirmed node, link or dimension fault over contention over an unconfirmed fault),
 /// with the largest factor among the verdicts of that kind and every size the suspect
-/// appeared at. Ordered node, host, switch, uplink, dimension, link, contention, then by
-/// factor, largest first.
+/// appeared at. Ordered node, host, switch, uplink, switch pair, dimension, link, contention,
+/// then by factor, largest first.
 pub fn merge_sizes(per_size: Vec<(u64, Vec<Verdict>)>) -> Vec<Verdict> {
     let mut groups: BTreeMap<Identity, Vec<(u64, Verdict)>> = BTreeMap::new();
     for (size, vs) in per_size {

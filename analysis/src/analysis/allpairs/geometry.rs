@@ -197,6 +197,26 @@ impl Geometry {
         }
     }
 
+    /// The switch pairs the route between ranks `i` and `j` runs between
+    /// ([`Tree::pairs_between`]), none on one host.
+    pub(super) fn switch_pairs(&self, i: u32, j: u32) -> Vec<(u32, u32)> {
+        match self {
+            Geometry::Hosts {
+                host_of,
+                tree: Some(t),
+                ..
+            } => {
+                let (a, b) = (host_of[i as usize], host_of[j as usize]);
+                if a == b {
+                    Vec::new()
+                } else {
+                    t.pairs_between(t.leaf[a], t.leaf[b])
+                }
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// The ranks on hosts under switch `s` (itself or below it), in order.
     pub(super) fn ranks_under(&self, s: u32) -> Vec<u32> {
         match self {
@@ -336,7 +356,7 @@ impl Tree {
     }
 
     /// The lowest switch above (or at) both `a` and `b`, `None` when they share none.
-    fn lca(&self, mut a: u32, mut b: u32) -> Option<u32> {
+    pub(super) fn lca(&self, mut a: u32, mut b: u32) -> Option<u32> {
         while self.depth[a as usize] > self.depth[b as usize] {
             a = self.parent[a as usize]?;
         }
@@ -371,6 +391,30 @@ impl Tree {
             out.push(Hop::Switch(s));
         }
         out
+    }
+
+    /// The switch pairs of a route from leaf `a` to leaf `b`: at each depth where both leaves
+    /// have a switch above them (or are one) and the two differ, that pair, lower index first,
+    /// shallowest first. A switch pair stands for every route with one end under each of its
+    /// switches: the paths between two leaves (or between two spines' subtrees) that a fabric
+    /// with several paths between them (ECMP over spines, a bad trunk) can make slow on their
+    /// own, where a tree has only the uplinks they share with other routes.
+    fn pairs_between(&self, a: u32, b: u32) -> Vec<(u32, u32)> {
+        let chain = |mut s: u32| {
+            let mut v = vec![s];
+            while let Some(p) = self.parent[s as usize] {
+                v.push(p);
+                s = p;
+            }
+            v.reverse();
+            v
+        };
+        let (ca, cb) = (chain(a), chain(b));
+        ca.iter()
+            .zip(&cb)
+            .filter(|(x, y)| x != y)
+            .map(|(&x, &y)| (x.min(y), x.max(y)))
+            .collect()
     }
 
     /// The number of switches a route from leaf `a` to leaf `b` goes through: up to the
@@ -416,6 +460,11 @@ impl Tree {
     /// The switch of that path.
     pub(super) fn find(&self, name: &str) -> Option<u32> {
         self.names.iter().position(|n| n == name).map(|k| k as u32)
+    }
+
+    /// Switch `s`'s depth (0: a top switch).
+    pub(super) fn depth(&self, s: u32) -> u32 {
+        self.depth.get(s as usize).copied().unwrap_or(0)
     }
 
     /// Switch `s`'s parent.

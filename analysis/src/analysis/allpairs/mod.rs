@@ -40,7 +40,9 @@ mod switches;
 mod tests;
 
 pub use confirm::{merge_sizes, retest_pairs, verdicts, REFERENCES_PER_CLASS};
-pub use switches::{expand, parse_topology, paths_of, route_uses, switch_count, with_switches};
+pub use switches::{
+    expand, parse_topology, paths_of, route_between, route_uses, switch_count, with_switches,
+};
 
 use commbench_core::stats::{median, sort_samples};
 use commbench_core::transport::error::{Error, Result};
@@ -170,18 +172,25 @@ pub struct CellFit {
 /// An element of the model whose own cells are slower than the rule's factor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Suspect {
-    /// "dimension", "switch", "uplink", "host", "node" or "link".
+    /// "dimension", "switch", "uplink", "switch_pair", "host", "node" or "link".
     pub kind: String,
-    /// The node (node), the host's ranks (host), the two ends, lower first (link), none
+    /// The node (node), the host's ranks (host), the two ends, lower first (link), the ranks
+    /// under the switch (switch, uplink) or under either switch (switch_pair), none
     /// (dimension).
     pub nodes: Vec<u32>,
     /// The dimension (dimension, hypercube link).
     #[serde(default)]
     pub dimension: Option<u32>,
-    /// The switch's path from the top (switch), or that of the switch below the uplink
-    /// (uplink); absent for the other kinds and in documents of earlier versions.
+    /// The switch's path from the top (switch), that of the switch below the uplink
+    /// (uplink), or the first switch of the pair (switch_pair); absent for the other kinds
+    /// and in documents of earlier versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switch: Option<String>,
+    /// The other switch of a switch pair (same depth as `switch`): the element is the routes
+    /// with one end under each. Absent for the other kinds and in documents of earlier
+    /// versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_switch: Option<String>,
     /// Slowdown of its own cells: in the class where they are slowest, the median of each
     /// cell's time over its healthy value, with the 95 % CI of that median (written by
     /// earlier versions: the median slowdown of the cells their test used).
@@ -238,9 +247,10 @@ pub struct Fit {
     /// classes); 0 in documents of earlier versions.
     #[serde(default)]
     pub noise_rel: f64,
-    /// Under switches, the switches and uplinks the model cannot test: their routes are more
-    /// than half of every class of pairs they are in, whose baseline takes them (`switch top`: a slow top
-    /// switch is a slow class); absent when none.
+    /// Under switches, the switches, uplinks and switch pairs the model cannot test: their
+    /// routes are more than half of every class of pairs they are in (a switch pair's: a third
+    /// of one), whose baseline takes them (`switch top`: a slow top switch is a slow class;
+    /// `switch pair top.l0 - top.l2`); absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub untestable: Vec<String>,
 }
@@ -264,7 +274,7 @@ fn list_or_count<'de, D: serde::Deserializer<'de>>(
 /// The detection limit of a run for one kind of element.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Limit {
-    /// "dimension", "switch", "uplink", "host", "node" or "link".
+    /// "dimension", "switch", "uplink", "switch_pair", "host", "node" or "link".
     pub kind: String,
     /// Slowdown of its own cells (in the class where it shows most) that an element of this
     /// kind would need to be found with 90 % power, for the element hardest to see.
@@ -292,6 +302,9 @@ pub struct Verdict {
     /// As in [`Suspect::switch`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switch: Option<String>,
+    /// As in [`Suspect::other_switch`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_switch: Option<String>,
     /// Slowdown of its own cells in the all-pairs run (earlier versions: from the retest
     /// when confirmed).
     pub factor: Estimate,

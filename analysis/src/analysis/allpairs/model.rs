@@ -68,6 +68,10 @@ const NOISE_FLOOR: f64 = 1e-4;
 /// Least rate of stray slow cells the chance test assumes.
 const STRAY_FLOOR: f64 = 0.01;
 
+/// Fewest switch pairs among the subtrees of one switch at one depth (four switches) for them
+/// to be elements of the model.
+const MIN_PAIR_GROUP: usize = 6;
+
 /// Elements with fewer cells are held to each cell being slow on its own (rule z) instead of
 /// the chance test, which cannot pass on so few.
 const MIN_CHANCE_CELLS: usize = 5;
@@ -89,6 +93,9 @@ pub(super) enum Cand {
     Switch(u32),
     /// The link from a switch to its parent, both ways: cells whose route crosses it.
     Uplink(u32),
+    /// Two switches at one depth, lower index first: cells with one end under each
+    /// ([`geometry::Tree::pairs_between`]).
+    SwitchPair(u32, u32),
 }
 
 impl Cand {
@@ -111,6 +118,12 @@ impl Cand {
                 let k = t.find(s.switch.as_deref()?)?;
                 t.has_uplink(k).then_some(Cand::Uplink(k))
             }
+            ("switch_pair", _, _, None) => {
+                let t = geo.tree()?;
+                let a = t.find(s.switch.as_deref()?)?;
+                let b = t.find(s.other_switch.as_deref()?)?;
+                (a != b && t.depth(a) == t.depth(b)).then_some(Cand::SwitchPair(a.min(b), a.max(b)))
+            }
             _ => None,
         }
     }
@@ -124,15 +137,35 @@ impl Cand {
             Cand::Channel(..) | Cand::Pair(..) => "link",
             Cand::Switch(_) => "switch",
             Cand::Uplink(_) => "uplink",
+            Cand::SwitchPair(..) => "switch_pair",
         }
     }
 
-    /// The switch's path (a switch), or that of the switch below the uplink.
+    /// The switch's path (a switch), that of the switch below the uplink, or that of the
+    /// first switch of a pair.
     pub(super) fn switch(self, geo: &Geometry) -> Option<String> {
         match self {
-            Cand::Switch(k) | Cand::Uplink(k) => Some(geo.tree()?.name(k).to_string()),
+            Cand::Switch(k) | Cand::Uplink(k) | Cand::SwitchPair(k, _) => {
+                Some(geo.tree()?.name(k).to_string())
+            }
             _ => None,
         }
+    }
+
+    /// The path of a switch pair's other switch.
+    pub(super) fn other_switch(self, geo: &Geometry) -> Option<String> {
+        match self {
+            Cand::SwitchPair(_, k) => Some(geo.tree()?.name(k).to_string()),
+            _ => None,
+        }
+    }
+
+    /// Whether the element is made of switches: a switch, an uplink or a switch pair.
+    pub(super) fn switchy(self) -> bool {
+        matches!(
+            self,
+            Cand::Switch(_) | Cand::Uplink(_) | Cand::SwitchPair(..)
+        )
     }
 
     /// Kind, nodes and dimension as a [`Suspect`] writes them.
@@ -144,6 +177,12 @@ impl Cand {
             Cand::Channel(l, k) => (vec![l, l ^ (1 << k)], Some(k)),
             Cand::Pair(a, b) => (vec![a, b], None),
             Cand::Switch(k) | Cand::Uplink(k) => (geo.ranks_under(k), None),
+            Cand::SwitchPair(a, b) => {
+                let mut v = geo.ranks_under(a);
+                v.extend(geo.ranks_under(b));
+                v.sort_unstable();
+                (v, None)
+            }
         };
         (self.kind(), nodes, dimension)
     }
@@ -160,6 +199,7 @@ impl Cand {
             Cand::Pair(a, b) => f64::from(u8::from((i.min(j), i.max(j)) == (a, b))),
             Cand::Switch(k) => f64::from(u8::from(geo.through(i, j).contains(&Hop::Switch(k)))),
             Cand::Uplink(k) => f64::from(u8::from(geo.through(i, j).contains(&Hop::Uplink(k)))),
+            Cand::SwitchPair(a, b) => f64::from(u8::from(geo.switch_pairs(i, j).contains(&(a, b)))),
         }
     }
 
@@ -241,6 +281,9 @@ fn touching(
                 };
                 out.push((cand, at(1.0, 0)));
             }
+            for (a, b) in geo.switch_pairs(i, j) {
+                out.push((Cand::SwitchPair(a, b), at(1.0, 0)));
+            }
         }
     }
     out
@@ -299,6 +342,9 @@ struct Design {
     /// class they fall in: the class's median then sits near or among them were they slow,
     /// and the residuals from it understate their effect ([`Problem::contrast`]).
     heavy: Vec<bool>,
+    /// Switch pairs per (lowest switch above both, depth): the pairs among the subtrees of
+    /// one switch at one depth ([`Problem::sibling_open`]).
+    pair_groups: BTreeMap<(Option<u32>, u32), usize>,
 }
 
 fn design(geo: &Geometry, obs: &[Obs], nc: usize) -> Design {
@@ -327,6 +373,19 @@ fn design(geo: &Geometry, obs: &[Obs], nc: usize) -> Design {
     for o in obs {
         per_class[o.class] += 1;
     }
+    // Switch pairs only among four or more switches under one (six pairs or more): among
+    // fewer, each pair is a third or more of the routes between them, or both ends' uplinks.
+    let mut groups: BTreeMap<(Option<u32>, u32), usize> = BTreeMap::new();
+    for c in by.keys() {
+        if let Some(g) = pair_group(geo, *c) {
+            *groups.entry(g).or_insert(0) += 1;
+        }
+    }
+    by.retain(|c, _| {
+        pair_group(geo, *c).map_or(true, |g| {
+            groups.get(&g).copied().unwrap_or(0) >= MIN_PAIR_GROUP
+        })
+    });
     let untestable = if geo.tree().is_some() {
         drop_unidentifiable(&mut by, obs, &per_class)
     } else {
@@ -335,7 +394,7 @@ fn design(geo: &Geometry, obs: &[Obs], nc: usize) -> Design {
     let heavy = by
         .iter()
         .map(|(c, uses)| {
-            if !matches!(c, Cand::Switch(_) | Cand::Uplink(_)) {
+            if !c.switchy() {
                 return false;
             }
             let mut n = vec![0usize; nc];
@@ -347,13 +406,30 @@ fn design(geo: &Geometry, obs: &[Obs], nc: usize) -> Design {
                 .any(|(k, all)| *k > 0 && 3 * k >= *all)
         })
         .collect();
-    let (cands, cells) = by.into_iter().unzip();
+    let (cands, cells): (Vec<Cand>, Vec<Vec<Use>>) = by.into_iter().unzip();
+    let mut pair_groups = BTreeMap::new();
+    for c in &cands {
+        if let Some(k) = pair_group(geo, *c) {
+            *pair_groups.entry(k).or_insert(0) += 1;
+        }
+    }
     Design {
         cands,
         cells,
         untestable,
         heavy,
+        pair_groups,
     }
+}
+
+/// The group of a switch pair: the lowest switch above both (`None`: two tops) and their
+/// depth.
+fn pair_group(geo: &Geometry, c: Cand) -> Option<(Option<u32>, u32)> {
+    let Cand::SwitchPair(a, b) = c else {
+        return None;
+    };
+    let t = geo.tree()?;
+    Some((t.lca(a, b), t.depth(a)))
 }
 
 /// Leaves out the switches and uplinks no model could tell from something else, and returns
@@ -375,7 +451,7 @@ fn drop_unidentifiable(
     use std::collections::HashMap;
     use std::hash::{Hash, Hasher};
     let nc = per_class.len();
-    let switchy = |c: &Cand| matches!(c, Cand::Switch(_) | Cand::Uplink(_));
+    let switchy = |c: &Cand| c.switchy();
     let most_of_a_class = |uses: &[Use]| {
         let mut n = vec![0usize; nc];
         for u in uses {
@@ -384,9 +460,24 @@ fn drop_unidentifiable(
         let mut touched = n.iter().zip(per_class).filter(|(k, _)| **k > 0).peekable();
         touched.peek().is_some() && touched.all(|(k, all)| 2 * k > *all)
     };
+    // A switch pair a third or more of a class (two leaves of three under a spine): the
+    // class's median would sit among its cells were another part slow there (one of the
+    // three leaves), and a healthy pair came out slow against it.
+    let third_of_a_class = |uses: &[Use]| {
+        let mut n = vec![0usize; nc];
+        for u in uses {
+            n[obs[u.c()].class] += 1;
+        }
+        n.iter()
+            .zip(per_class)
+            .any(|(k, all)| *k > 0 && 3 * k >= *all)
+    };
     let untestable: Vec<Cand> = by
         .iter()
-        .filter(|(c, uses)| switchy(c) && most_of_a_class(uses))
+        .filter(|(c, uses)| {
+            (switchy(c) && most_of_a_class(uses))
+                || (matches!(c, Cand::SwitchPair(..)) && third_of_a_class(uses))
+        })
         .map(|(c, _)| *c)
         .collect();
     for c in &untestable {
@@ -399,8 +490,10 @@ fn drop_unidentifiable(
         }
         h.finish()
     };
-    // Kept first: nodes, hosts and pairs, then uplinks, then switches.
+    // Kept first: nodes, hosts and pairs, then uplinks, then switches, then switch pairs
+    // (two leaves alone under a spine: their pair's routes are either one's uplink's).
     let rank = |c: &Cand| match c {
+        Cand::SwitchPair(..) => 3,
         Cand::Switch(_) => 2,
         Cand::Uplink(_) => 1,
         _ => 0,
@@ -883,7 +976,20 @@ impl Problem<'_> {
     /// (and goes through two of them), so all of them together are the class's baseline
     /// again: more could trade effect with it, as cube dimensions can
     /// ([`Problem::dims_open`]).
+    ///
+    /// Likewise a switch pair only while at most half (rounded up) of the switch pairs of its
+    /// group (the pairs among one switch's subtrees at one depth, [`pair_group`]) have a term:
+    /// together they are the routes of one class between those subtrees.
     fn sibling_open(&self, s: &State, e: usize) -> bool {
+        if let Some(g) = pair_group(self.inp.geo, self.design.cands[e]) {
+            let with = 1 + s
+                .terms
+                .iter()
+                .filter(|&&x| pair_group(self.inp.geo, self.design.cands[x]) == Some(g))
+                .count();
+            let all = self.design.pair_groups.get(&g).copied().unwrap_or(1);
+            return 2 * (with - 1) < all;
+        }
         let (Cand::Uplink(k) | Cand::Switch(k)) = self.design.cands[e] else {
             return true;
         };
@@ -1189,6 +1295,9 @@ pub(super) fn select(inp: &Input<'_>) -> Selected {
             let name = c.switch(inp.geo)?;
             Some(match c {
                 Cand::Uplink(_) => format!("the uplink of {name}"),
+                Cand::SwitchPair(..) => {
+                    format!("switch pair {name} - {}", c.other_switch(inp.geo)?)
+                }
                 _ => format!("switch {name}"),
             })
         })
@@ -1262,10 +1371,11 @@ pub(super) fn suspect_order(kind: &str) -> u8 {
         "dimension" => 0,
         "switch" => 1,
         "uplink" => 2,
-        "host" => 3,
-        "node" => 4,
-        "link" => 5,
-        _ => 6,
+        "switch_pair" => 3,
+        "host" => 4,
+        "node" => 5,
+        "link" => 6,
+        _ => 7,
     }
 }
 
@@ -1301,6 +1411,14 @@ fn describe(
             ),
             None => String::new(),
         },
+        Cand::SwitchPair(a, b) => match geo.tree() {
+            Some(t) => format!(
+                "cells routed between switches {} and {}",
+                t.name(a),
+                t.name(b)
+            ),
+            None => String::new(),
+        },
     };
     let (lo, hi) = (eff.beta - 1.96 * eff.se, eff.beta + 1.96 * eff.se);
     let cells = p.design.cells[e].len();
@@ -1310,6 +1428,7 @@ fn describe(
         nodes,
         dimension,
         switch: cand.switch(geo),
+        other_switch: cand.other_switch(geo),
         factor: own,
         cells,
         effect_us: Some(Estimate {

@@ -356,3 +356,18 @@ pub fn route_uses(topo: &Topology, i: u32, j: u32, switch: &str, uplink: bool) -
         on && k >= c.max(1)
     }
 }
+
+/// Whether the route between ranks `i` and `j` runs between the switches of paths `a` and
+/// `b` (a switch pair: two different switches at the same depth), one end under each, under
+/// `topo`'s switches.
+pub fn route_between(topo: &Topology, i: u32, j: u32, a: &str, b: &str) -> bool {
+    let (Some((hi, pi)), Some((hj, pj))) = (place(topo, i), place(topo, j)) else {
+        return false;
+    };
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.split('.').collect(), b.split('.').collect());
+    hi != hj
+        && a.len() == b.len()
+        && a != b
+        && ((pi.starts_with(&a) && pj.starts_with(&b))
+            || (pi.starts_with(&b) && pj.starts_with(&a)))
+}

@@ -776,6 +776,7 @@ fn verdict(
 ) -> Verdict {
     Verdict {
         switch: None,
+        other_switch: None,
         kind: kind.to_string(),
         nodes,
         dimension,
@@ -881,6 +882,8 @@ fn draw_fabric(rng: &mut Xoshiro256) -> (Vec<String>, Vec<String>) {
 enum Slow {
     Switch(String),
     Uplink(String),
+    /// The routes between two switches at one depth.
+    Pair(String, String),
     Node(u32),
 }
 
@@ -933,6 +936,20 @@ fn switch_counts_and_routes_from_paths_agree_with_the_tree() {
                         );
                     }
                 }
+                let pairs = geo.switch_pairs(i, j);
+                for a in &names {
+                    for b in names.iter().filter(|b| *b != a) {
+                        let (ka, kb) = (t.find(a).unwrap(), t.find(b).unwrap());
+                        let same_depth = a.split('.').count() == b.split('.').count();
+                        assert_eq!(
+                            route_between(&topo, i, j, a, b),
+                            same_depth && pairs.contains(&(ka.min(kb), ka.max(kb))),
+                            "{} - {}: pair {a} {b}",
+                            paths[i as usize],
+                            paths[j as usize]
+                        );
+                    }
+                }
                 let switches = through
                     .iter()
                     .filter(|h| matches!(h, geometry::Hop::Switch(_)))
@@ -962,7 +979,7 @@ fn switch_counts_and_routes_from_paths_agree_with_the_tree() {
 fn faults_under_switches_are_named_by_kind_and_place() {
     let rule = Rule::default();
     let cases = scale::cases(24, 400) as u64;
-    let (mut named, mut due, mut apart) = (0, 0, 0);
+    let (mut named, mut due, mut apart, mut untested_pairs) = (0, 0, 0, 0);
     for seed in 0..cases {
         let mut rng = Xoshiro256::new(1000 + seed);
         let (hosts, paths) = draw_fabric(&mut rng);
@@ -985,8 +1002,29 @@ fn faults_under_switches_are_named_by_kind_and_place() {
             .filter(|p| p != "top")
             .collect();
         let leaves: Vec<String> = leaves.into_iter().cloned().collect();
-        let slow = match rng.below(4) {
+        // Switch pairs are elements among four or more switches at one depth under one.
+        let mut mids = mids;
+        mids.dedup();
+        let mut pairs = Vec::new();
+        for v in [&leaves, &mids] {
+            for (x, a) in v.iter().enumerate() {
+                for b in &v[x + 1..] {
+                    let (pa, pb): (Vec<&str>, Vec<&str>) =
+                        (a.split('.').collect(), b.split('.').collect());
+                    let c = pa.iter().zip(&pb).take_while(|(x, y)| x == y).count();
+                    let group = v
+                        .iter()
+                        .filter(|s| s.split('.').take(c).eq(pa[..c].iter().copied()))
+                        .count();
+                    if group >= 4 {
+                        pairs.push(Slow::Pair(a.clone(), b.clone()));
+                    }
+                }
+            }
+        }
+        let slow = match rng.below(5) {
             0 => None,
+            4 if !pairs.is_empty() => Some(pairs[rng.below(pairs.len())].clone()),
             1 if !mids.is_empty() && rng.below(2) == 0 => Some(Slow::Switch(pick(&mut rng, &mids))),
             1 => Some(Slow::Switch(pick(&mut rng, &leaves))),
             2 if !mids.is_empty() && rng.below(2) == 0 => Some(Slow::Uplink(pick(&mut rng, &mids))),
@@ -994,31 +1032,57 @@ fn faults_under_switches_are_named_by_kind_and_place() {
             _ => Some(Slow::Node(rng.below(n as usize) as u32)),
         };
         let delta = (f - 1.0) * (a + b);
+        let slowed = |i: u32, j: u32| match &slow {
+            Some(Slow::Switch(s)) => route_uses(&topo, i, j, s, false),
+            Some(Slow::Uplink(s)) => route_uses(&topo, i, j, s, true),
+            Some(Slow::Pair(a, b)) => route_between(&topo, i, j, a, b),
+            Some(Slow::Node(k)) => i == *k || j == *k,
+            None => false,
+        };
         let time = |i: u32, j: u32| {
             let k = switch_count(&topo, i, j).unwrap_or(0);
-            let mut t = if k == 0 {
+            let t = if k == 0 {
                 a / 4.0
             } else {
                 a + b * f64::from(k)
             };
-            t += match &slow {
-                Some(Slow::Switch(s)) if route_uses(&topo, i, j, s, false) => delta,
-                Some(Slow::Uplink(s)) if route_uses(&topo, i, j, s, true) => delta,
-                Some(Slow::Node(k)) if i == *k || j == *k => delta,
-                _ => 0.0,
-            };
-            t
+            t + if slowed(i, j) { delta } else { 0.0 }
         };
         let cells = matrix(n, time, 0.02, 0.0, &mut rng);
         let fit = fit(n, &topo, &cells, &rule).unwrap();
+        // A switch pair's two switches as one key, in name order.
+        let key = |a: &str, b: &str| {
+            let (a, b) = if a <= b { (a, b) } else { (b, a) };
+            format!("{a}|{b}")
+        };
+        let under_any = |sws: &[&str]| -> Vec<u32> {
+            (0..n)
+                .filter(|&r| {
+                    let p = &paths[r as usize];
+                    sws.iter()
+                        .any(|sw| p == sw || p.starts_with(&format!("{sw}.")))
+                })
+                .collect()
+        };
         let got: Vec<(String, Option<String>, Vec<u32>)> = fit
             .suspects
             .iter()
-            .map(|s| (s.kind.clone(), s.switch.clone(), s.nodes.clone()))
+            .map(|s| {
+                let sw = match (&s.switch, &s.other_switch) {
+                    (Some(a), Some(b)) => Some(key(a, b)),
+                    (a, _) => a.clone(),
+                };
+                (s.kind.clone(), sw, s.nodes.clone())
+            })
             .collect();
         let want = slow.as_ref().map(|s| match s {
             Slow::Switch(p) => ("switch".to_string(), Some(p.clone()), None),
             Slow::Uplink(p) => ("uplink".to_string(), Some(p.clone()), None),
+            Slow::Pair(a, b) => (
+                "switch_pair".to_string(),
+                Some(key(a, b)),
+                Some(under_any(&[a, b])),
+            ),
             Slow::Node(k) => ("node".to_string(), None, Some(vec![*k])),
         });
         // The fault's own slowdown: its cells in the class where it shows most.
@@ -1065,68 +1129,91 @@ fn faults_under_switches_are_named_by_kind_and_place() {
         let untested = match &slow {
             Some(Slow::Switch(p)) => fit.untestable.contains(&format!("switch {p}")),
             Some(Slow::Uplink(p)) => fit.untestable.contains(&format!("the uplink of {p}")),
+            Some(Slow::Pair(a, b)) => {
+                fit.untestable.contains(&format!("switch pair {a} - {b}"))
+                    || fit.untestable.contains(&format!("switch pair {b} - {a}"))
+            }
             _ => false,
         };
         // A slow switch whose routes are a third or more of a class of pairs (a leaf among
         // few, a switch above leaves among few) may come out as its uplink and the hosts
         // under it (docs/allpairs.md, Switches): then every element named must be under it.
-        let heavy_switch = match &slow {
-            Some(Slow::Switch(p)) => {
-                let mut of_class: std::collections::BTreeMap<u32, (usize, usize)> =
-                    Default::default();
-                for i in 0..n {
-                    for j in (0..n).filter(|&j| j != i) {
-                        let e = of_class
-                            .entry(switch_count(&topo, i, j).unwrap_or(0))
-                            .or_default();
-                        e.1 += 1;
-                        e.0 += usize::from(route_uses(&topo, i, j, p, false));
-                    }
+        // Likewise a switch pair whose routes are a third or more of a class (two leaves
+        // among three under a spine): it may come out as parts under its two switches.
+        let heavy_of = |slows: &dyn Fn(u32, u32) -> bool| {
+            let mut of_class: std::collections::BTreeMap<u32, (usize, usize)> = Default::default();
+            for i in 0..n {
+                for j in (0..n).filter(|&j| j != i) {
+                    let e = of_class
+                        .entry(switch_count(&topo, i, j).unwrap_or(0))
+                        .or_default();
+                    e.1 += 1;
+                    e.0 += usize::from(slows(i, j));
                 }
-                of_class.values().any(|&(k, all)| 3 * k >= all)
             }
+            of_class.values().any(|&(k, all)| 3 * k >= all)
+        };
+        let heavy_switch = match &slow {
+            Some(Slow::Switch(p)) => heavy_of(&|i, j| route_uses(&topo, i, j, p, false)),
+            Some(Slow::Pair(a, b)) => heavy_of(&|i, j| route_between(&topo, i, j, a, b)),
             _ => false,
         };
-        let inside = |sw: &str| {
-            let under: Vec<u32> = (0..n)
-                .filter(|&r| {
-                    let p = &paths[r as usize];
-                    p == sw || p.starts_with(&format!("{sw}."))
+        let within = |sws: &[&str], s: &str| {
+            s.split('|').all(|s| {
+                sws.iter()
+                    .any(|sw| s == *sw || s.starts_with(&format!("{sw}.")))
+            })
+        };
+        // A link or a switch pair all of whose routes the fault slows is a part of it too
+        // (two of the pairs of an untested uplink among three spines).
+        let part_pair = |kind: &str, s: Option<&str>, ns: &[u32]| match (kind, ns) {
+            ("link", [x, y]) => slowed(*x, *y),
+            ("switch_pair", _) => s.and_then(|s| s.split_once('|')).is_some_and(|(x, y)| {
+                (0..n).all(|i| {
+                    (0..n).all(|j| i == j || !route_between(&topo, i, j, x, y) || slowed(i, j))
                 })
-                .collect();
+            }),
+            _ => false,
+        };
+        let inside = |sws: &[&str]| {
+            let under = under_any(sws);
             !got.is_empty()
-                && got.iter().all(|(_, s, ns)| {
-                    !ns.is_empty()
-                        && ns.iter().all(|r| under.contains(r))
-                        && s.as_deref()
-                            .map_or(true, |s| s == sw || s.starts_with(&format!("{sw}.")))
+                && got.iter().all(|(k, s, ns)| {
+                    part_pair(k, s.as_deref(), ns)
+                        || (!ns.is_empty()
+                            && ns.iter().all(|r| under.contains(r))
+                            && s.as_deref().map_or(true, |s| within(sws, s)))
                 })
         };
         let exact = |w: &(String, Option<String>, Option<Vec<u32>>)| {
             got.len() == 1 && (&got[0].0, &got[0].1) == (&w.0, &w.1)
         };
+        // A switch pair a third or more of a class (two of three leaves) is not tested, and
+        // says so; the model has no element for its cells alone, so other verdicts may stand
+        // for it (docs/allpairs.md, Known limits).
+        let heavy_pair = matches!(slow, Some(Slow::Pair(..))) && heavy_switch;
         match want {
             None => assert!(got.is_empty(), "{context}"),
+            Some(_) if heavy_pair => {
+                assert!(untested, "{context}");
+                untested_pairs += 1;
+            }
             // Its hosts may be named instead (their cells are the slow ones): never a place
             // outside it.
             Some((_, switch, _)) if untested => {
                 let sw = switch.unwrap_or_default();
-                let under: Vec<u32> = (0..n)
-                    .filter(|&r| {
-                        let p = &paths[r as usize];
-                        *p == sw || p.starts_with(&format!("{sw}."))
-                    })
-                    .collect();
+                let under = under_any(&sw.split('|').collect::<Vec<_>>());
                 assert!(
-                    got.iter()
-                        .all(|(_, _, ns)| !ns.is_empty() && ns.iter().all(|r| under.contains(r))),
+                    got.iter().all(|(k, s, ns)| part_pair(k, s.as_deref(), ns)
+                        || (!ns.is_empty() && ns.iter().all(|r| under.contains(r)))),
                     "{context}"
                 )
             }
             Some(w) if heavy_switch && !exact(&w) && own >= rule.min_factor * 1.03 => {
                 due += 1;
                 apart += 1;
-                assert!(inside(w.1.as_deref().unwrap_or("")), "{context}");
+                let sws = w.1.as_deref().unwrap_or("");
+                assert!(inside(&sws.split('|').collect::<Vec<_>>()), "{context}");
             }
             Some(_) if own < rule.min_factor / 1.03 => {
                 assert!(got.is_empty(), "{context}")
@@ -1177,7 +1264,8 @@ fn faults_under_switches_are_named_by_kind_and_place() {
     );
     if scale::full() {
         eprintln!(
-            "switch faults: {named} of {due} named exactly, {apart} as parts under the switch"
+            "switch faults: {named} of {due} named exactly, {apart} as parts under the switch; \
+             {untested_pairs} switch pairs not tested (a third of a class)"
         );
     }
 }

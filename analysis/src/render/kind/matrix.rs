@@ -178,6 +178,12 @@ pub fn blames(m: &MatrixSection, v: &Verdict, i: u32, j: u32) -> bool {
         (kind @ ("switch" | "uplink"), Some(s)) => {
             return allpairs::route_uses(&m.topology, i, j, s, kind == "uplink")
         }
+        ("switch_pair", Some(s)) => {
+            return v
+                .other_switch
+                .as_deref()
+                .is_some_and(|o| allpairs::route_between(&m.topology, i, j, s, o))
+        }
         _ => {}
     }
     match (v.nodes.as_slice(), v.dimension) {
@@ -222,17 +228,25 @@ pub fn flagged(m: &MatrixSection, size: u64) -> HashSet<(u32, u32)> {
 
 /// What a verdict names: `node 3 (node3)`, `link 2 - 6 (node2 - node6), dimension 2`,
 /// `dimension 1`, `host a (ranks 0, 1)`, `switch root.s1 (32 ranks under it)`, `uplink of
-/// switch root.s1.leaf4 to root.s1`.
+/// switch root.s1.leaf4 to root.s1`, `switch pair root.s1.leaf2 - root.s2.leaf7 (8 ranks
+/// under them)`.
 fn subject(
     m: &MatrixSection,
     kind: &str,
     nodes: &[u32],
     dimension: Option<u32>,
-    switch: Option<&str>,
+    (switch, other): (Option<&str>, Option<&str>),
 ) -> String {
     let dim = dimension.map(|d| format!(", dimension {d}"));
     match (kind, switch) {
         ("switch", Some(s)) => return format!("switch {s} ({} ranks under it)", nodes.len()),
+        ("switch_pair", Some(s)) => {
+            return format!(
+                "switch pair {s} - {} ({} ranks under them)",
+                other.unwrap_or("?"),
+                nodes.len()
+            )
+        }
         ("uplink", Some(s)) => {
             let parent = s.rsplit_once('.').map_or("its parent", |(p, _)| p);
             return format!("uplink of switch {s} to {parent}");
@@ -276,7 +290,7 @@ fn verdict_lines(out: &mut String, m: &MatrixSection, k: usize, v: &Verdict) {
         v.element_kind(),
         &v.nodes,
         v.dimension,
-        v.switch.as_deref(),
+        (v.switch.as_deref(), v.other_switch.as_deref()),
     );
     let what = if v.kind == "contention" {
         format!("contention at {what}")
@@ -403,8 +417,8 @@ fn element_words(m: &MatrixSection) -> &'static str {
         (Topology::Hypercube { .. }, _) => "node, link or dimension",
         (Topology::Hosts(_), true) => "host, node or link",
         (Topology::Hosts(_), false) => "node or link",
-        (Topology::Switched { .. }, true) => "switch, uplink, host, node or link",
-        (Topology::Switched { .. }, false) => "switch, uplink, node or link",
+        (Topology::Switched { .. }, true) => "switch, uplink, switch pair, host, node or link",
+        (Topology::Switched { .. }, false) => "switch, uplink, switch pair, node or link",
     }
 }
 
@@ -423,7 +437,8 @@ fn limits(out: &mut String, m: &MatrixSection) {
                 } else {
                     "a"
                 };
-                format!("{article} {} x{}", l.kind, text(l.factor, Style::Fixed(3)))
+                let kind = l.kind.replace('_', " ");
+                format!("{article} {kind} x{}", text(l.factor, Style::Fixed(3)))
             })
             .collect();
         lines.push(format!("{}: {}", format_size(f.size), kinds.join(", ")));
@@ -453,7 +468,8 @@ fn limits(out: &mut String, m: &MatrixSection) {
             out,
             &format!(
                 "Not tested: {}: the routes over each are more than half of their class of \
-                 pairs, whose baseline takes them (a slow one shows as a slow class)",
+                 pairs (of a switch pair, a third), whose baseline takes them (a slow one shows \
+                 as a slow class)",
                 untestable.join(", ")
             ),
             "  ",
@@ -1015,7 +1031,13 @@ fn below_min_factor(out: &mut String, m: &MatrixSection, f: &Fit) {
 fn named(m: &MatrixSection, s: &Suspect) -> String {
     format!(
         "{} {}",
-        subject(m, &s.kind, &s.nodes, s.dimension, s.switch.as_deref()),
+        subject(
+            m,
+            &s.kind,
+            &s.nodes,
+            s.dimension,
+            (s.switch.as_deref(), s.other_switch.as_deref())
+        ),
         estimate(&s.factor)
     )
 }
@@ -1356,6 +1378,7 @@ mod tests {
         let mut m = section(&["n0", "n1", "n2", "n3"], &[8], &[], 1.0, 1);
         let v = |nodes: Vec<u32>, dimension| Verdict {
             switch: None,
+            other_switch: None,
             kind: "link".into(),
             nodes,
             dimension,

@@ -117,9 +117,8 @@ fn apart(a: &Fault, b: &Fault) -> bool {
         (SlowDimension { .. }, SlowDimension { .. }) => false,
         (SlowNode { .. }, SlowDimension { .. }) | (SlowDimension { .. }, SlowNode { .. }) => true,
         // Faults of a tree: the cube's draws never make them.
-        (SlowSwitch { .. } | SlowUplink { .. }, _) | (_, SlowSwitch { .. } | SlowUplink { .. }) => {
-            false
-        }
+        (SlowSwitch { .. } | SlowUplink { .. } | SlowSwitchPair { .. }, _)
+        | (_, SlowSwitch { .. } | SlowUplink { .. } | SlowSwitchPair { .. }) => false,
     }
 }
 
@@ -133,7 +132,7 @@ fn names(v: &Verdict, f: &Fault) -> bool {
         Fault::SlowDimension { dimension, .. } => {
             v.kind == "dimension" && v.dimension == Some(dimension)
         }
-        Fault::SlowSwitch { .. } | Fault::SlowUplink { .. } => false,
+        Fault::SlowSwitch { .. } | Fault::SlowUplink { .. } | Fault::SlowSwitchPair { .. } => false,
     }
 }
 
@@ -150,7 +149,7 @@ fn touches(f: &Fault, i: u32, j: u32) -> bool {
         Fault::SlowNode { node, .. } => i == node || j == node,
         Fault::SlowLink { from, to, .. } => over(from, to),
         Fault::SlowDimension { dimension, .. } => (i ^ j) >> dimension & 1 == 1,
-        Fault::SlowSwitch { .. } | Fault::SlowUplink { .. } => false,
+        Fault::SlowSwitch { .. } | Fault::SlowUplink { .. } | Fault::SlowSwitchPair { .. } => false,
     }
 }
 
@@ -208,6 +207,7 @@ fn kind(f: &Fault) -> &'static str {
         Fault::SlowDimension { .. } => "dimension",
         Fault::SlowSwitch { .. } => "switch",
         Fault::SlowUplink { .. } => "uplink",
+        Fault::SlowSwitchPair { .. } => "switch_pair",
     }
 }
 
@@ -568,19 +568,38 @@ impl Fabric {
     }
 
     /// The cells an element slows: a node's own, a switch's routes through it, an uplink's
-    /// routes with one end under its switch.
-    fn cells(&self, kind: &str, nodes: &[u32], switch: Option<&str>) -> BTreeSet<(u32, u32)> {
+    /// routes with one end under its switch, a switch pair's routes with one end under each
+    /// of its switches (`switch` and `other`).
+    fn cells(
+        &self,
+        kind: &str,
+        nodes: &[u32],
+        (switch, other): (Option<&str>, Option<&str>),
+    ) -> BTreeSet<(u32, u32)> {
         let n = self.chains.len() as u32;
-        let s = switch.and_then(|p| p.rsplit('.').next()).unwrap_or("");
+        fn short(p: Option<&str>) -> &str {
+            p.and_then(|p| p.rsplit('.').next()).unwrap_or("")
+        }
+        let (s, o) = (short(switch), short(other));
         (0..n)
             .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
             .filter(|&(i, j)| match kind {
                 "node" | "host" => nodes.contains(&i) || nodes.contains(&j),
                 "switch" => self.route(i, j).contains(&s),
                 "uplink" => self.under(i, s) != self.under(j, s),
+                "switch_pair" => {
+                    (self.under(i, s) && self.under(j, o)) || (self.under(i, o) && self.under(j, s))
+                }
                 _ => false,
             })
             .collect()
+    }
+
+    /// The depth of switch `name` (0: the top).
+    fn depth(&self, name: &str) -> Option<usize> {
+        self.chains
+            .iter()
+            .find_map(|c| c.iter().position(|s| s == name))
     }
 }
 
@@ -624,7 +643,8 @@ fn tree_machine(rng: &mut Xoshiro256, sizes: usize) -> SimConfig {
 }
 
 /// Simulated trees of random shape with a slow switch (a leaf, a spine or the top), a slow
-/// uplink, a slow node, or nothing, factors 1.3 to 3, through the whole run (measurement,
+/// uplink, a slow switch pair (two leaves or two spines), a slow node, or nothing, factors 1.3
+/// to 3, through the whole run (measurement,
 /// retests alone, attribution). The truth of a fault is the slowdown of its own cells from
 /// the simulator's closed forms, in the class (switches on the route) where it shows most. A
 /// fault due (slower than the rule's factor and the run's limit for its kind, 3 % to spare)
@@ -634,13 +654,13 @@ fn tree_machine(rng: &mut Xoshiro256, sizes: usize) -> SimConfig {
 /// under it: then every element named is under it. Nothing outside a fault is ever named.
 #[test]
 fn faults_in_a_simulated_tree_are_named_by_kind_and_place() {
-    let seeds = cases(8, 160) as u64;
+    let seeds = cases(8, 200) as u64;
     let only: Option<u64> = std::env::var("COMMBENCH_FAULT_SEED")
         .ok()
         .and_then(|v| v.parse().ok());
     let mut wrong = Vec::new();
     let mut drawn = BTreeSet::new();
-    let (mut due_n, mut exact_n, mut parts_n) = (0, 0, 0);
+    let (mut due_n, mut exact_n, mut parts_n, mut diluted_n) = (0, 0, 0, 0);
     // Per fault kind: drawn, due, named exactly, as parts, reported not tested.
     let mut by_kind: BTreeMap<&str, [usize; 5]> = BTreeMap::new();
     for seed in (0..seeds).filter(|s| only.map_or(true, |o| o == *s)) {
@@ -660,8 +680,13 @@ fn faults_in_a_simulated_tree_are_named_by_kind_and_place() {
         let switch = names[rng.below(names.len())].clone();
         let below: Vec<&String> = names.iter().filter(|s| **s != top).collect();
         let lower = below[rng.below(below.len())].clone();
+        let peers: Vec<&String> = below
+            .iter()
+            .copied()
+            .filter(|s| **s != lower && fab.depth(s) == fab.depth(&lower))
+            .collect();
         // Each kind in turn, at a random place.
-        let fault = match seed % 4 {
+        let fault = match seed % 5 {
             0 => None,
             1 => Some(Fault::SlowSwitch {
                 switch,
@@ -670,6 +695,13 @@ fn faults_in_a_simulated_tree_are_named_by_kind_and_place() {
                 until_us: None,
             }),
             2 => Some(Fault::SlowUplink {
+                switch: lower,
+                factor,
+                from_us: None,
+                until_us: None,
+            }),
+            4 if !peers.is_empty() => Some(Fault::SlowSwitchPair {
+                other: peers[rng.below(peers.len())].clone(),
                 switch: lower,
                 factor,
                 from_us: None,
@@ -706,10 +738,11 @@ fn faults_in_a_simulated_tree_are_named_by_kind_and_place() {
                 .iter()
                 .map(|v| {
                     format!(
-                        "{} {:?} {:?} x{:.2}{} ({})",
+                        "{} {:?} {:?} {:?} x{:.2}{} ({})",
                         v.kind,
                         v.nodes,
                         v.switch,
+                        v.other_switch,
                         v.factor.value,
                         if v.confirmed { "" } else { ", unconfirmed" },
                         v.evidence
@@ -724,13 +757,16 @@ fn faults_in_a_simulated_tree_are_named_by_kind_and_place() {
             continue;
         };
         // The fault as an element: its kind, its ranks, its switch's full path.
-        let (kind, nodes, path) = match &f {
-            Fault::SlowNode { node, .. } => ("node", vec![*node], None),
-            Fault::SlowSwitch { switch, .. } => ("switch", vec![], fab.path(switch)),
-            Fault::SlowUplink { switch, .. } => ("uplink", vec![], fab.path(switch)),
+        let (kind, nodes, path, other) = match &f {
+            Fault::SlowNode { node, .. } => ("node", vec![*node], None, None),
+            Fault::SlowSwitch { switch, .. } => ("switch", vec![], fab.path(switch), None),
+            Fault::SlowUplink { switch, .. } => ("uplink", vec![], fab.path(switch), None),
+            Fault::SlowSwitchPair { switch, other, .. } => {
+                ("switch_pair", vec![], fab.path(switch), fab.path(other))
+            }
             _ => unreachable!("a tree's faults"),
         };
-        let own = fab.cells(kind, &nodes, path.as_deref());
+        let own = fab.cells(kind, &nodes, (path.as_deref(), other.as_deref()));
         // The truth: its own cells' median slowdown per class, the largest.
         let healthy = SimConfig {
             faults: Vec::new(),
@@ -760,9 +796,16 @@ fn faults_in_a_simulated_tree_are_named_by_kind_and_place() {
             due |= t >= 1.03 * limit;
         }
         let sw = path.clone().unwrap_or_default();
+        let ow = other.clone().unwrap_or_default();
         let untested = m.fits.iter().any(|fit| {
-            fit.fit.untestable.contains(&format!("switch {sw}"))
-                || fit.fit.untestable.contains(&format!("the uplink of {sw}"))
+            let said = |s: String| fit.fit.untestable.contains(&s);
+            match kind {
+                "switch_pair" => {
+                    said(format!("switch pair {sw} - {ow}"))
+                        || said(format!("switch pair {ow} - {sw}"))
+                }
+                _ => said(format!("switch {sw}")) || said(format!("the uplink of {sw}")),
+            }
         });
         // A third or more of some class of pairs, for a switch or an uplink.
         let heavy = kind != "node" && {
@@ -776,24 +819,53 @@ fn faults_in_a_simulated_tree_are_named_by_kind_and_place() {
             }
             of.values().any(|&(k, all)| 3 * k >= all)
         };
-        let cells_of = |v: &Verdict| fab.cells(&v.kind, &v.nodes, v.switch.as_deref());
+        let cells_of = |v: &Verdict| {
+            fab.cells(
+                &v.kind,
+                &v.nodes,
+                (v.switch.as_deref(), v.other_switch.as_deref()),
+            )
+        };
         let exact = |v: &Verdict| {
             (v.kind == kind && v.nodes == nodes && v.switch == path) || cells_of(v) == own
         };
         // A part of the fault: every cell it names is one of the fault's (a pair over a slow
-        // uplink); or, for a switch or uplink, every rank it names is under that switch, and
-        // so is any switch it names (a heavy switch's hosts, a switch for its own uplink).
-        let short = sw.rsplit('.').next().unwrap_or("");
+        // uplink); or, for a switch, uplink or switch pair, every rank it names is under that
+        // switch (one of the pair), and so is any switch it names (a heavy switch's hosts, a
+        // switch for its own uplink).
+        let shorts: Vec<&str> = [&sw, &ow]
+            .iter()
+            .filter(|p| !p.is_empty())
+            .filter_map(|p| p.rsplit('.').next())
+            .collect();
         let inside = |v: &Verdict| {
             cells_of(v).is_subset(&own)
                 || (kind != "node"
                     && !v.nodes.is_empty()
-                    && v.nodes.iter().all(|&r| fab.under(r, short))
-                    && v.switch
-                        .as_deref()
-                        .map_or(true, |p| p.split('.').any(|x| x == short)))
+                    && v.nodes
+                        .iter()
+                        .all(|&r| shorts.iter().any(|s| fab.under(r, s)))
+                    && [&v.switch, &v.other_switch].iter().all(|p| {
+                        p.as_deref()
+                            .map_or(true, |p| p.split('.').any(|x| shorts.contains(&x)))
+                    }))
         };
         let hit = verdicts.iter().any(|v| exact(v));
+        // Found by the model but under the rule's factor in the rounds: the load of the other
+        // pairs raises the healthy baseline more than the fault's cells, so that a fault
+        // slower than the factor alone can read below it there (the rule names what the
+        // run's own cells show).
+        let diluted = !hit
+            && verdicts.is_empty()
+            && m.fits.iter().any(|fit| {
+                fit.fit.below_min_factor.iter().any(|s| {
+                    fab.cells(
+                        &s.kind,
+                        &s.nodes,
+                        (s.switch.as_deref(), s.other_switch.as_deref()),
+                    ) == own
+                })
+            });
         let parts = !hit && !verdicts.is_empty() && verdicts.iter().all(|v| inside(v));
         let row = by_kind.entry(f.kind()).or_default();
         row[0] += 1;
@@ -807,7 +879,8 @@ fn faults_in_a_simulated_tree_are_named_by_kind_and_place() {
             parts_n += usize::from(parts);
             // A heavy switch or uplink may come out as the parts under it; a node whose cells
             // across its leaf queue at a shared uplink, as its links within the leaf.
-            if !hit && !(parts && (heavy || kind == "node")) {
+            diluted_n += usize::from(diluted);
+            if !hit && !(parts && (heavy || kind == "node")) && !diluted {
                 wrong.push(format!(
                     "{case}: own cells x{best:.3}, not named; named {:?}",
                     said()
@@ -817,22 +890,36 @@ fn faults_in_a_simulated_tree_are_named_by_kind_and_place() {
         for v in &verdicts {
             if !inside(v) {
                 wrong.push(format!(
-                    "{case}: {} {:?} {:?} ({}) is not the fault",
-                    v.kind, v.nodes, v.switch, v.evidence
+                    "{case}: {} {:?} {:?} {:?} ({}) is not the fault",
+                    v.kind, v.nodes, v.switch, v.other_switch, v.evidence
                 ));
             }
         }
     }
-    eprintln!("tree faults due: {due_n}, named exactly {exact_n}, as parts of them {parts_n}");
+    eprintln!(
+        "tree faults due: {due_n}, named exactly {exact_n}, as parts of them {parts_n}, under \
+         the factor in the rounds (found, not named) {diluted_n}"
+    );
     for (k, [drawn, due, exact, parts, untested]) in &by_kind {
         eprintln!(
-            "  {k:<12} drawn {drawn:>3} due {due:>3} exact {exact:>3} parts {parts:>3} \
+            "  {k:<16} drawn {drawn:>3} due {due:>3} exact {exact:>3} parts {parts:>3} \
              not tested {untested:>3}"
         );
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // Rare: at most one fault due in twenty reads under the factor in the rounds.
+    assert!(
+        diluted_n * 20 <= due_n.max(1),
+        "{diluted_n} of {due_n} faults due read under the factor in the rounds"
+    );
     if only.is_none() {
-        for want in ["none", "slow_node", "slow_switch", "slow_uplink"] {
+        for want in [
+            "none",
+            "slow_node",
+            "slow_switch",
+            "slow_uplink",
+            "slow_switch_pair",
+        ] {
             assert!(drawn.contains(want), "{want} never drawn: {drawn:?}");
         }
         assert!(due_n > 0, "no fault due in {seeds} machines");

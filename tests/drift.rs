@@ -305,6 +305,18 @@ fn windowed(fault: &Fault, window: (Option<f64>, Option<f64>)) -> Fault {
             from_us,
             until_us,
         },
+        Fault::SlowSwitchPair {
+            switch,
+            other,
+            factor,
+            ..
+        } => Fault::SlowSwitchPair {
+            switch,
+            other,
+            factor,
+            from_us,
+            until_us,
+        },
     }
 }
 

@@ -283,6 +283,26 @@ pub enum Fault {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         until_us: Option<f64>,
     },
+    /// On a `[tree]` machine, the routes between the hosts under `switch` and those under
+    /// `other` (two switches at one level) are slow, and no other: E of each hop of a message
+    /// between the two that is above them (the uplinks of the two switches and of those above
+    /// them, up to the switch they share, both ways) is scaled by `factor`. A path between
+    /// two leaves that other routes over the same uplinks do not take: one spine of several
+    /// under ECMP, a bad cable of a trunk.
+    SlowSwitchPair {
+        /// One switch, by name (`leaf3`, `spine0`).
+        switch: String,
+        /// The other, at the same level (`leaf6`, `spine1`).
+        other: String,
+        /// How many times slower each hop between them is.
+        factor: f64,
+        /// Virtual time, µs, from which the fault applies (absent: from the start).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_us: Option<f64>,
+        /// Virtual time, µs, from which it no longer applies (absent: never).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until_us: Option<f64>,
+    },
 }
 
 /// The `kind`s a `[[faults]]` entry may have.
@@ -292,6 +312,7 @@ pub const FAULT_KINDS: &[&str] = &[
     "slow_dimension",
     "slow_switch",
     "slow_uplink",
+    "slow_switch_pair",
 ];
 
 /// Where a fault is, its switch's name resolved on the machine's network.
@@ -302,9 +323,19 @@ enum Place {
     Dimension(u32),
     Switch(u32),
     Uplink(u32),
+    SwitchPair(u32, u32),
 }
 
 impl Place {
+    /// Whether a fault here scales E of channel `c` of `net` for a message from host
+    /// `from` to host `to` (only a switch pair's depends on the message).
+    fn on_route(self, net: &Net, c: u32, from: u32, to: u32) -> bool {
+        match (self, net) {
+            (Place::SwitchPair(x, y), Net::Tree(l)) => l.pair_hop(c, from, to, x, y),
+            _ => self.on_channel(net, c),
+        }
+    }
+
     /// Whether a fault here scales E of channel `c` of `net`.
     fn on_channel(self, net: &Net, c: u32) -> bool {
         match (self, net) {
@@ -340,7 +371,8 @@ impl Fault {
             | Fault::SlowNode { factor, .. }
             | Fault::SlowDimension { factor, .. }
             | Fault::SlowSwitch { factor, .. }
-            | Fault::SlowUplink { factor, .. } => factor,
+            | Fault::SlowUplink { factor, .. }
+            | Fault::SlowSwitchPair { factor, .. } => factor,
         }
     }
 
@@ -360,6 +392,9 @@ impl Fault {
                 from_us, until_us, ..
             }
             | Fault::SlowUplink {
+                from_us, until_us, ..
+            }
+            | Fault::SlowSwitchPair {
                 from_us, until_us, ..
             } => (from_us, until_us),
         }
@@ -384,7 +419,7 @@ impl Fault {
     }
 
     /// The entry's `kind` in TOML: `slow_link`, `slow_node`, `slow_dimension`,
-    /// `slow_switch` or `slow_uplink`.
+    /// `slow_switch`, `slow_uplink` or `slow_switch_pair`.
     pub fn kind(&self) -> &'static str {
         match self {
             Fault::SlowLink { .. } => FAULT_KINDS[0],
@@ -392,6 +427,7 @@ impl Fault {
             Fault::SlowDimension { .. } => FAULT_KINDS[2],
             Fault::SlowSwitch { .. } => FAULT_KINDS[3],
             Fault::SlowUplink { .. } => FAULT_KINDS[4],
+            Fault::SlowSwitchPair { .. } => FAULT_KINDS[5],
         }
     }
 
@@ -405,7 +441,17 @@ impl Fault {
             Fault::SlowDimension { dimension, .. } => Place::Dimension(*dimension),
             Fault::SlowSwitch { switch: s, .. } => Place::Switch(switch(s)?),
             Fault::SlowUplink { switch: s, .. } => Place::Uplink(switch(s)?),
+            Fault::SlowSwitchPair {
+                switch: s, other, ..
+            } => Place::SwitchPair(switch(s)?, switch(other)?),
         })
+    }
+
+    /// Whether the fault scales E of channel `c` of `net` for a message from host `from` to
+    /// host `to`.
+    fn on_route(&self, net: &Net, c: u32, from: u32, to: u32) -> bool {
+        self.place(net)
+            .is_some_and(|p| p.on_route(net, c, from, to))
     }
 
     /// Whether the fault scales E of channel `c` of `net`.
@@ -437,12 +483,15 @@ impl Fault {
         match (self, &net) {
             (Fault::SlowLink { .. } | Fault::SlowDimension { .. }, Net::Tree(_)) => {
                 return Err(format!(
-                    "{} is a fault of the hypercube; a tree machine has slow_node, slow_switch \
-                     and slow_uplink",
+                    "{} is a fault of the hypercube; a tree machine has slow_node, slow_switch, \
+                     slow_uplink and slow_switch_pair",
                     self.kind()
                 ))
             }
-            (Fault::SlowSwitch { .. } | Fault::SlowUplink { .. }, Net::Cube { .. }) => {
+            (
+                Fault::SlowSwitch { .. } | Fault::SlowUplink { .. } | Fault::SlowSwitchPair { .. },
+                Net::Cube { .. },
+            ) => {
                 return Err(format!(
                     "{} is a fault of a tree of switches, and this machine is a hypercube (no \
                      [tree])",
@@ -459,6 +508,34 @@ impl Fault {
                 };
                 if matches!(self, Fault::SlowUplink { .. }) && l.parent(x).is_none() {
                     return Err(format!("`{switch}` is the root: it has no uplink"));
+                }
+            }
+            (Fault::SlowSwitchPair { switch, other, .. }, Net::Tree(l)) => {
+                let mut found = Vec::new();
+                for name in [switch, other] {
+                    let Some(x) = l.find(name) else {
+                        return Err(format!(
+                            "the tree has no switch `{}` (its switches: {})",
+                            one_line(name),
+                            switch_list(l)
+                        ));
+                    };
+                    found.push(x);
+                }
+                if found[0] == found[1] {
+                    return Err(format!(
+                        "`{}` twice: a switch pair is two switches, the routes between the \
+                         hosts under one and those under the other",
+                        one_line(switch)
+                    ));
+                }
+                if !l.same_level(found[0], found[1]) {
+                    return Err(format!(
+                        "`{}` and `{}` are at different levels of the tree: a switch pair is \
+                         two leaves, two spines, ...",
+                        one_line(switch),
+                        one_line(other)
+                    ));
                 }
             }
             (&Fault::SlowLink { from, to, .. }, _) => {
@@ -536,6 +613,17 @@ impl std::fmt::Display for Fault {
             Fault::SlowUplink { switch, factor, .. } => {
                 write!(f, "slow_uplink {} x{factor}", one_line(switch))?
             }
+            Fault::SlowSwitchPair {
+                switch,
+                other,
+                factor,
+                ..
+            } => write!(
+                f,
+                "slow_switch_pair {} - {} x{factor}",
+                one_line(switch),
+                one_line(other)
+            )?,
         }
         let (from, until) = self.window_us();
         if let Some(a) = from {
@@ -612,7 +700,19 @@ fn products<'a>(cfg: &SimConfig, faults: impl Iterator<Item = &'a Fault>) -> (Ve
 /// any step of the machine may be.
 pub(crate) fn worst_factor(cfg: &SimConfig) -> f64 {
     let (e, node) = products(cfg, cfg.faults.iter());
-    e.iter().chain(&node).copied().fold(1.0, f64::max)
+    let e = e.iter().copied().fold(1.0, f64::max) * pair_product(cfg);
+    node.iter().copied().fold(e, f64::max)
+}
+
+/// The product of the factors of the `slow_switch_pair` faults (1 when none): a bound of how
+/// much slower they make a channel's hop for some messages, beside the channel's own
+/// factor.
+fn pair_product(cfg: &SimConfig) -> f64 {
+    cfg.faults
+        .iter()
+        .filter(|f| matches!(f, Fault::SlowSwitchPair { .. }))
+        .map(Fault::factor)
+        .product()
 }
 
 /// The faults of a configuration, per channel and per node, for the kernel: the products of
@@ -628,6 +728,9 @@ pub(crate) struct FaultTable {
     /// The faults with a window: where each is, its factor and its window in virtual ns,
     /// `[from, until)`.
     timed: Vec<(Place, f64, u64, u64)>,
+    /// The switch pairs, with or without a window (`[0, u64::MAX)`): they apply to the
+    /// messages between their two switches only.
+    pairs: Vec<(Place, f64, u64, u64)>,
     /// The network, to find where a channel is.
     net: Option<Net>,
     /// Largest factor of a channel and of a node with every fault in effect (1 when none).
@@ -640,14 +743,22 @@ impl FaultTable {
     pub(crate) fn new(cfg: &SimConfig) -> Self {
         let (e, node) = products(cfg, cfg.faults.iter().filter(|f| !f.timed()));
         let net = Net::of(cfg);
+        let placed = |f: &Fault| {
+            let (a, b) = f.window_ns();
+            Some((f.place(&net)?, f.factor(), a, b))
+        };
+        let is_pair = |f: &&Fault| matches!(f, Fault::SlowSwitchPair { .. });
         let timed: Vec<(Place, f64, u64, u64)> = cfg
             .faults
             .iter()
-            .filter(|f| f.timed())
-            .filter_map(|f| {
-                let (a, b) = f.window_ns();
-                Some((f.place(&net)?, f.factor(), a, b))
-            })
+            .filter(|f| f.timed() && !is_pair(f))
+            .filter_map(placed)
+            .collect();
+        let pairs: Vec<(Place, f64, u64, u64)> = cfg
+            .faults
+            .iter()
+            .filter(is_pair)
+            .filter_map(placed)
             .collect();
         let (all_e, all_node) = if timed.is_empty() {
             (e.clone(), node.clone())
@@ -656,18 +767,42 @@ impl FaultTable {
         };
         let max = |v: &[f64]| v.iter().copied().fold(1.0, f64::max);
         FaultTable {
-            max_e: max(&all_e),
+            max_e: max(&all_e) * pair_product(cfg),
             max_node: max(&all_node),
             e,
             node,
-            net: (!timed.is_empty()).then_some(net),
+            net: (!timed.is_empty() || !pairs.is_empty()).then_some(net),
             timed,
+            pairs,
         }
     }
 
-    /// E of `base_ns` over channel `c` for a hop starting at `now`, scaled.
+    /// E of `base_ns` over channel `c` for a hop of a message from host `from` to host `to`
+    /// starting at `now`, scaled: [`FaultTable::channel_ns`] and the switch pairs the message
+    /// runs between.
     #[inline]
+    pub(crate) fn hop_ns(&self, now: u64, c: u32, from: u32, to: u32, base_ns: u64) -> u64 {
+        let mut f = self.channel_factor(now, c);
+        if let (false, Some(net)) = (self.pairs.is_empty(), &self.net) {
+            for &(place, factor, a, b) in &self.pairs {
+                if (a..b).contains(&now) && place.on_route(net, c, from, to) {
+                    f *= factor;
+                }
+            }
+        }
+        scaled_ns(base_ns, f)
+    }
+
+    /// E of `base_ns` over channel `c` for a hop starting at `now`, scaled (the kernel's
+    /// [`FaultTable::hop_ns`] without a message).
+    #[cfg(test)]
     pub(crate) fn channel_ns(&self, now: u64, c: u32, base_ns: u64) -> u64 {
+        scaled_ns(base_ns, self.channel_factor(now, c))
+    }
+
+    /// The factor of E over channel `c` for a hop starting at `now`.
+    #[inline]
+    fn channel_factor(&self, now: u64, c: u32) -> f64 {
         let mut f = self.e.get(c as usize).copied().unwrap_or(1.0);
         if let Some(net) = &self.net {
             for &(place, factor, from, until) in &self.timed {
@@ -676,7 +811,7 @@ impl FaultTable {
                 }
             }
         }
-        scaled_ns(base_ns, f)
+        f
     }
 
     /// F, U, R or S of `base_ns` on `node` for a step starting at `now`, scaled.
@@ -1302,8 +1437,10 @@ impl SimConfig {
     /// with [`scaled_ns`]). Without faults it is [`pingpong_one_way_ns`](Self::pingpong_one_way_ns).
     /// A node that only forwards adds nothing: its (scaled) R and S are off the path.
     /// On a `[tree]` machine the route is up to the lowest switch above both and down, its
-    /// `E_i` scaled by the uplink factor between two switches and by the `slow_switch` and
-    /// `slow_uplink` faults on the hop; the formula is the same. Saturates at `u64::MAX`.
+    /// `E_i` scaled by the uplink factor between two switches, by the `slow_switch` and
+    /// `slow_uplink` faults on the hop, and by the `slow_switch_pair` faults the message runs
+    /// between when the hop is above their switches; the formula is the same. Saturates at
+    /// `u64::MAX`.
     pub fn pingpong_one_way_between_ns(&self, n: u64, from: u32, to: u32) -> u64 {
         self.one_way_where(n, from, to, |_| true)
     }
@@ -1324,7 +1461,14 @@ impl SimConfig {
         let path = net.route(from, to);
         let mut total = f;
         for (i, &c) in path.iter().enumerate() {
-            let e = scaled_ns(t.e.ns(n), self.channel_factor_where(&net, c, &on));
+            let pairs: f64 = self
+                .faults
+                .iter()
+                .filter(|f| matches!(f, Fault::SlowSwitchPair { .. }))
+                .filter(|f| on(f) && f.on_route(&net, c, from, to))
+                .map(Fault::factor)
+                .product();
+            let e = scaled_ns(t.e.ns(n), self.channel_factor_where(&net, c, &on) * pairs);
             let last = i + 1 == path.len();
             let step = if last {
                 e.max(scaled_ns(t.r.ns(n), node(to)))

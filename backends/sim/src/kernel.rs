@@ -1032,7 +1032,7 @@ impl<'c> Kernel<'c> {
             }
         }
         let msg = &self.msgs[m as usize];
-        let e = self.faults.channel_ns(self.now, c, msg.e_ns);
+        let e = self.faults.hop_ns(self.now, c, msg.src, msg.dest, msg.e_ns);
         let (r_ns, s_ns) = (msg.r_ns, msg.s_ns);
         let ch = &mut self.chans[c as usize];
         ch.stalled = false;

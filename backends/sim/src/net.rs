@@ -264,6 +264,27 @@ impl Layout {
         names.join(".")
     }
 
+    /// Whether vertices `x` and `y` are at the same level.
+    pub(crate) fn same_level(&self, x: u32, y: u32) -> bool {
+        self.level(x).0 == self.level(y).0
+    }
+
+    /// Whether host `h` is under vertex `x` (or is it).
+    fn under(&self, h: u32, x: u32) -> bool {
+        let (l, i) = self.level(x);
+        h < self.nodes && h / self.span[l] == i
+    }
+
+    /// Whether channel `c`, a hop of the route from host `from` to host `to`, is one a
+    /// `slow_switch_pair` of switches `x` and `y` (one level) scales: the message runs between
+    /// them (one end under each) and the hop is at or above their level (the uplink, either
+    /// way, of one of them or of a switch above it).
+    pub(crate) fn pair_hop(&self, c: u32, from: u32, to: u32, x: u32, y: u32) -> bool {
+        let between = (self.under(from, x) && self.under(to, y))
+            || (self.under(from, y) && self.under(to, x));
+        between && self.level(c / 2).0 >= self.level(x).0
+    }
+
     /// Whether channel `c` touches switch `x` (a port of it).
     pub(crate) fn touches(&self, c: u32, x: u32) -> bool {
         let (a, b) = self.ends(c);

@@ -1,10 +1,11 @@
 //! Machines whose hosts hang under a tree of switches (docs/simulator.md §6c), against ground
 //! truth worked out here from the switch paths alone: every pair's ping-pong takes the closed
 //! form over its route (up to the lowest switch above both, down again), with the uplink
-//! factor and the `slow_switch`, `slow_uplink` and `slow_node` faults on it; only the source
-//! pays S and only the destination R (a switch has no CPU); every rank says its host and its
-//! switches as Slurm would. Trees of random shape, times, uplink factors and faults, drawn
-//! with a seeded generator, beside hand-checked cases and the refusals of bad machines.
+//! factor and the `slow_switch`, `slow_uplink`, `slow_switch_pair` and `slow_node` faults on
+//! it; only the source pays S and only the destination R (a switch has no CPU); every rank
+//! says its host and its switches as Slurm would. Trees of random shape, times, uplink
+//! factors and faults, drawn with a seeded generator, beside hand-checked cases and the
+//! refusals of bad machines.
 
 use commbench_core::stats::Xoshiro256;
 use commbench_core::{Endpoint, Program, Result};
@@ -51,9 +52,27 @@ fn hops(c: &SimConfig, s: u32, t: u32) -> Vec<(String, String)> {
     out
 }
 
-/// E's factor on a hop over the link `child - parent`: the uplink factor between two
-/// switches, times every fault on it, in the order given.
-fn hop_factor(c: &SimConfig, child: &str, parent: &str) -> f64 {
+/// Whether the hop whose lower end is `child`, of the route from `s` to `t`, is one a switch
+/// pair `x`, `y` scales: one end under each, and `child` is that end's switch of the pair or
+/// above it.
+fn pair_hop(c: &SimConfig, s: u32, t: u32, child: &str, x: &str, y: &str) -> bool {
+    let (a, b) = (chain(c, s), chain(c, t));
+    let at_or_above = |ch: &[String], sw: &str| {
+        ch.iter()
+            .position(|n| n == sw)
+            .is_some_and(|k| ch[..=k].iter().any(|n| n == child))
+    };
+    (a.iter().any(|n| n == x)
+        && b.iter().any(|n| n == y)
+        && (at_or_above(&a, x) || at_or_above(&b, y)))
+        || (a.iter().any(|n| n == y)
+            && b.iter().any(|n| n == x)
+            && (at_or_above(&a, y) || at_or_above(&b, x)))
+}
+
+/// E's factor on a hop over the link `child - parent` of the route from `s` to `t`: the
+/// uplink factor between two switches, times every fault on it, in the order given.
+fn hop_factor(c: &SimConfig, (s, t): (u32, u32), child: &str, parent: &str) -> f64 {
     let tree = c.tree.as_ref().expect("a tree");
     let base = if child.starts_with("node") {
         1.0
@@ -65,6 +84,12 @@ fn hop_factor(c: &SimConfig, child: &str, parent: &str) -> f64 {
             x * factor
         }
         Fault::SlowUplink { switch, factor, .. } if switch == child => x * factor,
+        Fault::SlowSwitchPair {
+            switch,
+            other,
+            factor,
+            ..
+        } if pair_hop(c, s, t, child, switch, other) => x * factor,
         _ => x,
     })
 }
@@ -83,7 +108,7 @@ fn one_way(c: &SimConfig, n: u64, s: u32, t: u32) -> u64 {
     let route = hops(c, s, t);
     let mut total = scale(tm.f.ns(n), node_factor(c, s));
     for (i, (child, parent)) in route.iter().enumerate() {
-        let e = scale(tm.e.ns(n), hop_factor(c, child, parent));
+        let e = scale(tm.e.ns(n), hop_factor(c, (s, t), child, parent));
         total += if i + 1 == route.len() {
             e.max(scale(tm.r.ns(n), node_factor(c, t)))
         } else {
@@ -142,7 +167,25 @@ fn draw_faults(c: &SimConfig, rng: &mut Xoshiro256) -> Vec<Fault> {
     for _ in 0..count {
         let factor = (uniform(rng, 1.2, 4.0) * 100.0).round() / 100.0;
         let switch = names[rng.below(names.len())].clone();
-        out.push(match rng.below(3) {
+        // A switch pair: another switch at the same depth of some host's path.
+        let depth = |name: &str| {
+            (0..c.nodes())
+                .find_map(|h| chain(c, h).iter().position(|n| n == name))
+                .unwrap_or(0)
+        };
+        let peers: Vec<&String> = names
+            .iter()
+            .filter(|n| **n != switch && depth(n) == depth(&switch))
+            .collect();
+        out.push(match rng.below(4) {
+            3 if peers.is_empty() => continue,
+            3 => Fault::SlowSwitchPair {
+                other: peers[rng.below(peers.len())].clone(),
+                switch,
+                factor,
+                from_us: None,
+                until_us: None,
+            },
             0 => Fault::SlowNode {
                 node: rng.below(c.nodes() as usize) as u32,
                 factor,
@@ -341,6 +384,57 @@ fn hand_checked_routes_and_faults() {
         out[0],
         vec![slow.clock_read_ns + 2 * slow.pingpong_one_way_between_ns(0, 0, 8)]
     );
+    // A slow switch pair: leaf0 - leaf1 x3 slows the hops above the two leaves of their
+    // routes only (leaf0 up, leaf1 down, x2 x3 each); spine0 - spine1 x2 those above the
+    // spines of routes across the core.
+    let pairs = SimConfig::from_toml_str(&text(
+        "[[faults]]\nkind = \"slow_switch_pair\"\nswitch = \"leaf0\"\nother = \"leaf1\"\nfactor = 3\n\
+         [[faults]]\nkind = \"slow_switch_pair\"\nswitch = \"spine1\"\nother = \"spine0\"\nfactor = 2\n",
+    ))
+    .unwrap();
+    assert_eq!(
+        pairs.pingpong_one_way_between_ns(0, 0, 4),
+        1000 + 1000 + 6000 + 6000 + 1000 + 1000
+    );
+    assert_eq!(
+        pairs.pingpong_one_way_between_ns(0, 5, 1),
+        pairs.pingpong_one_way_between_ns(0, 0, 4)
+    );
+    for (a, b) in [(4, 5), (0, 1), (8, 12), (2, 3), (4, 3)] {
+        let healthy = c.pingpong_one_way_between_ns(0, a, b);
+        let leaf = |h: u32| h / 4;
+        if (leaf(a), leaf(b)) == (0, 1) || (leaf(a), leaf(b)) == (1, 0) {
+            continue;
+        }
+        assert_eq!(
+            pairs.pingpong_one_way_between_ns(0, a, b),
+            healthy,
+            "{a} {b}"
+        );
+    }
+    assert_eq!(
+        pairs.pingpong_one_way_between_ns(0, 0, 8),
+        1000 + 1000 + 2000 + 4000 + 4000 + 2000 + 1000 + 1000
+    );
+    assert_eq!(
+        pairs.pingpong_one_way_between_ns(0, 4, 12),
+        pairs.pingpong_one_way_between_ns(0, 0, 8)
+    );
+    for (src, dst) in [(0, 4), (0, 8), (8, 12), (4, 5)] {
+        let p = PingPong {
+            src,
+            dst,
+            n: 0,
+            npp: 1,
+            trials: 1,
+        };
+        let out = run(&pairs, &p).unwrap();
+        assert_eq!(
+            out[src as usize],
+            vec![pairs.clock_read_ns + 2 * pairs.pingpong_one_way_between_ns(0, src, dst)],
+            "{src} -> {dst}"
+        );
+    }
 }
 
 #[test]
@@ -379,6 +473,31 @@ fn machines_that_mix_the_networks_or_name_no_switch_are_refused() {
             tree,
             "faults = [{ kind = \"slow_uplink\", switch = \"leaf1\", factor = 0.5 }]",
             "factor = 0.5",
+        ),
+        (
+            tree,
+            "faults = [{ kind = \"slow_switch_pair\", switch = \"leaf1\", other = \"leaf1\", factor = 2 }]",
+            "`leaf1` twice",
+        ),
+        (
+            tree,
+            "faults = [{ kind = \"slow_switch_pair\", switch = \"leaf1\", other = \"core\", factor = 2 }]",
+            "different levels",
+        ),
+        (
+            tree,
+            "faults = [{ kind = \"slow_switch_pair\", switch = \"leaf1\", other = \"leaf9\", factor = 2 }]",
+            "no switch `leaf9`",
+        ),
+        (
+            tree,
+            "faults = [{ kind = \"slow_switch_pair\", switch = \"leaf1\", factor = 2 }]",
+            "missing field `other`",
+        ),
+        (
+            "",
+            "faults = [{ kind = \"slow_switch_pair\", switch = \"leaf0\", other = \"leaf1\", factor = 2 }]",
+            "this machine is a hypercube",
         ),
         ("[tree]\nfanout = []", "", "tree.fanout is empty"),
         ("[tree]\nfanout = [16, 2]", "", "already has one switch"),

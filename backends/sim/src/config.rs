@@ -498,46 +498,10 @@ impl Fault {
                     self.kind()
                 ))
             }
-            (Fault::SlowSwitch { switch, .. } | Fault::SlowUplink { switch, .. }, Net::Tree(l)) => {
-                let Some(x) = l.find(switch) else {
-                    return Err(format!(
-                        "the tree has no switch `{}` (its switches: {})",
-                        one_line(switch),
-                        switch_list(l)
-                    ));
-                };
-                if matches!(self, Fault::SlowUplink { .. }) && l.parent(x).is_none() {
-                    return Err(format!("`{switch}` is the root: it has no uplink"));
-                }
-            }
-            (Fault::SlowSwitchPair { switch, other, .. }, Net::Tree(l)) => {
-                let mut found = Vec::new();
-                for name in [switch, other] {
-                    let Some(x) = l.find(name) else {
-                        return Err(format!(
-                            "the tree has no switch `{}` (its switches: {})",
-                            one_line(name),
-                            switch_list(l)
-                        ));
-                    };
-                    found.push(x);
-                }
-                if found[0] == found[1] {
-                    return Err(format!(
-                        "`{}` twice: a switch pair is two switches, the routes between the \
-                         hosts under one and those under the other",
-                        one_line(switch)
-                    ));
-                }
-                if !l.same_level(found[0], found[1]) {
-                    return Err(format!(
-                        "`{}` and `{}` are at different levels of the tree: a switch pair is \
-                         two leaves, two spines, ...",
-                        one_line(switch),
-                        one_line(other)
-                    ));
-                }
-            }
+            (
+                Fault::SlowSwitch { .. } | Fault::SlowUplink { .. } | Fault::SlowSwitchPair { .. },
+                Net::Tree(l),
+            ) => self.check_on_tree(l)?,
             (&Fault::SlowLink { from, to, .. }, _) => {
                 node_in_range(from)?;
                 node_in_range(to)?;
@@ -569,6 +533,50 @@ impl Fault {
             ));
         }
         self.check_window()
+    }
+
+    /// `Ok` when the switches a fault of a tree names are on tree `l` and fit its kind (not
+    /// the root's uplink; a pair's two, different, at one level); else the reason.
+    fn check_on_tree(&self, l: &Layout) -> std::result::Result<(), String> {
+        let find = |name: &str| {
+            l.find(name).ok_or_else(|| {
+                format!(
+                    "the tree has no switch `{}` (its switches: {})",
+                    one_line(name),
+                    switch_list(l)
+                )
+            })
+        };
+        match self {
+            Fault::SlowSwitch { switch, .. } => {
+                find(switch)?;
+            }
+            Fault::SlowUplink { switch, .. } => {
+                if l.parent(find(switch)?).is_none() {
+                    return Err(format!("`{switch}` is the root: it has no uplink"));
+                }
+            }
+            Fault::SlowSwitchPair { switch, other, .. } => {
+                let (x, y) = (find(switch)?, find(other)?);
+                if x == y {
+                    return Err(format!(
+                        "`{}` twice: a switch pair is two switches, the routes between the \
+                         hosts under one and those under the other",
+                        one_line(switch)
+                    ));
+                }
+                if !l.same_level(x, y) {
+                    return Err(format!(
+                        "`{}` and `{}` are at different levels of the tree: a switch pair is \
+                         two leaves, two spines, ...",
+                        one_line(switch),
+                        one_line(other)
+                    ));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// `from_us` and `until_us`, when given, are finite, `>= 0`, within the clock's limit,

@@ -180,26 +180,20 @@ impl Geometry {
     /// The switches and uplinks the route between ranks `i` and `j` goes through (both
     /// directions go through the same), none when they share a host or no switch is known.
     pub(super) fn through(&self, i: u32, j: u32) -> Vec<Hop> {
-        match self {
-            Geometry::Hosts {
-                host_of,
-                tree: Some(t),
-                ..
-            } => {
-                let (a, b) = (host_of[i as usize], host_of[j as usize]);
-                if a == b {
-                    Vec::new()
-                } else {
-                    t.route(t.leaf[a], t.leaf[b])
-                }
-            }
-            _ => Vec::new(),
-        }
+        self.leaves(i, j)
+            .map_or_else(Vec::new, |(t, a, b)| t.route(a, b))
     }
 
     /// The switch pairs the route between ranks `i` and `j` runs between
     /// ([`Tree::pairs_between`]), none on one host.
     pub(super) fn switch_pairs(&self, i: u32, j: u32) -> Vec<(u32, u32)> {
+        self.leaves(i, j)
+            .map_or_else(Vec::new, |(t, a, b)| t.pairs_between(a, b))
+    }
+
+    /// The tree and the leaf switches of ranks `i` and `j`, when they are on two hosts under
+    /// known switches.
+    fn leaves(&self, i: u32, j: u32) -> Option<(&Tree, u32, u32)> {
         match self {
             Geometry::Hosts {
                 host_of,
@@ -207,13 +201,9 @@ impl Geometry {
                 ..
             } => {
                 let (a, b) = (host_of[i as usize], host_of[j as usize]);
-                if a == b {
-                    Vec::new()
-                } else {
-                    t.pairs_between(t.leaf[a], t.leaf[b])
-                }
+                (a != b).then(|| (&**t, t.leaf[a], t.leaf[b]))
             }
-            _ => Vec::new(),
+            _ => None,
         }
     }
 

@@ -1011,6 +1011,30 @@ impl Problem<'_> {
         2 * with.len() <= t.children(p)
     }
 
+    /// Forward selection from no term, refitted and pruned; again without any switch, uplink
+    /// or switch pair whose cells contradict its effect in some class
+    /// ([`Problem::contradicted`]), until none does.
+    fn selection(&self) -> State {
+        let mut barred = BTreeSet::new();
+        loop {
+            let mut s = self.fit(&[], &[], false);
+            while s.terms.len() < MAX_TERMS {
+                match self.step(&s, &barred) {
+                    Some(next) => s = next,
+                    None => break,
+                }
+            }
+            s = self.fit(&s.terms, &s.beta, true);
+            s = self.prune(s);
+            match self.contradicted(&s) {
+                Some(e) if barred.len() < MAX_TERMS => {
+                    barred.insert(e);
+                }
+                _ => return s,
+            }
+        }
+    }
+
     /// The first switch, uplink or switch pair of `s` whose cells in one of their classes
     /// are not slower than the rest of that class by half of what its effect would make them
     /// (medians of log time; only classes where both have [`MIN_CHANCE_CELLS`] cells). A
@@ -1281,26 +1305,7 @@ pub(super) fn select(inp: &Input<'_>) -> Selected {
         z_level: normal_upper(ALPHA / tests).max(inp.rule_z),
         design,
     };
-    // Forward selection, again without any switch, uplink or switch pair whose cells
-    // contradict its effect in some class ([`Problem::contradicted`]).
-    let mut barred = BTreeSet::new();
-    let s = loop {
-        let mut s = p.fit(&[], &[], false);
-        while s.terms.len() < MAX_TERMS {
-            match p.step(&s, &barred) {
-                Some(next) => s = next,
-                None => break,
-            }
-        }
-        s = p.fit(&s.terms, &s.beta, true);
-        s = p.prune(s);
-        match p.contradicted(&s) {
-            Some(e) if barred.len() < MAX_TERMS => {
-                barred.insert(e);
-            }
-            _ => break s,
-        }
-    };
+    let s = p.selection();
     let mut suspects = Vec::new();
     let mut below = Vec::new();
     for k in 0..s.terms.len() {

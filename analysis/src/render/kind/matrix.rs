@@ -1403,6 +1403,29 @@ mod tests {
         assert!(blames(&m, &node, 3, 0) && blames(&m, &node, 0, 3) && !blames(&m, &node, 0, 1));
         let dim = v(vec![], Some(1));
         assert!(blames(&m, &dim, 0, 2) && blames(&m, &dim, 1, 3) && !blames(&m, &dim, 0, 1));
+        // Under switches, a switch pair blames the routes with one end under each, either way.
+        let mut fab = m.clone();
+        fab.topology = Topology::Switched {
+            hosts: ["h0", "h1", "h2", "h3"].map(String::from).to_vec(),
+            switches: ["t.a", "t.b", "t.c", "t.a"].map(String::from).to_vec(),
+        };
+        let pair = Verdict {
+            kind: "switch_pair".into(),
+            switch: Some("t.a".into()),
+            other_switch: Some("t.b".into()),
+            ..v(vec![0, 1, 3], None)
+        };
+        assert!(
+            blames(&fab, &pair, 0, 1) && blames(&fab, &pair, 1, 3) && blames(&fab, &pair, 1, 0)
+        );
+        assert!(
+            !blames(&fab, &pair, 0, 3) && !blames(&fab, &pair, 0, 2) && !blames(&fab, &pair, 1, 2)
+        );
+        let broken = Verdict {
+            other_switch: None,
+            ..pair.clone()
+        };
+        assert!(!blames(&fab, &broken, 0, 1));
         // On a cube, a channel blames every cell routed over it, either way.
         m.topology = Topology::Hypercube { dimensions: 2 };
         let ch = v(vec![0, 1], Some(0));

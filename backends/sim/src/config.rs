@@ -552,7 +552,8 @@ impl Fault {
                 find(switch)?;
             }
             Fault::SlowUplink { switch, .. } => {
-                if l.parent(find(switch)?).is_none() {
+                let x = find(switch)?;
+                if l.parent(x).is_none() {
                     return Err(format!("`{switch}` is the root: it has no uplink"));
                 }
             }

@@ -1011,26 +1011,85 @@ impl Problem<'_> {
         2 * with.len() <= t.children(p)
     }
 
-    /// Forward selection from no term, then refitted and pruned.
+    /// Forward selection from no term, refitted and pruned; again without any switch, uplink
+    /// or switch pair whose cells contradict its effect in some class
+    /// ([`Problem::contradicted`]), until none does.
     fn selection(&self) -> State {
-        let mut s = self.fit(&[], &[], false);
-        while s.terms.len() < MAX_TERMS {
-            match self.step(&s) {
-                Some(next) => s = next,
-                None => break,
+        let mut barred = BTreeSet::new();
+        loop {
+            let mut s = self.fit(&[], &[], false);
+            while s.terms.len() < MAX_TERMS {
+                match self.step(&s, &barred) {
+                    Some(next) => s = next,
+                    None => break,
+                }
+            }
+            s = self.fit(&s.terms, &s.beta, true);
+            s = self.prune(s);
+            match self.contradicted(&s) {
+                Some(e) if barred.len() < MAX_TERMS => {
+                    barred.insert(e);
+                }
+                _ => return s,
             }
         }
-        s = self.fit(&s.terms, &s.beta, true);
-        self.prune(s)
+    }
+
+    /// The first switch, uplink or switch pair of `s` whose cells in one of their classes
+    /// are not slower than the rest of that class by half of what its effect would make them
+    /// (medians of log time; only classes where both have [`MIN_CHANCE_CELLS`] cells). A
+    /// slow uplink among three spines is most of the routes between them and no element
+    /// (not tested); the spine's switch, whose cells are the uplink's there, can take its
+    /// effect, and then its healthy routes within the spine read fast against their class,
+    /// whose baseline moves down with them, and the other spines' routes of that class slow.
+    /// A fault of the switch itself slows every class it is in.
+    fn contradicted(&self, s: &State) -> Option<usize> {
+        for (k, &e) in s.terms.iter().enumerate() {
+            if !self.design.cands[e].switchy() {
+                continue;
+            }
+            let beta = s.beta[k].first().copied().unwrap_or(0.0);
+            let mut mine: Vec<Vec<f64>> = vec![Vec::new(); self.nc];
+            let mut inside = vec![false; self.t.len()];
+            for u in &self.design.cells[e] {
+                mine[self.class(u.c())].push(self.t[u.c()].ln());
+                inside[u.c()] = true;
+            }
+            let mut rest: Vec<Vec<f64>> = vec![Vec::new(); self.nc];
+            for (c, t) in self.t.iter().enumerate() {
+                if !inside[c] {
+                    rest[self.class(c)].push(t.ln());
+                }
+            }
+            for h in 0..self.nc {
+                let (m, r) = (&mut mine[h], &mut rest[h]);
+                let base = s.base.get(h).copied().unwrap_or(0.0);
+                if m.len() < MIN_CHANCE_CELLS || r.len() < MIN_CHANCE_CELLS || base <= 0.0 {
+                    continue;
+                }
+                sort_samples(m);
+                sort_samples(r);
+                let (Some(a), Some(b)) = (median(m), median(r)) else {
+                    continue;
+                };
+                let expected = (1.0 + beta.max(0.0) / base).ln();
+                if a - b < 0.5 * expected {
+                    return Some(e);
+                }
+            }
+        }
+        None
     }
 
     /// One step of forward selection from `s`: the candidate that, refitted with the terms
     /// of `s`, leaves the least loss among the strongest few, when it passes.
-    fn step(&self, s: &State) -> Option<State> {
+    fn step(&self, s: &State, barred: &BTreeSet<usize>) -> Option<State> {
         let dims = self.dims_open(s);
         let zero = vec![0.0; self.groups()];
         let mut scored: Vec<(f64, usize, Vec<f64>)> = Vec::new();
-        for e in (0..self.design.cands.len()).filter(|e| !s.terms.contains(e)) {
+        for e in
+            (0..self.design.cands.len()).filter(|e| !s.terms.contains(e) && !barred.contains(e))
+        {
             if !dims && matches!(self.design.cands[e], Cand::Dim(_)) {
                 continue;
             }
@@ -1062,7 +1121,7 @@ impl Problem<'_> {
         // from the contrast of its cells with the rest of their classes, and the joint fit,
         // whose baseline no longer counts its cells once it is in, decides as for any other.
         let heavy: Vec<(f64, usize, Vec<f64>)> = (0..self.design.cands.len())
-            .filter(|&e| self.design.heavy[e] && !s.terms.contains(&e))
+            .filter(|&e| self.design.heavy[e] && !s.terms.contains(&e) && !barred.contains(&e))
             .filter(|&e| self.sibling_open(s, e))
             .filter_map(|e| Some((0.0, e, vec![self.contrast(e, &s.resid)?; self.groups()])))
             .collect();

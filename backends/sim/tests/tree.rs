@@ -322,6 +322,24 @@ fn every_pair_takes_the_closed_form_over_its_route_on_random_trees() {
 
 /// A 16-host, two-level tree worked by hand: 4 hosts a leaf, 2 leaves a spine, a core over
 /// the 2 spines; E 1 us, uplinks x2; F = U = 1 us, R = S = 0.5 us.
+/// One timed 0-byte ping-pong from `src` to `dst` on `c` takes exactly the clock read and the
+/// closed form both ways.
+fn kernel_takes_the_closed_form(c: &SimConfig, src: u32, dst: u32) {
+    let p = PingPong {
+        src,
+        dst,
+        n: 0,
+        npp: 1,
+        trials: 1,
+    };
+    let out = run(c, &p).unwrap();
+    assert_eq!(
+        out[src as usize],
+        vec![c.clock_read_ns + 2 * c.pingpong_one_way_between_ns(0, src, dst)],
+        "{src} -> {dst}"
+    );
+}
+
 #[test]
 fn hand_checked_routes_and_faults() {
     let text = |faults: &str| {
@@ -372,18 +390,7 @@ fn hand_checked_routes_and_faults() {
         slow.pingpong_one_way_between_ns(0, 8, 12),
         c.pingpong_one_way_between_ns(0, 8, 12)
     );
-    let p = PingPong {
-        src: 0,
-        dst: 8,
-        n: 0,
-        npp: 1,
-        trials: 1,
-    };
-    let out = run(&slow, &p).unwrap();
-    assert_eq!(
-        out[0],
-        vec![slow.clock_read_ns + 2 * slow.pingpong_one_way_between_ns(0, 0, 8)]
-    );
+    kernel_takes_the_closed_form(&slow, 0, 8);
     // A slow switch pair: leaf0 - leaf1 x3 slows the hops above the two leaves of their
     // routes only (leaf0 up, leaf1 down, x2 x3 each); spine0 - spine1 x2 those above the
     // spines of routes across the core.
@@ -421,19 +428,7 @@ fn hand_checked_routes_and_faults() {
         pairs.pingpong_one_way_between_ns(0, 0, 8)
     );
     for (src, dst) in [(0, 4), (0, 8), (8, 12), (4, 5)] {
-        let p = PingPong {
-            src,
-            dst,
-            n: 0,
-            npp: 1,
-            trials: 1,
-        };
-        let out = run(&pairs, &p).unwrap();
-        assert_eq!(
-            out[src as usize],
-            vec![pairs.clock_read_ns + 2 * pairs.pingpong_one_way_between_ns(0, src, dst)],
-            "{src} -> {dst}"
-        );
+        kernel_takes_the_closed_form(&pairs, src, dst);
     }
 }
 

@@ -451,7 +451,6 @@ fn drop_unidentifiable(
     use std::collections::HashMap;
     use std::hash::{Hash, Hasher};
     let nc = per_class.len();
-    let switchy = |c: &Cand| c.switchy();
     let most_of_a_class = |uses: &[Use]| {
         let mut n = vec![0usize; nc];
         for u in uses {
@@ -475,7 +474,7 @@ fn drop_unidentifiable(
     let untestable: Vec<Cand> = by
         .iter()
         .filter(|(c, uses)| {
-            (switchy(c) && most_of_a_class(uses))
+            (c.switchy() && most_of_a_class(uses))
                 || (matches!(c, Cand::SwitchPair(..)) && third_of_a_class(uses))
         })
         .map(|(c, _)| *c)
@@ -510,7 +509,7 @@ fn drop_unidentifiable(
             other.len() == uses.len() && other.iter().zip(uses).all(|(a, b)| a.cell == b.cell)
         };
         let twins = seen.entry(k).or_default();
-        if switchy(&c) && twins.iter().any(same) {
+        if c.switchy() && twins.iter().any(same) {
             gone.push(c);
         } else {
             twins.push(c);
